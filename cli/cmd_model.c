@@ -1,0 +1,127 @@
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "zoo.h"
+
+static int fail(GError *e) {
+  fprintf(stderr, "refit: error: %s\n", e->message);
+  g_error_free(e);
+  return 1;
+}
+
+static int model_list(void) {
+  printf("# refit model list\n");
+  printf("%-20s %-12s %14s %12s %10s\n", "model", "family", "params(B)", "bytes(GB)", "tensors");
+  for (const char *const *n = rf_zoo_names(); *n; n++) {
+    GError *e = NULL;
+    RfModel *m = rf_model_load(*n, &e);
+    if (!m) return fail(e);
+    printf("%-20s %-12s %14.3f %12.3f %10lld\n", m->name, m->family, rf_model_params(m) / 1e9,
+           rf_model_bytes(m) / 1e9, (long long)rf_model_checkpoint_tensors(m));
+    rf_model_free(m);
+  }
+  return 0;
+}
+
+static int model_show(const char *name, gboolean json) {
+  GError *e = NULL;
+  RfModel *m = rf_model_load(name, &e);
+  if (!m) return fail(e);
+  uint64_t kb[RF_KIND_COUNT] = {0}, kt[RF_KIND_COUNT] = {0}, mtp_b = 0, mtp_t = 0;
+  for (uint32_t i = 0; i < m->ntensors; i++) {
+    const RfTensor *t = &m->tensors[i];
+    uint64_t by = (uint64_t)rf_tensor_elems(t) * rf_dtype_size(t->dtype);
+    if (t->mtp) {
+      mtp_b += by;
+      mtp_t += rf_tensor_count(t);
+    } else {
+      kb[t->kind] += by;
+      kt[t->kind] += rf_tensor_count(t);
+    }
+  }
+  int64_t total = rf_model_bytes(m);
+  if (json) {
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, m->name);
+    json_builder_set_member_name(b, "family");
+    json_builder_add_string_value(b, m->family);
+    json_builder_set_member_name(b, "params");
+    json_builder_add_int_value(b, rf_model_params(m));
+    json_builder_set_member_name(b, "bytes");
+    json_builder_add_int_value(b, total);
+    json_builder_set_member_name(b, "tensors");
+    json_builder_add_int_value(b, rf_model_checkpoint_tensors(m));
+    json_builder_set_member_name(b, "layers");
+    json_builder_add_int_value(b, m->nlayers);
+    json_builder_set_member_name(b, "kinds");
+    json_builder_begin_array(b);
+    for (int k = 0; k <= RF_KIND_COUNT; k++) {
+      uint64_t by = k < RF_KIND_COUNT ? kb[k] : mtp_b, nt = k < RF_KIND_COUNT ? kt[k] : mtp_t;
+      if (!nt) continue;
+      json_builder_begin_object(b);
+      json_builder_set_member_name(b, "kind");
+      json_builder_add_string_value(b, k < RF_KIND_COUNT ? rf_kind_name((RfKind)k) : "mtp");
+      json_builder_set_member_name(b, "tensors");
+      json_builder_add_int_value(b, (gint64)nt);
+      json_builder_set_member_name(b, "bytes");
+      json_builder_add_int_value(b, (gint64)by);
+      json_builder_set_member_name(b, "share");
+      json_builder_add_double_value(b, total ? (double)by / total : 0);
+      json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    JsonGenerator *g = json_generator_new();
+    JsonNode *root = json_builder_get_root(b);
+    json_generator_set_root(g, root);
+    json_generator_set_pretty(g, TRUE);
+    char *s = json_generator_to_data(g, NULL);
+    printf("%s\n", s);
+    g_free(s);
+    json_node_unref(root);
+    g_object_unref(g);
+    g_object_unref(b);
+  } else {
+    printf("# refit model show %s\n", name);
+    printf("# family %s, %d layers, hidden %lld, vocab %lld\n", m->family, m->nlayers,
+           (long long)m->arch.hidden, (long long)m->arch.vocab);
+    printf("params     %18lld  (%.3f B)\n", (long long)rf_model_params(m), rf_model_params(m) / 1e9);
+    printf("bytes      %18lld  (%.3f GB)\n", (long long)total, total / 1e9);
+    printf("tensors    %18lld  (checkpoint tensors; %u entries with experts stacked)\n",
+           (long long)rf_model_checkpoint_tensors(m), m->ntensors);
+    printf("\n%-14s %10s %14s %8s\n", "kind", "tensors", "bytes(GB)", "share(%)");
+    for (int k = 0; k <= RF_KIND_COUNT; k++) {
+      uint64_t by = k < RF_KIND_COUNT ? kb[k] : mtp_b, nt = k < RF_KIND_COUNT ? kt[k] : mtp_t;
+      if (!nt) continue;
+      printf("%-14s %10llu %14.3f %8.2f\n", k < RF_KIND_COUNT ? rf_kind_name((RfKind)k) : "mtp",
+             (unsigned long long)nt, by / 1e9, total ? 100.0 * by / total : 0);
+    }
+  }
+  rf_model_free(m);
+  return 0;
+}
+
+int rf_cmd_model(int argc, char **argv) {
+  gboolean json = FALSE;
+  GOptionEntry entries[] = {{"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL},
+                            {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("list | show NAME");
+  g_option_context_set_summary(ctx, "Models in the zoo. NAME may also be a path to a config.json or "
+                                    "a tensor listing {name: {shape, dtype}}.");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *e = NULL;
+  if (!g_option_context_parse(ctx, &argc, &argv, &e)) {
+    g_option_context_free(ctx);
+    return fail(e);
+  }
+  g_option_context_free(ctx);
+  if (argc == 2 && !strcmp(argv[1], "list")) return model_list();
+  if (argc == 3 && !strcmp(argv[1], "show")) return model_show(argv[2], json);
+  fprintf(stderr, "refit: error: usage: refit model list | refit model show NAME [--json]\n");
+  return 2;
+}

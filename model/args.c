@@ -1,0 +1,110 @@
+#include "args.h"
+
+#include <string.h>
+
+#define RF_ERROR g_quark_from_static_string("refit")
+
+GOptionGroup *rf_args_group(RfArgs *a) {
+  GOptionEntry entries[] = {
+      {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
+       "Model: a zoo name (refit model list) or a config.json / tensor listing", "NAME|FILE"},
+      {"train", 't', 0, G_OPTION_ARG_STRING, &a->train,
+       "Megatron training layout, e.g. TP4xPP8xEP16 (DP omitted: smallest world consistent with EP)",
+       "LAYOUT"},
+      {"infer", 'i', 0, G_OPTION_ARG_STRING, &a->infer,
+       "vLLM inference layout, e.g. TP8xDP16 (EP, if given, must be TP x DP)", "LAYOUT"},
+      {"spec", 0, 0, G_OPTION_ARG_FILENAME, &a->spec,
+       "Raw DTensor spec (JSON, docs/formats.md) instead of model and layouts", "FILE"},
+      {"topology", 'T', 0, G_OPTION_ARG_STRING, &a->topology,
+       "Cluster: dgx-h100, gb200-nvl72, gb200-nvl72-800g or a .topo file", "NAME|FILE"},
+      {"domain-size", 'D', 0, G_OPTION_ARG_INT, &a->domain_size,
+       "GPUs per NVLink domain (default 8, or the topology's)", "N"},
+      {"strategy", 's', 0, G_OPTION_ARG_STRING, &a->strategy,
+       "gather-broadcast, p2p, m2n, hybrid or all (default all)", "NAME"},
+      {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON instead of a table", NULL},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No placement notes on stderr", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionGroup *g = g_option_group_new("problem", "Model, layouts and cluster",
+                                       "Show model, layout and cluster options", NULL, NULL);
+  g_option_group_add_entries(g, entries);
+  return g;
+}
+
+void rf_args_clear(RfArgs *a) {
+  g_free(a->model);
+  g_free(a->train);
+  g_free(a->infer);
+  g_free(a->spec);
+  g_free(a->topology);
+  g_free(a->strategy);
+  memset(a, 0, sizeof *a);
+}
+
+RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
+  RfTopology *topo;
+  if (a->domain_size < 0) {
+    g_set_error(error, RF_ERROR, 1, "--domain-size must be >= 1");
+    return NULL;
+  }
+  if (a->topology) {
+    topo = rf_topology_load(a->topology, error);
+    if (!topo) return NULL;
+    if (a->domain_size > 0) topo->gpus_per_domain = a->domain_size;
+  } else {
+    topo = rf_topology_new_domains(a->domain_size > 0 ? a->domain_size : 8);
+  }
+  if (a->spec) {
+    if (a->model || a->train || a->infer) {
+      g_set_error(error, RF_ERROR, 1, "--spec replaces --model, --train and --infer; give one or the other");
+      rf_topology_free(topo);
+      return NULL;
+    }
+    char *text = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    if (!g_file_get_contents(a->spec, &text, &len, &e)) {
+      g_set_error(error, RF_ERROR, 1, "cannot read spec: %s", e->message);
+      g_error_free(e);
+      rf_topology_free(topo);
+      return NULL;
+    }
+    RfProblem *pb = rf_problem_new_spec(text, (gssize)len, topo, error);
+    g_free(text);
+    return pb;
+  }
+  if (!a->model || !a->train || !a->infer) {
+    g_set_error(error, RF_ERROR, 1, "need --model, --train and --infer (or --spec FILE)");
+    rf_topology_free(topo);
+    return NULL;
+  }
+  RfModel *m = rf_model_load(a->model, error);
+  if (!m) {
+    rf_topology_free(topo);
+    return NULL;
+  }
+  return rf_problem_new_preset(m, a->train, a->infer, topo, error);
+}
+
+int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GError **error) {
+  if (!a->strategy || !strcmp(a->strategy, "all")) {
+    for (int i = 0; i < RF_STRATEGY_COUNT; i++) out[i] = (RfStrategy)i;
+    return RF_STRATEGY_COUNT;
+  }
+  int n = 0;
+  char **tok = g_strsplit(a->strategy, ",", -1);
+  for (int i = 0; tok[i]; i++) {
+    if (n == RF_STRATEGY_COUNT || !rf_strategy_parse(tok[i], &out[n], error)) {
+      if (n == RF_STRATEGY_COUNT)
+        g_set_error(error, RF_ERROR, 1, "too many strategies in '%s'", a->strategy);
+      g_strfreev(tok);
+      return -1;
+    }
+    n++;
+  }
+  g_strfreev(tok);
+  if (n == 0) {
+    g_set_error(error, RF_ERROR, 1, "empty --strategy");
+    return -1;
+  }
+  return n;
+}

@@ -1,0 +1,32 @@
+/* Command-line arguments shared by `refit plan`, `refit sim` and `refit run`: which model and
+ * layouts (or which DTensor spec), on which topology, with which strategies. */
+#ifndef RF_ARGS_H
+#define RF_ARGS_H
+
+#include "layout.h"
+#include "plan.h"
+#include <glib.h>
+
+typedef struct {
+  char *model;        /* --model NAME|FILE */
+  char *train;        /* --train LAYOUT (Megatron) */
+  char *infer;        /* --infer LAYOUT (vLLM) */
+  char *spec;         /* --spec FILE */
+  char *topology;     /* --topology NAME|FILE */
+  int domain_size;    /* --domain-size N */
+  char *strategy;     /* --strategy NAME|all */
+  gboolean json;      /* --json */
+  gboolean quiet;     /* --quiet: no placement notes on stderr */
+} RfArgs;
+
+/* Option group with the entries above; args must outlive the context. */
+GOptionGroup *rf_args_group(RfArgs *args);
+void rf_args_clear(RfArgs *args);
+
+/* Build the problem the arguments describe. NULL + one-line error on bad input. */
+RfProblem *rf_args_problem(const RfArgs *args, GError **error);
+
+/* Strategies selected by --strategy (default: all for plan). Returns the count written to out. */
+int rf_args_strategies(const RfArgs *args, RfStrategy out[RF_STRATEGY_COUNT], GError **error);
+
+#endif

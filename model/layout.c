@@ -1,0 +1,968 @@
+#include "layout.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#define RF_ERROR g_quark_from_static_string("refit")
+
+/* ---- layout strings -------------------------------------------------------------------- */
+
+gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
+  RfParallel p = {1, 1, 1, 1, 1, 1, FALSE, FALSE};
+  gboolean seen[6] = {0};
+  if (!s || !*s) {
+    g_set_error(error, RF_ERROR, 1, "empty layout string (want e.g. TP4xPP8xEP16)");
+    return FALSE;
+  }
+  char **tok = g_strsplit_set(s, "xX*", -1);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && tok[i]; i++) {
+    static const char *const names[] = {"TP", "PP", "EP", "ETP", "CP", "DP"};
+    const char *t = tok[i];
+    size_t n = 0;
+    while (g_ascii_isalpha(t[n])) n++;
+    int which = -1;
+    for (int k = 0; k < 6; k++)
+      if (strlen(names[k]) == n && !g_ascii_strncasecmp(t, names[k], n)) which = k;
+    char *end = NULL;
+    long v = n && t[n] ? strtol(t + n, &end, 10) : -1;
+    if (which < 0 || v < 1 || (end && *end) || v > (1 << 20)) {
+      g_set_error(error, RF_ERROR, 1,
+                  "bad layout '%s': '%s' is not TP<n>, PP<n>, EP<n>, ETP<n>, CP<n> or DP<n>", s, t);
+      ok = FALSE;
+      break;
+    }
+    if (seen[which]) {
+      g_set_error(error, RF_ERROR, 1, "bad layout '%s': %s given twice", s, names[which]);
+      ok = FALSE;
+      break;
+    }
+    seen[which] = TRUE;
+    int *f[] = {&p.tp, &p.pp, &p.ep, &p.etp, &p.cp, &p.dp};
+    *f[which] = (int)v;
+  }
+  g_strfreev(tok);
+  if (!ok) return FALSE;
+  p.dp_given = seen[5];
+  p.ep_given = seen[2];
+  *out = p;
+  return TRUE;
+}
+
+char *rf_parallel_format(const RfParallel *p) {
+  GString *s = g_string_new(NULL);
+  const int v[] = {p->tp, p->cp, p->pp, p->ep, p->etp, p->dp};
+  const char *n[] = {"TP", "CP", "PP", "EP", "ETP", "DP"};
+  for (int i = 0; i < 6; i++)
+    if (v[i] > 1 || (i == 0)) g_string_append_printf(s, "%s%s%d", s->len ? "x" : "", n[i], v[i]);
+  return g_string_free(s, FALSE);
+}
+
+/* ---- sides ----------------------------------------------------------------------------- */
+
+static void side_init(RfSide *s, const char *framework, uint32_t nparts) {
+  memset(s, 0, sizeof *s);
+  s->framework = g_strdup(framework);
+  s->place = g_new0(RfPlacement, nparts);
+  s->local = g_new0(RfLocal, nparts);
+  s->meshes = g_ptr_array_new_with_free_func((GDestroyNotify)rf_mesh_free);
+}
+
+static void side_clear(RfSide *s) {
+  g_free(s->framework);
+  g_free(s->ranks);
+  g_free(s->place);
+  g_free(s->local);
+  if (s->buf_names) g_strfreev(s->buf_names);
+  g_free(s->buf_part);
+  if (s->meshes) g_ptr_array_unref(s->meshes);
+  memset(s, 0, sizeof *s);
+}
+
+void rf_problem_free(RfProblem *p) {
+  if (!p) return;
+  side_clear(&p->src);
+  side_clear(&p->dst);
+  rf_model_free(p->model);
+  rf_topology_free(p->topo);
+  g_free(p->gpu);
+  g_free(p->placement_note);
+  g_free(p);
+}
+
+int rf_side_index(const RfSide *side, int rank) {
+  int lo = 0, hi = side->nranks - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (side->ranks[mid] == rank) return mid;
+    if (side->ranks[mid] < rank) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+gboolean rf_side_rank_shard(const RfSide *side, uint32_t part, int rank, RfBox *box,
+                            RfBox *chunk) {
+  const RfPlacement *p = &side->place[part];
+  if (!p->mesh) return FALSE;
+  int pos = rf_mesh_position(p->mesh, rank);
+  if (pos < 0) return FALSE;
+  int s;
+  rf_placement_locate(p, pos, &s, NULL);
+  return rf_placement_shard_box(p, s, box, chunk);
+}
+
+/* Local buffer extents of a part's shard: the chunk, widened along the fuse dim. */
+static void local_extents(const RfLocal *l, const RfPlacement *p, const RfBox *chunk,
+                          int64_t *ext) {
+  for (int d = 0; d < p->ndim; d++) ext[d] = chunk->hi[d] - chunk->lo[d];
+  if (l->period > 0) {
+    int f = l->fuse_dim;
+    int64_t nblk = l->blk > 0 ? (ext[f] + l->blk - 1) / l->blk : 1;
+    ext[f] = l->period * nblk;
+  }
+}
+
+int64_t rf_side_buffer_elems(const RfSide *side, int buf, int rank) {
+  uint32_t part = side->buf_part[buf];
+  RfBox chunk;
+  const RfPlacement *p = &side->place[part];
+  if (!p->mesh) return 0;
+  int pos = rf_mesh_position(p->mesh, rank);
+  if (pos < 0) return 0;
+  int s;
+  rf_placement_locate(p, pos, &s, NULL);
+  rf_placement_shard_box(p, s, NULL, &chunk);
+  int64_t ext[RF_MAX_DIMS], v = 1;
+  local_extents(&side->local[part], p, &chunk, ext);
+  for (int d = 0; d < p->ndim; d++) v *= ext[d];
+  return v;
+}
+
+static int64_t fused_index(const RfLocal *l, int d, int64_t x) {
+  if (l->period <= 0 || d != l->fuse_dim) return x;
+  if (l->blk > 0) return (x / l->blk) * l->period + l->off + x % l->blk;
+  return l->off + x;
+}
+
+int64_t rf_local_offset(const RfSide *side, uint32_t part, const RfBox *chunk, const int64_t *g) {
+  const RfLocal *l = &side->local[part];
+  const RfPlacement *p = &side->place[part];
+  int64_t ext[RF_MAX_DIMS];
+  local_extents(l, p, chunk, ext);
+  int64_t off = 0;
+  for (int d = 0; d < p->ndim; d++) off = off * ext[d] + fused_index(l, d, g[d] - chunk->lo[d]);
+  return off;
+}
+
+int64_t rf_local_runs(const RfSide *side, uint32_t part, const RfBox *chunk, const RfBox *sub,
+                      RfRunFn fn, void *ud) {
+  const RfLocal *l = &side->local[part];
+  const RfPlacement *p = &side->place[part];
+  int nd = p->ndim, last = nd - 1;
+  if (rf_box_empty(sub, nd)) return 0;
+  int64_t g[RF_MAX_DIMS];
+  for (int d = 0; d < nd; d++) g[d] = sub->lo[d];
+  int64_t runs = 0, pend_off = -1, pend_len = 0;
+  /* Along the last dim a run breaks only at fused block boundaries. */
+  int64_t brk = (l->period > 0 && l->fuse_dim == last && l->blk > 0) ? l->blk : 0;
+  for (;;) {
+    int64_t x = g[last];
+    while (x < sub->hi[last]) {
+      int64_t len = sub->hi[last] - x;
+      if (brk) {
+        int64_t in = (x - chunk->lo[last]) % brk;
+        if (len > brk - in) len = brk - in;
+      }
+      g[last] = x;
+      int64_t off = rf_local_offset(side, part, chunk, g);
+      if (pend_len && pend_off + pend_len == off) {
+        pend_len += len;
+      } else {
+        if (pend_len) {
+          fn(pend_off, pend_len, ud);
+          runs++;
+        }
+        pend_off = off;
+        pend_len = len;
+      }
+      x += len;
+    }
+    g[last] = sub->lo[last];
+    int d = last - 1;
+    while (d >= 0 && ++g[d] >= sub->hi[d]) {
+      g[d] = sub->lo[d];
+      d--;
+    }
+    if (d < 0) break;
+  }
+  if (pend_len) {
+    fn(pend_off, pend_len, ud);
+    runs++;
+  }
+  return runs;
+}
+
+/* ---- placement helpers for presets ---------------------------------------------------- */
+
+typedef struct {
+  RfProblem *pb;
+  RfSide *side;
+  GHashTable *bufs; /* name -> index + 1 */
+  GPtrArray *buf_names;
+  GArray *buf_part;
+  GError **error;
+  gboolean failed;
+  /* Megatron */
+  int nstages;
+  RfMesh **dense;  /* per PP stage: [DP, CP, TP] */
+  RfMesh **expert; /* per PP stage: [EDP, EP, ETP] */
+  /* vLLM */
+  RfMesh *inf;     /* [DP, TP] */
+  GHashTable *kv_meshes; /* base mesh -> mesh with TP split as [kv, TP / kv] */
+  RfMesh *inf_ep;  /* [EP] when expert parallel */
+} Ctx;
+
+static RfMesh *mesh_add(Ctx *c, int ndim, const int *dims, const int *ranks, int n) {
+  RfMesh *m = rf_mesh_new(ndim, dims, ranks, n, c->error);
+  if (m) g_ptr_array_add(c->side->meshes, m);
+  else c->failed = TRUE;
+  return m;
+}
+
+/* The dense mesh with its last (TP) dim split into [kv, TP / kv], cached per base mesh. */
+static const RfMesh *kv_mesh(Ctx *c, const RfMesh *base, int kv) {
+  RfMesh *m = g_hash_table_lookup(c->kv_meshes, base);
+  if (m) return m;
+  int dims[RF_MAX_DIMS + 1], nd = base->ndim;
+  memcpy(dims, base->dims, sizeof(int) * nd);
+  dims[nd - 1] = kv;
+  dims[nd] = base->dims[nd - 1] / kv;
+  m = mesh_add(c, nd + 1, dims, base->ranks, base->nranks);
+  if (m) g_hash_table_insert(c->kv_meshes, (gpointer)base, m);
+  return m;
+}
+
+/* Buffer index by name, created on first use; first part stored in it becomes its witness. */
+static int buffer(Ctx *c, const char *name, uint32_t part) {
+  gpointer v = g_hash_table_lookup(c->bufs, name);
+  if (v) return GPOINTER_TO_INT(v) - 1;
+  int i = (int)c->buf_names->len;
+  g_ptr_array_add(c->buf_names, g_strdup(name));
+  g_array_append_val(c->buf_part, part);
+  g_hash_table_insert(c->bufs, g_strdup(name), GINT_TO_POINTER(i + 1));
+  return i;
+}
+
+static void set_own(Ctx *c, uint32_t pi) {
+  const RfTensor *t = &c->pb->model->tensors[c->pb->model->parts[pi].tensor];
+  const RfPart *part = &c->pb->model->parts[pi];
+  char *name = part->tag[0] ? g_strdup_printf("%s#%s", t->name, part->tag) : g_strdup(t->name);
+  RfLocal l = {buffer(c, name, pi), 0, 0, 0, 0};
+  c->side->local[pi] = l;
+  g_free(name);
+}
+
+static void set_fused(Ctx *c, uint32_t pi, const char *bufname, int fuse_dim, int64_t off,
+                      int64_t blk, int64_t period) {
+  RfLocal l = {buffer(c, bufname, pi), (int8_t)fuse_dim, off, blk, period};
+  c->side->local[pi] = l;
+}
+
+static void set_place(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *place) {
+  const RfPart *part = &c->pb->model->parts[pi];
+  RfPlacement *p = &c->side->place[pi];
+  p->mesh = m;
+  p->ndim = part->ndim;
+  memcpy(p->shape, part->shape, sizeof(int64_t) * part->ndim);
+  memcpy(p->pad_shape, part->shape, sizeof(int64_t) * part->ndim);
+  for (int i = 0; i < RF_MAX_DIMS; i++) p->place[i] = RF_REPLICATE;
+  memcpy(p->place, place, m->ndim);
+}
+
+/* n-way split of part dim d must be even (the frameworks assert it). */
+static gboolean need_div(Ctx *c, uint32_t pi, int d, int64_t n, const char *what) {
+  const RfPart *part = &c->pb->model->parts[pi];
+  if (n <= 1 || part->shape[d] % n == 0) return TRUE;
+  const RfTensor *t = &c->pb->model->tensors[part->tensor];
+  g_set_error(c->error, RF_ERROR, 1, "%s: %s%lld does not divide %s%s%s dim %d (%lld)",
+              c->side->framework, what, (long long)n, t->name, part->tag[0] ? "#" : "", part->tag,
+              d, (long long)part->shape[d]);
+  c->failed = TRUE;
+  return FALSE;
+}
+
+static gboolean need(Ctx *c, gboolean cond, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean need(Ctx *c, gboolean cond, const char *fmt, ...) {
+  if (cond || c->failed) return cond;
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(c->error, RF_ERROR, 1, "%s: %s", c->side->framework, msg);
+  g_free(msg);
+  c->failed = TRUE;
+  return FALSE;
+}
+
+static int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+/* Layer prefix of a tensor name up to and including the block ("model.layers.3.self_attn."). */
+static char *block_of(const char *name) {
+  const char *dot = strrchr(name, '.');
+  if (!dot) return g_strdup(name);
+  /* drop ".weight" then the projection name */
+  char *s = g_strndup(name, dot - name);
+  char *d2 = strrchr(s, '.');
+  if (d2) d2[1] = 0;
+  return s;
+}
+
+/* Shared layout rules of both frameworks; tp = tensor-parallel size of the mesh's last dim. */
+typedef struct {
+  const RfMesh *mesh; /* dense mesh, tensor-parallel dim last */
+  int tp;
+  gboolean megatron;
+} Dense;
+
+static void place_tp(Ctx *c, uint32_t pi, const Dense *D, int tdim) {
+  int8_t pl[RF_MAX_DIMS];
+  for (int i = 0; i < D->mesh->ndim; i++) pl[i] = RF_REPLICATE;
+  if (tdim >= 0) pl[D->mesh->ndim - 1] = (int8_t)tdim;
+  set_place(c, pi, D->mesh, pl);
+  if (tdim >= 0) need_div(c, pi, tdim, D->tp, "TP");
+}
+
+/* Everything but routed experts and KV-head replication. */
+static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfPart *part = &m->parts[pi];
+  const RfTensor *t = &m->tensors[part->tensor];
+  const RfArch *a = &m->arch;
+  int tp = D->tp;
+  switch (t->kind) {
+  case RF_KIND_EMBEDDING:
+  case RF_KIND_LM_HEAD: {
+    place_tp(c, pi, D, -1);
+    RfPlacement *p = &c->side->place[pi];
+    p->place[D->mesh->ndim - 1] = 0;
+    /* Megatron pads the vocab to a multiple of 128 x TP; vLLM to a multiple of 64, then / TP. */
+    int64_t padded = D->megatron ? round_up(part->shape[0], 128LL * tp) : round_up(part->shape[0], 64);
+    need(c, padded % tp == 0, "TP%d does not divide the padded vocabulary of %s (%lld)", tp,
+         t->name, (long long)padded);
+    p->pad_shape[0] = padded;
+    set_own(c, pi);
+    return;
+  }
+  case RF_KIND_ATTN_Q:
+  case RF_KIND_ATTN_K:
+  case RF_KIND_ATTN_V: {
+    int64_t hd = a->head_dim, kv = a->kv_heads, qrows = part->shape[0];
+    int64_t q_loc_rows = 0, kv_loc_rows;
+    const RfTensor *q = t;
+    (void)q;
+    need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp, (long long)a->heads);
+    if (t->kind == RF_KIND_ATTN_Q) {
+      place_tp(c, pi, D, 0);
+    } else if (tp <= kv) {
+      need(c, kv % tp == 0, "TP%d does not divide %lld KV heads", tp, (long long)kv);
+      place_tp(c, pi, D, 0);
+    } else {
+      /* More ranks than KV heads: each KV head is replicated on TP / kv ranks (vLLM does this;
+       * for Megatron we assume the same, as the reported Nemotron-3 Ultra TP8 run needs). */
+      need(c, tp % kv == 0, "TP%d is not a multiple of %lld KV heads", tp, (long long)kv);
+      if (c->failed) return;
+      const RfMesh *km = kv_mesh(c, D->mesh, (int)kv);
+      if (!km) return;
+      int8_t pl[RF_MAX_DIMS];
+      for (int i = 0; i < km->ndim; i++) pl[i] = RF_REPLICATE;
+      pl[km->ndim - 2] = 0;
+      set_place(c, pi, km, pl);
+    }
+    if (c->failed) return;
+    /* Rows of q per KV group (q_proj may carry a per-head gate: 2 x heads x hd rows). */
+    int64_t qk_rows_total = t->kind == RF_KIND_ATTN_Q ? qrows : a->heads * hd *
+                            (m->tensors[part->tensor - (t->kind == RF_KIND_ATTN_K ? 1 : 2)].shape[0] /
+                             (a->heads * hd));
+    int64_t qpg = qk_rows_total / kv; /* q rows per KV group */
+    char *blk = block_of(t->name);
+    char *bname = g_strdup_printf("%sqkv", blk);
+    if (D->megatron) {
+      /* Megatron fuses per KV group: [q_g | k_g | v_g] for each local group; with replicated
+       * KV heads a rank holds part of one group: [q_local | k | v]. */
+      int64_t qb = tp <= kv ? qpg : qk_rows_total / tp;
+      int64_t period = qb + 2 * hd;
+      int64_t off = t->kind == RF_KIND_ATTN_Q ? 0 : t->kind == RF_KIND_ATTN_K ? qb : qb + hd;
+      int64_t b = t->kind == RF_KIND_ATTN_Q ? qb : hd;
+      set_fused(c, pi, bname, 0, off, tp <= kv ? b : 0, period);
+    } else {
+      /* vLLM: [q_local | k_local | v_local]; a replicated KV head is one head per rank. */
+      q_loc_rows = qk_rows_total / tp;
+      kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
+      int64_t off = t->kind == RF_KIND_ATTN_Q ? 0
+                    : t->kind == RF_KIND_ATTN_K ? q_loc_rows
+                                                : q_loc_rows + kv_loc_rows;
+      set_fused(c, pi, bname, 0, off, 0, q_loc_rows + 2 * kv_loc_rows);
+    }
+    g_free(bname);
+    g_free(blk);
+    return;
+  }
+  case RF_KIND_ATTN_O:
+  case RF_KIND_MAMBA_OUT:
+  case RF_KIND_KDA_O:
+  case RF_KIND_GDN_O:
+  case RF_KIND_DENSE_DOWN:
+  case RF_KIND_SHARED_DOWN:
+    place_tp(c, pi, D, 1);
+    set_own(c, pi);
+    return;
+  case RF_KIND_DENSE_GATE:
+  case RF_KIND_DENSE_UP:
+  case RF_KIND_SHARED_GATE:
+  case RF_KIND_SHARED_UP: {
+    place_tp(c, pi, D, 0);
+    gboolean gate = t->kind == RF_KIND_DENSE_GATE || t->kind == RF_KIND_SHARED_GATE;
+    /* Gated MLPs keep [gate_r; up_r] in one buffer per rank; relu2 MLPs have only up. */
+    uint32_t other = gate ? part->tensor + 1 : part->tensor - 1;
+    gboolean fused = other < m->ntensors &&
+                     (m->tensors[other].kind == (gate ? t->kind + 1 : t->kind - 1)) &&
+                     m->tensors[other].layer == t->layer;
+    if (!fused) {
+      set_own(c, pi);
+      return;
+    }
+    int64_t loc = part->shape[0] / tp;
+    char *blk = block_of(t->name);
+    char *bname = g_strdup_printf("%sgate_up", blk);
+    set_fused(c, pi, bname, 0, gate ? 0 : loc, 0, 2 * loc);
+    g_free(bname);
+    g_free(blk);
+    return;
+  }
+  case RF_KIND_MAMBA_IN:
+  case RF_KIND_MAMBA_CONV:
+  case RF_KIND_GDN_PROJ:
+  case RF_KIND_GDN_CONV: {
+    place_tp(c, pi, D, 0);
+    if (!part->tag[0]) {
+      set_own(c, pi);
+      return;
+    }
+    if (t->kind == RF_KIND_MAMBA_IN || t->kind == RF_KIND_MAMBA_CONV)
+      need(c, a->mamba_groups % tp == 0 && a->mamba_heads % tp == 0,
+           "TP%d does not divide Mamba groups (%lld) and heads (%lld)", tp,
+           (long long)a->mamba_groups, (long long)a->mamba_heads);
+    if (c->failed) return;
+    /* Per rank [z_r | x_r | B_r | C_r | dt_r] (and x | B | C for conv): the tensor's parts,
+     * each split TP ways, laid side by side. */
+    int64_t off = 0, total = 0;
+    for (uint32_t j = 0; j < m->nparts; j++) {
+      if (m->parts[j].tensor != part->tensor) continue;
+      if (j < pi) off += m->parts[j].shape[0] / tp;
+      total += m->parts[j].shape[0] / tp;
+    }
+    char *bname = g_strdup(t->name);
+    set_fused(c, pi, bname, 0, off, 0, total);
+    g_free(bname);
+    return;
+  }
+  case RF_KIND_MAMBA_HEAD:
+  case RF_KIND_MAMBA_NORM:
+  case RF_KIND_KDA_PROJ:
+  case RF_KIND_KDA_CONV:
+  case RF_KIND_KDA_HEAD:
+  case RF_KIND_GDN_HEAD:
+  case RF_KIND_MLA_Q_B:
+  case RF_KIND_MLA_KV_B:
+  case RF_KIND_ATTN_GATE:
+    place_tp(c, pi, D, 0);
+    set_own(c, pi);
+    return;
+  case RF_KIND_MLA_Q_A:
+  case RF_KIND_MLA_KV_A:
+    place_tp(c, pi, D, -1);
+    if (!D->megatron) {
+      /* vLLM fuses q_a and kv_a into one replicated fused_qkv_a_proj. */
+      int64_t qa = t->kind == RF_KIND_MLA_Q_A ? part->shape[0] : m->arch.q_lora;
+      if (!m->arch.q_lora) {
+        set_own(c, pi);
+        return;
+      }
+      int64_t kva = m->arch.kv_lora + m->arch.qk_rope;
+      char *blk = block_of(t->name);
+      char *bname = g_strdup_printf("%sfused_qkv_a_proj", blk);
+      set_fused(c, pi, bname, 0, t->kind == RF_KIND_MLA_Q_A ? 0 : qa, 0, qa + kva);
+      g_free(bname);
+      g_free(blk);
+      return;
+    }
+    set_own(c, pi);
+    return;
+  default: /* norms, router, latent projections, MTP eh_proj, low-rank KDA, unknown */
+    place_tp(c, pi, D, -1);
+    set_own(c, pi);
+    return;
+  }
+}
+
+/* Routed experts, stacked [E, I, H] (gate/up) or [E, H, I] (down). */
+static void place_expert(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *pl, int split_dim,
+                         int64_t split, int64_t ep) {
+  const RfModel *mod = c->pb->model;
+  const RfPart *part = &mod->parts[pi];
+  const RfTensor *t = &mod->tensors[part->tensor];
+  set_place(c, pi, m, pl);
+  need_div(c, pi, 0, ep, "EP");
+  need_div(c, pi, split_dim, split, c->side->framework[0] == 'm' ? "ETP" : "TP");
+  if (c->failed) return;
+  if (t->kind == RF_KIND_EXPERT_DOWN) {
+    set_own(c, pi);
+    return;
+  }
+  gboolean has_gate = FALSE;
+  for (uint32_t j = 0; j < mod->ntensors; j++)
+    if (mod->tensors[j].layer == t->layer && mod->tensors[j].kind == RF_KIND_EXPERT_GATE &&
+        mod->tensors[j].mtp == t->mtp)
+      has_gate = TRUE;
+  if (!has_gate) {
+    set_own(c, pi);
+    return;
+  }
+  int64_t loc = part->shape[1] / split;
+  char *blk = block_of(t->name);
+  /* blk ends in "experts.{e}."; w13 is per layer */
+  char *bname = g_strdup_printf("%sw13", blk);
+  set_fused(c, pi, bname, 1, t->kind == RF_KIND_EXPERT_GATE ? 0 : loc, 0, 2 * loc);
+  g_free(bname);
+  g_free(blk);
+}
+
+static int pp_stage(const RfModel *m, const RfTensor *t, int pp) {
+  if (t->mtp) return pp - 1;
+  if (t->layer < 0) return t->kind == RF_KIND_EMBEDDING ? 0 : pp - 1;
+  if (t->layer >= m->nlayers) return pp - 1;
+  /* Balanced split: stage p holds layers [floor(p L / PP), floor((p+1) L / PP)). */
+  for (int p = 0; p < pp; p++)
+    if (t->layer < (int64_t)(p + 1) * m->nlayers / pp) return p;
+  return pp - 1;
+}
+
+static void ctx_init(Ctx *c, RfProblem *pb, RfSide *side, GError **error) {
+  memset(c, 0, sizeof *c);
+  c->pb = pb;
+  c->side = side;
+  c->error = error;
+  c->bufs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  c->buf_names = g_ptr_array_new();
+  c->buf_part = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  c->kv_meshes = g_hash_table_new(g_direct_hash, g_direct_equal);
+}
+
+static void ctx_finish(Ctx *c) {
+  g_ptr_array_add(c->buf_names, NULL);
+  c->side->nbufs = (int)c->buf_part->len;
+  c->side->buf_names = (char **)g_ptr_array_free(c->buf_names, FALSE);
+  c->side->buf_part = (uint32_t *)g_array_free(c->buf_part, FALSE);
+  g_hash_table_destroy(c->bufs);
+  g_hash_table_destroy(c->kv_meshes);
+  g_free(c->dense);
+  g_free(c->expert);
+}
+
+static void side_ranks(RfSide *s, int first, int n) {
+  s->nranks = n;
+  s->ranks = g_new(int, n);
+  for (int i = 0; i < n; i++) s->ranks[i] = first + i;
+}
+
+/* Megatron training side: global ranks [0, world), order tp-cp-ep-dp-pp (TP fastest). */
+static gboolean build_megatron(RfProblem *pb, RfParallel *P, GError **error) {
+  RfSide *side = &pb->src;
+  const RfModel *m = pb->model;
+  side_init(side, "megatron", m->nparts);
+  side->par = *P;
+  Ctx c;
+  ctx_init(&c, pb, side, error);
+  int stage = P->tp * P->cp * P->dp;
+  int world = stage * P->pp;
+  side_ranks(side, 0, world);
+  int edp = stage / (P->ep * P->etp);
+  need(&c, P->pp <= m->nlayers || m->nlayers == 0, "PP%d exceeds the %d layers", P->pp,
+       m->nlayers);
+  c.nstages = P->pp;
+  c.dense = g_new0(RfMesh *, P->pp);
+  c.expert = g_new0(RfMesh *, P->pp);
+  for (int p = 0; p < P->pp && !c.failed; p++) {
+    int dd[3] = {P->dp, P->cp, P->tp}, ed[3] = {edp, P->ep, P->etp};
+    c.dense[p] = mesh_add(&c, 3, dd, side->ranks + p * stage, stage);
+    if (!c.failed) c.expert[p] = mesh_add(&c, 3, ed, side->ranks + p * stage, stage);
+  }
+  for (uint32_t pi = 0; pi < m->nparts && !c.failed; pi++) {
+    const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+    int s = pp_stage(m, t, P->pp);
+    if (t->nexperts > 0) {
+      int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
+      int8_t pl[3] = {RF_REPLICATE, 0, (int8_t)sd};
+      place_expert(&c, pi, c.expert[s], pl, sd, P->etp, P->ep);
+    } else {
+      Dense D = {c.dense[s], P->tp, TRUE};
+      place_dense(&c, pi, &D);
+    }
+  }
+  ctx_finish(&c);
+  return !c.failed;
+}
+
+/* vLLM inference side: global ranks [first, first + TP x DP), rank = first + dp * TP + tp. */
+static gboolean build_vllm(RfProblem *pb, RfParallel *P, int first, GError **error) {
+  RfSide *side = &pb->dst;
+  const RfModel *m = pb->model;
+  side_init(side, "vllm", m->nparts);
+  side->par = *P;
+  Ctx c;
+  ctx_init(&c, pb, side, error);
+  int world = P->tp * P->dp;
+  side_ranks(side, first, world);
+  int dd[2] = {P->dp, P->tp};
+  c.inf = mesh_add(&c, 2, dd, side->ranks, world);
+  if (!c.failed && P->ep_given) {
+    int ed[1] = {world};
+    c.inf_ep = mesh_add(&c, 1, ed, side->ranks, world);
+  }
+  for (uint32_t pi = 0; pi < m->nparts && !c.failed; pi++) {
+    const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+    if (t->nexperts > 0) {
+      if (c.inf_ep) {
+        int8_t pl[1] = {0};
+        place_expert(&c, pi, c.inf_ep, pl, 0, 1, world);
+      } else {
+        int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
+        int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
+        place_expert(&c, pi, c.inf, pl, sd, P->tp, 1);
+      }
+    } else {
+      Dense D = {c.inf, P->tp, FALSE};
+      place_dense(&c, pi, &D);
+    }
+  }
+  ctx_finish(&c);
+  return !c.failed;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *infer,
+                                 RfTopology *topo, GError **error) {
+  RfProblem *pb = g_new0(RfProblem, 1);
+  pb->model = model;
+  pb->topo = topo;
+  RfParallel T, I;
+  if (!rf_parallel_parse(train, &T, error) || !rf_parallel_parse(infer, &I, error)) goto fail;
+  /* Training: EP x ETP folds into the TP x CP x DP ranks of a PP stage. */
+  {
+    int64_t fold = (int64_t)T.ep * T.etp, base = (int64_t)T.tp * T.cp;
+    if (!T.dp_given) T.dp = (int)(fold / gcd64(fold, base));
+    if ((base * T.dp) % fold) {
+      g_set_error(error, RF_ERROR, 1,
+                  "training layout %s: EP%d x ETP%d does not divide TP%d x CP%d x DP%d = %lld ranks",
+                  train, T.ep, T.etp, T.tp, T.cp, T.dp, (long long)(base * T.dp));
+      goto fail;
+    }
+  }
+  if (I.pp > 1 || I.cp > 1 || I.etp > 1) {
+    g_set_error(error, RF_ERROR, 1,
+                "inference layout %s: the vLLM preset takes TP, DP and EP (generation PP = 1)",
+                infer);
+    goto fail;
+  }
+  if (I.ep_given && I.ep != I.tp * I.dp) {
+    g_set_error(error, RF_ERROR, 1,
+                "inference layout %s: vLLM expert parallel has EP = TP x DP = %d, not %d", infer,
+                I.tp * I.dp, I.ep);
+    goto fail;
+  }
+  if (model->arch.experts == 0 && (T.ep > 1 || I.ep_given)) {
+    /* EP on a dense model is harmless for the mesh but almost surely a typo. */
+  }
+  int wt = T.tp * T.cp * T.dp * T.pp, wi = I.tp * I.dp;
+  if (!build_megatron(pb, &T, error)) goto fail;
+  if (!build_vllm(pb, &I, wt, error)) goto fail;
+  /* Placement: training fills domains from GPU 0; inference starts on a fresh domain and a
+   * replica that fits in a domain never straddles two. */
+  {
+    int D = topo->gpus_per_domain;
+    pb->nranks = wt + wi;
+    pb->gpu = g_new(int, pb->nranks);
+    for (int r = 0; r < wt; r++) pb->gpu[r] = r;
+    int first_dom = (wt + D - 1) / D;
+    int per = I.tp <= D ? D / I.tp : 0;
+    int span = I.tp <= D ? 1 : (I.tp + D - 1) / D;
+    int last_dom = first_dom;
+    for (int k = 0; k < I.dp; k++) {
+      int dom, slot;
+      if (per) {
+        dom = first_dom + k / per;
+        slot = (k % per) * I.tp;
+      } else {
+        dom = first_dom + k * span;
+        slot = 0;
+      }
+      for (int t = 0; t < I.tp; t++) pb->gpu[wt + k * I.tp + t] = dom * D + slot + t;
+      last_dom = dom + span - 1;
+    }
+    char *ts = rf_parallel_format(&T), *is = rf_parallel_format(&I);
+    int tdoms = first_dom;
+    int idle = per ? (D - per * I.tp) : (span * D - I.tp);
+    pb->placement_note = g_strdup_printf(
+        "training %s = %d GPUs on domains 0-%d; inference %s = %d GPUs (%d replica%s of TP%d, "
+        "%s) on domains %d-%d; %d GPUs per domain (%s)%s",
+        ts, wt, tdoms - 1, is, wi, I.dp, I.dp == 1 ? "" : "s", I.tp,
+        per ? (per == 1 ? "1 per domain" : "several per domain") : "each spanning whole domains",
+        first_dom, last_dom, D, topo->name, idle > 0 ? "; idle GPUs in each inference domain" : "");
+    if (idle > 0) {
+      char *n = g_strdup_printf("%s: %d", pb->placement_note, idle);
+      g_free(pb->placement_note);
+      pb->placement_note = n;
+    }
+    if (!T.dp_given) {
+      char *n = g_strdup_printf("%s; training DP%d chosen as the smallest consistent with EP%d",
+                                pb->placement_note, T.dp, T.ep);
+      g_free(pb->placement_note);
+      pb->placement_note = n;
+    }
+    g_free(ts);
+    g_free(is);
+  }
+  return pb;
+fail:
+  rf_problem_free(pb);
+  return NULL;
+}
+
+/* ---- raw DTensor spec ----------------------------------------------------------------- */
+
+static gboolean parse_side(JsonObject *o, const char *what, const char *tname, int ndim,
+                           RfMesh **mesh, int8_t *place, GError **error) {
+  JsonArray *md = json_object_has_member(o, "mesh") ? json_object_get_array_member(o, "mesh") : NULL;
+  JsonArray *rk = json_object_has_member(o, "ranks") ? json_object_get_array_member(o, "ranks") : NULL;
+  JsonArray *pl = json_object_has_member(o, "placements")
+                      ? json_object_get_array_member(o, "placements")
+                      : NULL;
+  if (!md || !rk || !pl) {
+    g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: needs \"mesh\", \"ranks\" and \"placements\"",
+                tname, what);
+    return FALSE;
+  }
+  int nd = (int)json_array_get_length(md);
+  if (nd < 1 || nd > RF_MAX_DIMS || (int)json_array_get_length(pl) != nd) {
+    g_set_error(error, RF_ERROR, 1,
+                "tensor '%s' %s: mesh has %d dims and %u placements (want 1-%d, equal)", tname,
+                what, nd, json_array_get_length(pl), RF_MAX_DIMS);
+    return FALSE;
+  }
+  int dims[RF_MAX_DIMS];
+  for (int i = 0; i < nd; i++) dims[i] = (int)json_array_get_int_element(md, i);
+  int n = (int)json_array_get_length(rk);
+  int *ranks = g_new(int, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++) ranks[i] = (int)json_array_get_int_element(rk, i);
+  GError *e = NULL;
+  *mesh = rf_mesh_new(nd, dims, ranks, n, &e);
+  g_free(ranks);
+  if (!*mesh) {
+    g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: %s", tname, what, e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  for (int i = 0; i < nd; i++) {
+    const char *s = json_array_get_string_element(pl, i);
+    if (!s || !rf_placement_parse(s, &place[i], &e)) {
+      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: %s", tname, what,
+                  e ? e->message : "placement must be a string");
+      g_clear_error(&e);
+      return FALSE;
+    }
+    if (place[i] >= ndim) {
+      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: Shard(%d) on a tensor of rank %d", tname,
+                  what, place[i], ndim);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+static void side_ranks_from_meshes(RfSide *s) {
+  GHashTable *set = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < s->meshes->len; i++) {
+    RfMesh *m = g_ptr_array_index(s->meshes, i);
+    for (int k = 0; k < m->nranks; k++)
+      g_hash_table_add(set, GINT_TO_POINTER(m->ranks[k] + 1));
+  }
+  s->nranks = (int)g_hash_table_size(set);
+  s->ranks = g_new(int, s->nranks > 0 ? s->nranks : 1);
+  GHashTableIter it;
+  gpointer k;
+  int i = 0;
+  g_hash_table_iter_init(&it, set);
+  while (g_hash_table_iter_next(&it, &k, NULL)) s->ranks[i++] = GPOINTER_TO_INT(k) - 1;
+  qsort(s->ranks, s->nranks, sizeof(int), cmp_int);
+  g_hash_table_destroy(set);
+}
+
+RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, GError **error) {
+  RfProblem *pb = g_new0(RfProblem, 1);
+  pb->topo = topo;
+  JsonParser *parser = json_parser_new();
+  GError *e = NULL;
+  GString *listing = g_string_new("{");
+  if (!json_parser_load_from_data(parser, json, len, &e)) {
+    g_set_error(error, RF_ERROR, 1, "spec: malformed JSON: %s", e->message);
+    g_error_free(e);
+    goto fail;
+  }
+  JsonNode *root = json_parser_get_root(parser);
+  JsonObject *ro = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+  JsonArray *ta = ro && json_object_has_member(ro, "tensors")
+                      ? json_object_get_array_member(ro, "tensors")
+                      : NULL;
+  if (!ta || json_array_get_length(ta) == 0) {
+    g_set_error(error, RF_ERROR, 1, "spec: expected {\"tensors\": [ ... ]} with at least one tensor");
+    goto fail;
+  }
+  guint nt = json_array_get_length(ta);
+  /* The tensors become a plain listing model, one part each, in spec order. */
+  RfModel *m = g_new0(RfModel, 1);
+  pb->model = m;
+  m->name = g_strdup("spec");
+  m->family = g_strdup("spec");
+  m->ntensors = nt;
+  m->tensors = g_new0(RfTensor, nt);
+  m->nparts = nt;
+  m->parts = g_new0(RfPart, nt);
+  side_init(&pb->src, "spec", nt);
+  side_init(&pb->dst, "spec", nt);
+  GHashTable *names = g_hash_table_new(g_str_hash, g_str_equal);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < nt; i++) {
+    JsonNode *tn = json_array_get_element(ta, i);
+    JsonObject *to = JSON_NODE_HOLDS_OBJECT(tn) ? json_node_get_object(tn) : NULL;
+    const char *name = to && json_object_has_member(to, "name")
+                           ? json_object_get_string_member(to, "name")
+                           : NULL;
+    JsonArray *sh = to && json_object_has_member(to, "shape")
+                        ? json_object_get_array_member(to, "shape")
+                        : NULL;
+    if (!name || !sh) {
+      g_set_error(error, RF_ERROR, 1, "spec: tensor %u needs \"name\" and \"shape\"", i);
+      ok = FALSE;
+      break;
+    }
+    if (g_hash_table_contains(names, name)) {
+      g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' appears twice", name);
+      ok = FALSE;
+      break;
+    }
+    g_hash_table_add(names, (gpointer)name);
+    RfTensor *t = &m->tensors[i];
+    t->name = g_strdup(name);
+    t->kind = RF_KIND_OTHER;
+    t->layer = -1;
+    t->ndim = (int)json_array_get_length(sh);
+    if (t->ndim < 1 || t->ndim > RF_MAX_DIMS) {
+      g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' has rank %d (want 1-%d)", name, t->ndim,
+                  RF_MAX_DIMS);
+      ok = FALSE;
+      break;
+    }
+    for (int d = 0; d < t->ndim; d++) {
+      t->shape[d] = json_array_get_int_element(sh, d);
+      if (t->shape[d] < 1) {
+        g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' dim %d is %lld (want >= 1)", name, d,
+                    (long long)t->shape[d]);
+        ok = FALSE;
+      }
+    }
+    const char *dt = json_object_has_member(to, "dtype") ? json_object_get_string_member(to, "dtype")
+                                                         : "bf16";
+    if (ok && !rf_dtype_parse(dt ? dt : "?", &t->dtype, &e)) {
+      g_set_error(error, RF_ERROR, 1, "spec: tensor '%s': %s", name, e->message);
+      g_clear_error(&e);
+      ok = FALSE;
+    }
+    RfPart *p = &m->parts[i];
+    p->tensor = i;
+    p->ndim = t->ndim;
+    memcpy(p->shape, t->shape, sizeof t->shape);
+    p->tag = "";
+    for (int s = 0; ok && s < 2; s++) {
+      const char *what = s ? "dst" : "src";
+      RfSide *side = s ? &pb->dst : &pb->src;
+      JsonObject *so = json_object_has_member(to, what) ? json_object_get_object_member(to, what)
+                                                        : NULL;
+      RfMesh *mesh = NULL;
+      int8_t pl[RF_MAX_DIMS];
+      if (!so) {
+        g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' has no \"%s\"", name, what);
+        ok = FALSE;
+        break;
+      }
+      if (!parse_side(so, what, name, t->ndim, &mesh, pl, error)) {
+        rf_mesh_free(mesh);
+        ok = FALSE;
+        break;
+      }
+      g_ptr_array_add(side->meshes, mesh);
+      RfPlacement *P = &side->place[i];
+      P->mesh = mesh;
+      P->ndim = t->ndim;
+      memcpy(P->shape, t->shape, sizeof t->shape);
+      memcpy(P->pad_shape, t->shape, sizeof t->shape);
+      for (int k = 0; k < RF_MAX_DIMS; k++) P->place[k] = RF_REPLICATE;
+      memcpy(P->place, pl, mesh->ndim);
+      RfLocal l = {(int32_t)i, 0, 0, 0, 0};
+      side->local[i] = l;
+    }
+  }
+  g_hash_table_destroy(names);
+  if (!ok) goto fail;
+  for (int s = 0; s < 2; s++) {
+    RfSide *side = s ? &pb->dst : &pb->src;
+    side->nbufs = (int)nt;
+    side->buf_names = g_new0(char *, nt + 1);
+    side->buf_part = g_new(uint32_t, nt);
+    for (guint i = 0; i < nt; i++) {
+      side->buf_names[i] = g_strdup(m->tensors[i].name);
+      side->buf_part[i] = i;
+    }
+    side_ranks_from_meshes(side);
+  }
+  int maxr = 0;
+  for (int i = 0; i < pb->src.nranks; i++) maxr = MAX(maxr, pb->src.ranks[i]);
+  for (int i = 0; i < pb->dst.nranks; i++) maxr = MAX(maxr, pb->dst.ranks[i]);
+  pb->nranks = maxr + 1;
+  pb->gpu = g_new(int, pb->nranks);
+  for (int r = 0; r < pb->nranks; r++) pb->gpu[r] = r;
+  pb->placement_note = g_strdup_printf("spec: rank r on GPU r, %d GPUs per domain (%s)",
+                                       topo->gpus_per_domain, topo->name);
+  g_object_unref(parser);
+  g_string_free(listing, TRUE);
+  return pb;
+fail:
+  g_object_unref(parser);
+  g_string_free(listing, TRUE);
+  rf_problem_free(pb);
+  return NULL;
+}

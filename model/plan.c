@@ -1,0 +1,721 @@
+#include "plan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define RF_ERROR g_quark_from_static_string("refit")
+#define MAX_STAGE 65535
+
+static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
+                                                               "hybrid"};
+static const char *const phase_names[RF_PHASE_COUNT] = {"export", "broadcast", "direct", "forward",
+                                                        "fanout"};
+
+const char *rf_strategy_name(RfStrategy s) {
+  return strategy_names[s];
+}
+
+const char *rf_phase_name(RfPhase p) {
+  return phase_names[p];
+}
+
+gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
+  for (int i = 0; i < RF_STRATEGY_COUNT; i++)
+    if (!g_strcmp0(s, strategy_names[i])) {
+      *out = (RfStrategy)i;
+      return TRUE;
+    }
+  g_set_error(error, RF_ERROR, 1, "unknown strategy '%s' (gather-broadcast, p2p, m2n, hybrid, all)",
+              s ? s : "");
+  return FALSE;
+}
+
+/* ---- growable arrays of plain structs ------------------------------------------------- */
+
+typedef struct {
+  RfTransfer *v;
+  uint64_t n, cap;
+} XferVec;
+
+static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
+                         uint8_t flags) {
+  if (x->n == x->cap) {
+    x->cap = x->cap ? x->cap * 2 : 4096;
+    x->v = g_renew(RfTransfer, x->v, x->cap);
+  }
+  RfTransfer *t = &x->v[x->n++];
+  t->piece = piece;
+  t->src = src;
+  t->dst = dst;
+  t->stage = (uint16_t)stage;
+  t->phase = (uint8_t)phase;
+  t->flags = flags;
+}
+
+typedef struct {
+  const RfProblem *pb;
+  GArray *pieces;
+  XferVec x;
+  int max_stage;
+  int bcast_channels;
+  GError **error;
+  gboolean failed;
+  /* per part scratch */
+  int *dst_shard_of; /* per global rank: dst shard index of the current part, -1 if none */
+} Builder;
+
+static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
+  const RfModel *m = b->pb->model;
+  RfPiece p = {0};
+  p.part = part;
+  p.box = *box;
+  p.bytes = (uint64_t)rf_box_volume(box, m->parts[part].ndim) *
+            (uint64_t)rf_dtype_size(m->tensors[m->parts[part].tensor].dtype);
+  g_array_append_val(b->pieces, p);
+  return b->pieces->len - 1;
+}
+
+static inline int dom(const Builder *b, int rank) {
+  return rf_problem_domain(b->pb, rank);
+}
+
+static inline uint8_t net_flag(const Builder *b, int src, int dst) {
+  return dom(b, src) != dom(b, dst) ? RF_XFER_NET : 0;
+}
+
+/* TRUE when rank r keeps none of box as its destination shard (it only forwards or discards). */
+static gboolean relay_for(const Builder *b, uint32_t pi, int r, const RfBox *box) {
+  RfBox mine, ov;
+  return !(rf_side_rank_shard(&b->pb->dst, pi, r, &mine, NULL) &&
+           rf_box_intersect(&mine, box, b->pb->model->parts[pi].ndim, &ov));
+}
+
+static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhase phase,
+                 gboolean relay) {
+  if (stage > MAX_STAGE) {
+    if (!b->failed)
+      g_set_error(b->error, RF_ERROR, 1, "plan needs more than %d stages", MAX_STAGE);
+    b->failed = TRUE;
+    return;
+  }
+  if (stage > b->max_stage) b->max_stage = stage;
+  xpush(&b->x, piece, src, dst, stage, phase, net_flag(b, src, dst) | (relay ? RF_XFER_RELAY : 0));
+}
+
+/* Shards of one placement: boxes and replica ranks, empty shards dropped. */
+typedef struct {
+  int n;
+  RfBox *box;
+  int *idx;   /* shard index in the placement */
+  int nrep;
+  const RfPlacement *p;
+} Shards;
+
+static void shards_init(Shards *s, const RfPlacement *p) {
+  int ns = rf_placement_nshards(p);
+  s->p = p;
+  s->box = g_new(RfBox, ns);
+  s->idx = g_new(int, ns);
+  s->nrep = rf_placement_nreplicas(p);
+  s->n = 0;
+  for (int i = 0; i < ns; i++)
+    if (rf_placement_shard_box(p, i, &s->box[s->n], NULL)) s->idx[s->n++] = i;
+}
+
+static void shards_clear(Shards *s) {
+  g_free(s->box);
+  g_free(s->idx);
+}
+
+static inline int holder(const Shards *s, int k, int r) {
+  return rf_placement_rank(s->p, s->idx[k], r);
+}
+
+/* ---- p2p and m2n ------------------------------------------------------------------------ */
+
+/* Deliver one piece from its holders to the ranks dst[0..n) (reordered in place).
+ * Flat (p2p): each destination reads from the holder in its own domain, else round robin.
+ * Hierarchical (m2n): destinations are grouped by NVLink domain; a domain holding a holder is
+ * served over NVLink; of the others, K = min(holders, domains) are injected by distinct holders
+ * and the rest forwarded along chains i, i+K, i+2K, ... by domain leaders; each leader fans the
+ * piece out over NVLink one stage later. Each piece so crosses the network once per domain.
+ * rot rotates holder and leader choice so load spreads over GPUs and NICs. */
+typedef struct {
+  uint32_t piece;
+  uint32_t part;
+  const RfBox *box;
+  const int *hold;
+  int nhold;
+  int stage;      /* stage of the first hop */
+  RfPhase phase;  /* RF_PHASE_EXPORT keeps every hop in the export phase */
+  gboolean relay; /* compute relay flags (export); else destinations keep the piece */
+  int rot;
+} Delivery;
+
+static int cmp_dom(const void *a, const void *b, void *ud) {
+  const Builder *bl = ud;
+  int da = dom(bl, *(const int *)a), db = dom(bl, *(const int *)b);
+  return (da > db) - (da < db);
+}
+
+static void send1(Builder *b, const Delivery *dv, int src, int dst, int stage, RfPhase ph) {
+  RfPhase phase = dv->phase == RF_PHASE_EXPORT ? RF_PHASE_EXPORT : ph;
+  gboolean relay = dv->relay ? relay_for(b, dv->part, dst, dv->box) : FALSE;
+  emit(b, dv->piece, src, dst, stage, phase, relay);
+}
+
+static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hier) {
+  if (!hier) {
+    for (int j = 0; j < n; j++) {
+      int r = dst[j], src = -1;
+      for (int h = 0; h < dv->nhold && src != r; h++) {
+        if (dv->hold[h] == r) src = r;
+        else if (src < 0 && dom(b, dv->hold[h]) == dom(b, r)) src = dv->hold[h];
+      }
+      if (src < 0) src = dv->hold[(j + dv->rot) % dv->nhold];
+      send1(b, dv, src, r, dv->stage, RF_PHASE_DIRECT);
+    }
+    return;
+  }
+  g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b); /* stable: keeps rank order per domain */
+  int *leader = g_new(int, n > 0 ? n : 1);
+  int nremote = 0;
+  for (int i = 0; i < n;) {
+    int d = dom(b, dst[i]), j = i;
+    while (j < n && dom(b, dst[j]) == d) j++;
+    int local = -1;
+    for (int h = 0; h < dv->nhold && local < 0; h++)
+      if (dom(b, dv->hold[h]) == d) local = dv->hold[h];
+    if (local < 0) nremote++;
+    i = j;
+  }
+  int K = MIN(dv->nhold, nremote), k = 0;
+  for (int i = 0; i < n;) {
+    int d = dom(b, dst[i]), j = i;
+    while (j < n && dom(b, dst[j]) == d) j++;
+    int local = -1;
+    for (int h = 0; h < dv->nhold && local < 0; h++)
+      if (dom(b, dv->hold[h]) == d) local = dv->hold[h];
+    if (local >= 0) {
+      for (int t = i; t < j; t++) {
+        int src = local;
+        for (int h = 0; h < dv->nhold; h++)
+          if (dv->hold[h] == dst[t]) src = dst[t];
+        send1(b, dv, src, dst[t], dv->stage, RF_PHASE_DIRECT);
+      }
+    } else {
+      int cnt = j - i;
+      int lead = dst[i + (dv->rot + k) % cnt];
+      int c = k / K;
+      int src = c == 0 ? dv->hold[(k + dv->rot) % dv->nhold] : leader[k - K];
+      send1(b, dv, src, lead, dv->stage + c, c == 0 ? RF_PHASE_DIRECT : RF_PHASE_FORWARD);
+      for (int t = i; t < j; t++)
+        if (dst[t] != lead) send1(b, dv, lead, dst[t], dv->stage + c + 1, RF_PHASE_FANOUT);
+      leader[k++] = lead;
+    }
+    i = j;
+  }
+  g_free(leader);
+}
+
+/* p2p and m2n: the overlap of every (source shard, destination shard) pair, to every replica. */
+static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *D, gboolean m2n) {
+  int nd = b->pb->model->parts[pi].ndim;
+  int *hold = g_new(int, S->nrep), *dst = g_new(int, D->nrep);
+  for (int dk = 0; dk < D->n; dk++) {
+    for (int sk = 0; sk < S->n; sk++) {
+      RfBox box;
+      if (!rf_box_intersect(&S->box[sk], &D->box[dk], nd, &box)) continue;
+      for (int j = 0; j < S->nrep; j++) hold[j] = holder(S, sk, j);
+      for (int j = 0; j < D->nrep; j++) dst[j] = holder(D, dk, j);
+      Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, FALSE,
+                     sk + dk};
+      deliver(b, &dv, dst, D->nrep, m2n);
+    }
+  }
+  g_free(hold);
+  g_free(dst);
+}
+
+/* ---- gather-broadcast ----------------------------------------------------------------- */
+
+/* Chains of the root broadcast, laid like NCCL rings: ring c visits every training and
+ * inference rank domain by domain, entering each domain at a different GPU (so rings spread
+ * over the NICs); the chain is ring c read from the root around to the rank before it. */
+typedef struct {
+  int n;        /* ranks in a chain */
+  int nchains;
+  int **order;  /* per chain: ranks in chain order, root first */
+} Chains;
+
+static int cmp_rank_gpu(const void *a, const void *b, void *ud) {
+  const int *gpu = ud;
+  int ga = gpu[*(const int *)a], gb = gpu[*(const int *)b];
+  return (ga > gb) - (ga < gb);
+}
+
+static void chains_build(Builder *b, Chains *ch) {
+  const RfProblem *pb = b->pb;
+  int n = pb->src.nranks + pb->dst.nranks;
+  int *all = g_new(int, n), k = 0;
+  for (int i = 0; i < pb->src.nranks; i++) all[k++] = pb->src.ranks[i];
+  for (int i = 0; i < pb->dst.nranks; i++)
+    if (rf_side_index(&pb->src, pb->dst.ranks[i]) < 0) all[k++] = pb->dst.ranks[i];
+  n = k;
+  g_qsort_with_data(all, n, sizeof(int), cmp_rank_gpu, pb->gpu);
+  int root = pb->src.ranks[0];
+  ch->n = n;
+  ch->nchains = MAX(1, b->bcast_channels);
+  ch->order = g_new(int *, ch->nchains);
+  int *ring = g_new(int, n);
+  for (int c = 0; c < ch->nchains; c++) {
+    int w = 0, at = 0;
+    for (int i = 0; i < n;) {
+      int d = dom(b, all[i]), j = i;
+      while (j < n && dom(b, all[j]) == d) j++;
+      int cnt = j - i;
+      int rot = (int)(((int64_t)c * cnt) / ch->nchains) % cnt;
+      for (int t = 0; t < cnt; t++) {
+        ring[w] = all[i + (t + rot) % cnt];
+        if (ring[w] == root) at = w;
+        w++;
+      }
+      i = j;
+    }
+    int *o = ch->order[c] = g_new(int, n);
+    for (int t = 0; t < n; t++) o[t] = ring[(at + t) % n];
+  }
+  g_free(ring);
+  g_free(all);
+}
+
+static void chains_clear(Chains *ch) {
+  for (int c = 0; c < ch->nchains; c++) g_free(ch->order[c]);
+  g_free(ch->order);
+}
+
+static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, const Chains *ch) {
+  const RfProblem *pb = b->pb;
+  const RfModel *m = pb->model;
+  const RfPart *part = &m->parts[pi];
+  const RfPlacement *sp = S->p;
+  const RfSide *src = &pb->src;
+  int nd = part->ndim;
+  /* Export. Megatron: every training rank at position q of its PP stage first receives
+   * shard(q) from the owner stage's rank at q (PP broadcast, stage 0), then the other shards
+   * inside its own stage (TP / EP all-gather, as NCCL rings do it: each shard enters each NVLink
+   * domain once, then NVLink). The owner stage gathers at stage 0, the others at stage 1.
+   * Spec input: the source mesh gathers at stage 0; other source ranks fetch at stage 1. */
+  int msize = sp->mesh->nranks;
+  const int *mranks = sp->mesh->ranks;
+  gboolean staged = !strcmp(src->framework, "megatron");
+  int ngroups = staged ? src->nranks / msize : 1;
+  int nrep = S->nrep;
+  int *hold = g_new(int, MAX(nrep, src->nranks)), *dst = g_new(int, src->nranks);
+  for (int k = 0; k < S->n; k++) {
+    uint32_t piece = add_piece(b, pi, &S->box[k]);
+    for (int g = 0; g < ngroups; g++) {
+      const int *grp = staged ? src->ranks + g * msize : mranks;
+      gboolean owner = grp[0] == mranks[0];
+      int nh = 0, n = 0;
+      for (int q = 0; q < msize; q++) {
+        int s_own;
+        rf_placement_locate(sp, q, &s_own, NULL);
+        if (s_own == S->idx[k]) {
+          hold[nh++] = grp[q];
+          if (!owner) {
+            Delivery pp = {piece, pi, &S->box[k], &mranks[q], 1, 0, RF_PHASE_EXPORT, TRUE, 0};
+            send1(b, &pp, mranks[q], grp[q], 0, RF_PHASE_EXPORT);
+          }
+        } else {
+          dst[n++] = grp[q];
+        }
+      }
+      Delivery dv = {piece, pi, &S->box[k], hold, nh, owner ? 0 : 1, RF_PHASE_EXPORT, TRUE, k + g};
+      deliver(b, &dv, dst, n, TRUE);
+    }
+    if (!staged) {
+      int n = 0;
+      for (int i = 0; i < src->nranks; i++)
+        if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) dst[n++] = src->ranks[i];
+      for (int j = 0; j < nrep; j++) hold[j] = holder(S, k, j);
+      Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, TRUE, k};
+      deliver(b, &dv, dst, n, TRUE);
+    }
+  }
+  g_free(hold);
+  g_free(dst);
+  /* Broadcast: split the part into chunks along dim 0, one per chain. */
+  uint64_t bytes = (uint64_t)rf_part_elems(part) * rf_dtype_size(m->tensors[part->tensor].dtype);
+  int nch = (int)MIN((int64_t)ch->nchains, MAX(1, (int64_t)(bytes >> 22))); /* >= 4 MiB a chain */
+  if (nch > part->shape[0]) nch = (int)part->shape[0];
+  int first_stage = 2;
+  for (int c = 0; c < nch; c++) {
+    RfBox box;
+    rf_box_full(&box, part->shape, nd);
+    rf_chunk(part->shape[0], nch, c, &box.lo[0], &box.hi[0]);
+    if (box.hi[0] <= box.lo[0]) continue;
+    uint32_t piece = add_piece(b, pi, &box);
+    const int *o = ch->order[c];
+    for (int h = 1; h < ch->n && !b->failed; h++) {
+      int r = o[h];
+      emit(b, piece, o[h - 1], r, first_stage + h - 1, RF_PHASE_BROADCAST,
+           relay_for(b, pi, r, &box));
+    }
+  }
+}
+
+/* ---- sort, messages, stats ------------------------------------------------------------ */
+
+static inline uint64_t xkey(const RfTransfer *t) {
+  return ((uint64_t)t->stage << 48) | ((uint64_t)(uint32_t)t->src << 24) | (uint32_t)t->dst;
+}
+
+/* LSD radix sort by (stage, src, dst), stable: 16-bit digits, skipping constant digits. */
+static void sort_xfers(RfTransfer *v, uint64_t n) {
+  if (n < 2) return;
+  RfTransfer *tmp = g_new(RfTransfer, n);
+  uint32_t *cnt = g_new(uint32_t, 65536);
+  for (int pass = 0; pass < 4; pass++) {
+    int sh = pass * 16;
+    memset(cnt, 0, sizeof(uint32_t) * 65536);
+    for (uint64_t i = 0; i < n; i++) cnt[(xkey(&v[i]) >> sh) & 0xffff]++;
+    if (cnt[(xkey(&v[0]) >> sh) & 0xffff] == n) continue;
+    uint32_t sum = 0;
+    for (int i = 0; i < 65536; i++) {
+      uint32_t c = cnt[i];
+      cnt[i] = sum;
+      sum += c;
+    }
+    for (uint64_t i = 0; i < n; i++) tmp[cnt[(xkey(&v[i]) >> sh) & 0xffff]++] = v[i];
+    memcpy(v, tmp, sizeof(RfTransfer) * n);
+  }
+  g_free(cnt);
+  g_free(tmp);
+}
+
+static void finish(RfPlan *plan) {
+  const RfProblem *pb = plan->problem;
+  sort_xfers(plan->xfers, plan->nxfers);
+  uint64_t nm = 0;
+  for (uint64_t i = 0; i < plan->nxfers; i++)
+    if (i == 0 || xkey(&plan->xfers[i]) != xkey(&plan->xfers[i - 1])) nm++;
+  plan->msgs = g_new0(RfMessage, nm ? nm : 1);
+  plan->nmsgs = nm;
+  uint64_t *tx = g_new0(uint64_t, pb->nranks), *rx = g_new0(uint64_t, pb->nranks);
+  RfPlanStats *st = &plan->stats;
+  int64_t mi = -1;
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *t = &plan->xfers[i];
+    uint64_t by = plan->pieces[t->piece].bytes;
+    if (i == 0 || xkey(t) != xkey(&plan->xfers[i - 1])) {
+      RfMessage *m = &plan->msgs[++mi];
+      m->stage = t->stage;
+      m->phase = t->phase;
+      m->flags = t->flags & RF_XFER_NET;
+      m->src = t->src;
+      m->dst = t->dst;
+      m->first = (uint32_t)i;
+    }
+    plan->msgs[mi].bytes += by;
+    plan->msgs[mi].count++;
+    if (t->flags & RF_XFER_NET) {
+      st->network_bytes += by;
+      tx[t->src] += by;
+      rx[t->dst] += by;
+    } else if (t->src != t->dst) {
+      st->nvlink_bytes += by;
+    }
+  }
+  uint64_t mx = 0;
+  for (int r = 0; r < pb->nranks; r++) mx = MAX(mx, MAX(tx[r], rx[r]));
+  st->max_nic_bytes = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
+  for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
+    memset(tx, 0, sizeof(uint64_t) * pb->nranks);
+    memset(rx, 0, sizeof(uint64_t) * pb->nranks);
+    for (uint64_t i = 0; i < plan->nxfers; i++) {
+      const RfTransfer *t = &plan->xfers[i];
+      if (t->phase != ph || !(t->flags & RF_XFER_NET)) continue;
+      uint64_t by = plan->pieces[t->piece].bytes;
+      st->phase_network_bytes[ph] += by;
+      tx[t->src] += by;
+      rx[t->dst] += by;
+    }
+    mx = 0;
+    for (int r = 0; r < pb->nranks; r++) mx = MAX(mx, MAX(tx[r], rx[r]));
+    st->phase_max_nic_bytes[ph] = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
+  }
+  g_free(tx);
+  g_free(rx);
+  st->messages = plan->nmsgs;
+  st->transfers = plan->nxfers;
+  st->stages = plan->nstages;
+  st->lower_bound_s = (double)st->max_nic_bytes / rf_topology_nic_Bps(pb->topo);
+  const RfModel *m = pb->model;
+  for (uint32_t pi = 0; pi < m->nparts; pi++) {
+    const RfPlacement *p = &pb->dst.place[pi];
+    if (!p->mesh) continue;
+    int es = rf_dtype_size(m->tensors[m->parts[pi].tensor].dtype);
+    for (int s = 0; s < rf_placement_nshards(p); s++) {
+      RfBox box;
+      if (rf_placement_shard_box(p, s, &box, NULL))
+        st->payload_bytes +=
+            (uint64_t)rf_box_volume(&box, p->ndim) * es * rf_placement_nreplicas(p);
+    }
+  }
+}
+
+RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOptions *opt,
+                      GError **error) {
+  Builder b = {0};
+  b.pb = pb;
+  b.pieces = g_array_new(FALSE, FALSE, sizeof(RfPiece));
+  b.error = error;
+  b.bcast_channels = opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
+  const RfModel *m = pb->model;
+  Chains ch = {0};
+  gboolean need_chains = strategy == RF_STRATEGY_GATHER_BROADCAST || strategy == RF_STRATEGY_HYBRID;
+  if (need_chains) chains_build(&b, &ch);
+  for (uint32_t pi = 0; pi < m->nparts && !b.failed; pi++) {
+    const RfPlacement *sp = &pb->src.place[pi], *dp = &pb->dst.place[pi];
+    const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+    if (!dp->mesh) continue;
+    if (!sp->mesh) {
+      g_set_error(error, RF_ERROR, 1, "no source holds %s", t->name);
+      b.failed = TRUE;
+      break;
+    }
+    Shards S, D;
+    shards_init(&S, sp);
+    shards_init(&D, dp);
+    RfStrategy st = strategy;
+    if (st == RF_STRATEGY_HYBRID)
+      st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
+    if (st == RF_STRATEGY_GATHER_BROADCAST) plan_gather_broadcast(&b, pi, &S, &ch);
+    else plan_direct(&b, pi, &S, &D, st == RF_STRATEGY_M2N);
+    shards_clear(&S);
+    shards_clear(&D);
+  }
+  if (need_chains) chains_clear(&ch);
+  if (b.failed) {
+    g_array_free(b.pieces, TRUE);
+    g_free(b.x.v);
+    return NULL;
+  }
+  RfPlan *plan = g_new0(RfPlan, 1);
+  plan->strategy = strategy;
+  plan->problem = pb;
+  plan->npieces = b.pieces->len;
+  plan->pieces = (RfPiece *)g_array_free(b.pieces, FALSE);
+  plan->xfers = b.x.n ? g_renew(RfTransfer, b.x.v, b.x.n) : b.x.v;
+  plan->nxfers = b.x.n;
+  plan->nstages = b.x.n ? b.max_stage + 1 : 0;
+  finish(plan);
+  return plan;
+}
+
+void rf_plan_free(RfPlan *plan) {
+  if (!plan) return;
+  g_free(plan->pieces);
+  g_free(plan->xfers);
+  g_free(plan->msgs);
+  g_free(plan);
+}
+
+/* ---- verification --------------------------------------------------------------------- */
+
+typedef struct {
+  GArray *in; /* transfer indices received by one rank for one part */
+} Recv;
+
+gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
+  const RfProblem *pb = plan->problem;
+  const RfModel *m = pb->model;
+  char b1[256], b2[256];
+  /* index transfers by (part, dst) */
+  GHashTable *by = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                         (GDestroyNotify)g_array_unref);
+  gboolean ok = TRUE;
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *t = &plan->xfers[i];
+    const RfPiece *pc = &plan->pieces[t->piece];
+    const RfPart *part = &m->parts[pc->part];
+    RfBox full;
+    rf_box_full(&full, part->shape, part->ndim);
+    if (rf_box_empty(&pc->box, part->ndim) || !rf_box_contains(&full, &pc->box, part->ndim)) {
+      g_set_error(error, RF_ERROR, 1, "transfer %llu: box %s outside part %u",
+                  (unsigned long long)i, rf_box_format(&pc->box, part->ndim, b1, sizeof b1),
+                  pc->part);
+      ok = FALSE;
+      goto out;
+    }
+    if (pc->bytes != (uint64_t)rf_box_volume(&pc->box, part->ndim) *
+                         rf_dtype_size(m->tensors[part->tensor].dtype)) {
+      g_set_error(error, RF_ERROR, 1, "piece %u: bytes do not match its box", t->piece);
+      ok = FALSE;
+      goto out;
+    }
+    if (i > 0) {
+      const RfTransfer *p = &plan->xfers[i - 1];
+      if (p->stage > t->stage || (p->stage == t->stage && (p->src > t->src ||
+                                                           (p->src == t->src && p->dst > t->dst)))) {
+        g_set_error(error, RF_ERROR, 1, "transfers not sorted by (stage, src, dst) at %llu",
+                    (unsigned long long)i);
+        ok = FALSE;
+        goto out;
+      }
+    }
+    gint64 key = ((gint64)pc->part << 32) | (uint32_t)t->dst;
+    GArray *a = g_hash_table_lookup(by, &key);
+    if (!a) {
+      a = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+      g_hash_table_insert(by, g_memdup2(&key, sizeof key), a);
+    }
+    g_array_append_val(a, i);
+  }
+  /* Every sender held what it sends: its source shard, or a box it received at an earlier
+   * stage. Flags say the truth. */
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *t = &plan->xfers[i];
+    const RfPiece *pc = &plan->pieces[t->piece];
+    int nd = m->parts[pc->part].ndim;
+    RfBox own;
+    gboolean held = rf_side_rank_shard(&pb->src, pc->part, t->src, &own, NULL) &&
+                    rf_box_contains(&own, &pc->box, nd);
+    if (!held) {
+      gint64 key = ((gint64)pc->part << 32) | (uint32_t)t->src;
+      GArray *a = g_hash_table_lookup(by, &key);
+      for (guint j = 0; a && j < a->len && !held; j++) {
+        const RfTransfer *u = &plan->xfers[g_array_index(a, uint64_t, j)];
+        held = u->stage < t->stage && rf_box_contains(&plan->pieces[u->piece].box, &pc->box, nd);
+      }
+    }
+    if (!held) {
+      g_set_error(error, RF_ERROR, 1,
+                  "transfer %llu (stage %d, %d -> %d, part %u %s): the sender does not hold it",
+                  (unsigned long long)i, t->stage, t->src, t->dst, pc->part,
+                  rf_box_format(&pc->box, nd, b1, sizeof b1));
+      ok = FALSE;
+      goto out;
+    }
+    if (!!(t->flags & RF_XFER_NET) != (rf_problem_domain(pb, t->src) != rf_problem_domain(pb, t->dst))) {
+      g_set_error(error, RF_ERROR, 1, "transfer %llu: network flag is wrong", (unsigned long long)i);
+      ok = FALSE;
+      goto out;
+    }
+    RfBox mine, ov;
+    gboolean keeps = rf_side_rank_shard(&pb->dst, pc->part, t->dst, &mine, NULL) &&
+                     rf_box_intersect(&mine, &pc->box, nd, &ov);
+    if (keeps == !!(t->flags & RF_XFER_RELAY)) {
+      g_set_error(error, RF_ERROR, 1, "transfer %llu: relay flag is wrong", (unsigned long long)i);
+      ok = FALSE;
+      goto out;
+    }
+  }
+  /* Every destination element received exactly once: the received boxes, clipped to the
+   * rank's shard, are pairwise disjoint and their volumes add up to the shard's. */
+  uint64_t delivered = 0;
+  for (uint32_t pi = 0; pi < m->nparts; pi++) {
+    const RfPlacement *dp = &pb->dst.place[pi];
+    if (!dp->mesh) continue;
+    int nd = dp->ndim;
+    int es = rf_dtype_size(m->tensors[m->parts[pi].tensor].dtype);
+    for (int pos = 0; pos < dp->mesh->nranks; pos++) {
+      int r = dp->mesh->ranks[pos];
+      RfBox mine;
+      if (!rf_side_rank_shard(&pb->dst, pi, r, &mine, NULL)) continue;
+      gint64 key = ((gint64)pi << 32) | (uint32_t)r;
+      GArray *a = g_hash_table_lookup(by, &key);
+      int64_t vol = 0;
+      GArray *clips = g_array_new(FALSE, FALSE, sizeof(RfBox));
+      for (guint j = 0; a && j < a->len; j++) {
+        const RfTransfer *t = &plan->xfers[g_array_index(a, uint64_t, j)];
+        RfBox ov;
+        if (!rf_box_intersect(&plan->pieces[t->piece].box, &mine, nd, &ov)) continue;
+        for (guint k = 0; k < clips->len; k++) {
+          RfBox x;
+          if (rf_box_intersect(&g_array_index(clips, RfBox, k), &ov, nd, &x)) {
+            g_set_error(error, RF_ERROR, 1, "rank %d receives %s of %s twice", r,
+                        rf_box_format(&x, nd, b1, sizeof b1),
+                        m->tensors[m->parts[pi].tensor].name);
+            g_array_free(clips, TRUE);
+            ok = FALSE;
+            goto out;
+          }
+        }
+        g_array_append_val(clips, ov);
+        vol += rf_box_volume(&ov, nd);
+      }
+      g_array_free(clips, TRUE);
+      if (vol != rf_box_volume(&mine, nd)) {
+        g_set_error(error, RF_ERROR, 1, "rank %d receives %lld of the %lld elements of %s %s", r,
+                    (long long)vol, (long long)rf_box_volume(&mine, nd),
+                    m->tensors[m->parts[pi].tensor].name, rf_box_format(&mine, nd, b2, sizeof b2));
+        ok = FALSE;
+        goto out;
+      }
+      delivered += (uint64_t)vol * es;
+    }
+  }
+  if (delivered != plan->stats.payload_bytes) {
+    g_set_error(error, RF_ERROR, 1, "bytes not conserved: %llu delivered, %llu expected",
+                (unsigned long long)delivered, (unsigned long long)plan->stats.payload_bytes);
+    ok = FALSE;
+  }
+out:
+  g_hash_table_destroy(by);
+  return ok;
+}
+
+/* ---- dump ----------------------------------------------------------------------------- */
+
+gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", path,
+                g_strerror(errno));
+    return FALSE;
+  }
+  const RfModel *m = plan->problem->model;
+  fprintf(f, "{\"strategy\":\"%s\",\"transfers\":[", rf_strategy_name(plan->strategy));
+  gboolean first = TRUE;
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *t = &plan->xfers[i];
+    const RfPiece *pc = &plan->pieces[t->piece];
+    const RfPart *part = &m->parts[pc->part];
+    const RfTensor *ten = &m->tensors[part->tensor];
+    /* Checkpoint coordinates: add the segment offset; a stacked expert box becomes one entry
+     * per expert without the expert dim. */
+    int64_t e0 = 0, e1 = 1;
+    int d0 = 0;
+    if (ten->nexperts > 0) {
+      e0 = pc->box.lo[0];
+      e1 = pc->box.hi[0];
+      d0 = 1;
+    }
+    for (int64_t e = e0; e < e1; e++) {
+      char *name = rf_tensor_name(ten, e);
+      char *esc = g_strescape(name, NULL);
+      fprintf(f, "%s\n{\"tensor\":\"%s\",\"src\":%d,\"dst\":%d,\"box\":[", first ? "" : ",", esc,
+              t->src, t->dst);
+      g_free(esc);
+      g_free(name);
+      first = FALSE;
+      for (int d = d0; d < part->ndim; d++) {
+        int64_t off = d == part->seg_dim ? part->seg_off : 0;
+        fprintf(f, "%s[%lld,%lld]", d > d0 ? "," : "", (long long)(pc->box.lo[d] + off),
+                (long long)(pc->box.hi[d] + off));
+      }
+      fprintf(f, "],\"stage\":%d,\"phase\":\"%s\",\"relay\":%s}", t->stage,
+              rf_phase_name((RfPhase)t->phase), (t->flags & RF_XFER_RELAY) ? "true" : "false");
+    }
+  }
+  fprintf(f, "\n]}\n");
+  if (fclose(f) != 0) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", path,
+                g_strerror(errno));
+    return FALSE;
+  }
+  return TRUE;
+}

@@ -1,0 +1,113 @@
+/* Transfer plans: the exact data movement of one refit, as plain data.
+ *
+ * A piece is a global box of one part (the overlap of a source and a destination shard, or a
+ * whole shard for the gather stages). A transfer moves one piece from one rank to another at a
+ * stage; stages are dependency depths: a rank sends at stage k only what it held at the start
+ * or received at a stage < k. Transfers are sorted by (stage, src, dst) and grouped into
+ * messages: the simulator moves messages, the real executor slices them back into transfers.
+ * Both executors take const RfPlan * and never change it. */
+#ifndef RF_PLAN_H
+#define RF_PLAN_H
+
+#include "layout.h"
+#include <glib.h>
+#include <stdint.h>
+
+typedef enum {
+  RF_STRATEGY_GATHER_BROADCAST,
+  RF_STRATEGY_P2P,
+  RF_STRATEGY_M2N,
+  RF_STRATEGY_HYBRID,
+  RF_STRATEGY_COUNT
+} RfStrategy;
+
+/* What a stage does; the simulator models each phase with the system's own mechanism. */
+typedef enum {
+  RF_PHASE_EXPORT,    /* training-side PP broadcast + TP/EP all-gather (gather-broadcast) */
+  RF_PHASE_BROADCAST, /* root-0 chain broadcast of packed buckets, pipelined (gather-broadcast) */
+  RF_PHASE_DIRECT,    /* overlap copies from a source holder (p2p; m2n injection) */
+  RF_PHASE_FORWARD,   /* domain-to-domain chain forwarding over the network (m2n) */
+  RF_PHASE_FANOUT,    /* NVLink fan-out inside a destination domain (m2n) */
+  RF_PHASE_COUNT
+} RfPhase;
+
+enum {
+  RF_XFER_NET = 1u << 0,   /* crosses NVLink domains */
+  RF_XFER_RELAY = 1u << 1, /* the destination keeps none of the piece, only forwards it */
+};
+
+typedef struct {
+  uint32_t part;
+  uint32_t pad_;
+  RfBox box;      /* global coordinates of the part (add seg_off along seg_dim for the tensor) */
+  uint64_t bytes;
+} RfPiece;
+
+typedef struct {
+  uint32_t piece;
+  int32_t src, dst; /* global ranks */
+  uint16_t stage;
+  uint8_t phase;    /* RfPhase */
+  uint8_t flags;    /* RF_XFER_* */
+} RfTransfer;
+
+typedef struct {
+  uint16_t stage;
+  uint8_t phase;    /* phase of its first transfer (a message never mixes phases) */
+  uint8_t flags;    /* RF_XFER_NET when it crosses domains */
+  int32_t src, dst;
+  uint64_t bytes;
+  uint32_t first;   /* its transfers: plan->xfers[first .. first + count) */
+  uint32_t count;
+} RfMessage;
+
+typedef struct {
+  uint64_t network_bytes;
+  uint64_t nvlink_bytes;
+  uint64_t max_nic_bytes;  /* max over NICs of max(sent, received) */
+  uint64_t messages;
+  uint64_t transfers;
+  uint64_t payload_bytes;  /* bytes the destination side must end with (sum of its shards) */
+  int stages;
+  double lower_bound_s;    /* max_nic_bytes / NIC bandwidth */
+  uint64_t phase_network_bytes[RF_PHASE_COUNT];
+  uint64_t phase_max_nic_bytes[RF_PHASE_COUNT]; /* busiest NIC counting that phase alone */
+} RfPlanStats;
+
+typedef struct {
+  RfStrategy strategy;
+  const RfProblem *problem; /* borrowed: must outlive the plan */
+  RfPiece *pieces;
+  uint32_t npieces;
+  RfTransfer *xfers;        /* sorted by (stage, src, dst) */
+  uint64_t nxfers;
+  RfMessage *msgs;          /* in the same order */
+  uint64_t nmsgs;
+  int nstages;
+  RfPlanStats stats;
+} RfPlan;
+
+typedef struct {
+  int bcast_channels; /* 0: the topology's value */
+} RfPlanOptions;
+
+const char *rf_strategy_name(RfStrategy s);
+const char *rf_phase_name(RfPhase p);
+/* "gather-broadcast", "p2p", "m2n", "hybrid"; FALSE + error for anything else. */
+gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error);
+
+/* Build the plan of one strategy. NULL + error if the problem cannot be planned. */
+RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOptions *opt,
+                      GError **error);
+void rf_plan_free(RfPlan *plan);
+
+/* Check the plan's invariants: every destination element of every part received exactly once
+ * by its destination rank, no box outside its part or outside the sender's holding, every
+ * forwarded piece held by its sender at an earlier stage, bytes conserved. FALSE + the first
+ * violation in error. Cost grows with transfers x box volume: for tests and small plans. */
+gboolean rf_plan_verify(const RfPlan *plan, GError **error);
+
+/* Write every transfer as JSON ({"transfers":[...]}, docs/formats.md) to path. */
+gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error);
+
+#endif

@@ -1,0 +1,42 @@
+/* Cluster description: NVLink domains, NICs, fabric, memory. Read from a GKeyFile
+ * (topologies/NAME.topo); the plan engine uses only the domain map and NIC count, the
+ * simulator uses the rest. Bandwidths are per GPU per direction. */
+#ifndef RF_TOPOLOGY_H
+#define RF_TOPOLOGY_H
+
+#include <glib.h>
+
+typedef enum { RF_FABRIC_RAIL_OPTIMIZED, RF_FABRIC_FAT_TREE } RfFabric;
+
+typedef struct {
+  char *name;
+  char *description;
+  int gpus_per_domain;        /* GPUs in one NVLink domain */
+  double nvlink_GBps;         /* per GPU per direction, peak */
+  double nvlink_latency_us;   /* per hop */
+  int nics_per_gpu;
+  double nic_Gbps;            /* per NIC per direction, line rate */
+  double nic_latency_us;      /* per network hop (NIC + cable) */
+  double pcie_GBps;           /* GPU <-> NIC, per direction */
+  RfFabric fabric;
+  double oversubscription;    /* leaf uplink : downlink bandwidth ratio denominator (1 = non-blocking) */
+  int gpus_per_leaf;          /* GPUs (or rails x nodes) below one leaf switch */
+  double switch_latency_us;
+  double hbm_GBps;            /* device memory bandwidth for pack/unpack */
+  int bcast_channels;         /* rings NCCL spreads a broadcast over (gather-broadcast plans) */
+} RfTopology;
+
+/* Directory holding topologies/ and model/configs/: $REFIT_DATA_DIR, else the build-time source dir. */
+const char *rf_data_dir(void);
+
+/* Load NAME (a shipped topology: topologies/NAME.topo) or a path to a .topo file.
+ * NULL + one-line error on a missing file, missing key or a value out of range. */
+RfTopology *rf_topology_load(const char *name_or_path, GError **error);
+/* A bare topology with only a domain size (the plan engine's --domain-size). */
+RfTopology *rf_topology_new_domains(int gpus_per_domain);
+void rf_topology_free(RfTopology *t);
+
+/* NIC bandwidth in bytes per second for the lower bound. */
+double rf_topology_nic_Bps(const RfTopology *t);
+
+#endif
