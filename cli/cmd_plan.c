@@ -59,8 +59,8 @@ int rf_cmd_plan(int argc, char **argv) {
   const RfModel *m = pb->model;
   uint64_t model_bytes = (uint64_t)rf_model_bytes(m);
   if (!a.json) {
-    printf("# refit plan: model %s (%.1f GB), %s\n", m->name, model_bytes / 1e9,
-           a.spec ? a.spec : "");
+    printf("# refit plan: model %s (%.1f GB)%s%s\n", m->name, model_bytes / 1e9,
+           a.spec ? ", spec " : "", a.spec ? a.spec : "");
     if (!a.spec)
       printf("# train %s (%s, %d ranks) -> infer %s (%s, %d ranks)\n", a.train, pb->src.framework,
              pb->src.nranks, a.infer, pb->dst.framework, pb->dst.nranks);

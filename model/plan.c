@@ -149,7 +149,6 @@ typedef struct {
   int nhold;
   int stage;      /* stage of the first hop */
   RfPhase phase;  /* RF_PHASE_EXPORT keeps every hop in the export phase */
-  gboolean relay; /* compute relay flags (export); else destinations keep the piece */
   int rot;
 } Delivery;
 
@@ -160,9 +159,9 @@ static int cmp_dom(const void *a, const void *b, void *ud) {
 }
 
 static void send1(Builder *b, const Delivery *dv, int src, int dst, int stage, RfPhase ph) {
-  RfPhase phase = dv->phase == RF_PHASE_EXPORT ? RF_PHASE_EXPORT : ph;
-  gboolean relay = dv->relay ? relay_for(b, dv->part, dst, dv->box) : FALSE;
-  emit(b, dv->piece, src, dst, stage, phase, relay);
+  /* Export gathers land in scratch memory, never in a rank's inference weights: relay. */
+  gboolean exp = dv->phase == RF_PHASE_EXPORT;
+  emit(b, dv->piece, src, dst, stage, exp ? RF_PHASE_EXPORT : ph, exp);
 }
 
 static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hier) {
@@ -229,8 +228,7 @@ static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *
       if (!rf_box_intersect(&S->box[sk], &D->box[dk], nd, &box)) continue;
       for (int j = 0; j < S->nrep; j++) hold[j] = holder(S, sk, j);
       for (int j = 0; j < D->nrep; j++) dst[j] = holder(D, dk, j);
-      Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, FALSE,
-                     sk + dk};
+      Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, sk + dk};
       deliver(b, &dv, dst, D->nrep, m2n);
     }
   }
@@ -313,6 +311,7 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   int ngroups = staged ? src->nranks / msize : 1;
   int nrep = S->nrep;
   int *hold = g_new(int, MAX(nrep, src->nranks)), *dst = g_new(int, src->nranks);
+  uint64_t first_xfer = b->x.n;
   for (int k = 0; k < S->n; k++) {
     uint32_t piece = add_piece(b, pi, &S->box[k]);
     for (int g = 0; g < ngroups; g++) {
@@ -325,14 +324,14 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
         if (s_own == S->idx[k]) {
           hold[nh++] = grp[q];
           if (!owner) {
-            Delivery pp = {piece, pi, &S->box[k], &mranks[q], 1, 0, RF_PHASE_EXPORT, TRUE, 0};
+            Delivery pp = {piece, pi, &S->box[k], &mranks[q], 1, 0, RF_PHASE_EXPORT, 0};
             send1(b, &pp, mranks[q], grp[q], 0, RF_PHASE_EXPORT);
           }
         } else {
           dst[n++] = grp[q];
         }
       }
-      Delivery dv = {piece, pi, &S->box[k], hold, nh, owner ? 0 : 1, RF_PHASE_EXPORT, TRUE, k + g};
+      Delivery dv = {piece, pi, &S->box[k], hold, nh, owner ? 0 : 1, RF_PHASE_EXPORT, k + g};
       deliver(b, &dv, dst, n, TRUE);
     }
     if (!staged) {
@@ -340,7 +339,7 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
       for (int i = 0; i < src->nranks; i++)
         if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) dst[n++] = src->ranks[i];
       for (int j = 0; j < nrep; j++) hold[j] = holder(S, k, j);
-      Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, TRUE, k};
+      Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, k};
       deliver(b, &dv, dst, n, TRUE);
     }
   }
@@ -350,7 +349,9 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   uint64_t bytes = (uint64_t)rf_part_elems(part) * rf_dtype_size(m->tensors[part->tensor].dtype);
   int nch = (int)MIN((int64_t)ch->nchains, MAX(1, (int64_t)(bytes >> 22))); /* >= 4 MiB a chain */
   if (nch > part->shape[0]) nch = (int)part->shape[0];
-  int first_stage = 2;
+  /* The broadcast of this part starts once its export is complete. */
+  int first_stage = 0;
+  for (uint64_t i = first_xfer; i < b->x.n; i++) first_stage = MAX(first_stage, b->x.v[i].stage + 1);
   for (int c = 0; c < nch; c++) {
     RfBox box;
     rf_box_full(&box, part->shape, nd);
@@ -358,6 +359,8 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
     if (box.hi[0] <= box.lo[0]) continue;
     uint32_t piece = add_piece(b, pi, &box);
     const int *o = ch->order[c];
+    if (!relay_for(b, pi, o[0], &box)) /* the root is a destination too: a local copy */
+      emit(b, piece, o[0], o[0], first_stage, RF_PHASE_BROADCAST, FALSE);
     for (int h = 1; h < ch->n && !b->failed; h++) {
       int r = o[h];
       emit(b, piece, o[h - 1], r, first_stage + h - 1, RF_PHASE_BROADCAST,
@@ -525,9 +528,35 @@ void rf_plan_free(RfPlan *plan) {
 
 /* ---- verification --------------------------------------------------------------------- */
 
-typedef struct {
-  GArray *in; /* transfer indices received by one rank for one part */
-} Recv;
+/* Replace the boxes in left by what remains of them outside cut. */
+static void box_subtract(GArray *left, const RfBox *cut, int nd) {
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(RfBox));
+  for (guint i = 0; i < left->len; i++) {
+    RfBox rest = g_array_index(left, RfBox, i), x;
+    if (!rf_box_intersect(&rest, cut, nd, &x)) {
+      g_array_append_val(out, rest);
+      continue;
+    }
+    /* peel the slabs below and above the cut along each dim */
+    for (int d = 0; d < nd; d++) {
+      if (rest.lo[d] < x.lo[d]) {
+        RfBox s = rest;
+        s.hi[d] = x.lo[d];
+        g_array_append_val(out, s);
+      }
+      if (x.hi[d] < rest.hi[d]) {
+        RfBox s = rest;
+        s.lo[d] = x.hi[d];
+        g_array_append_val(out, s);
+      }
+      rest.lo[d] = x.lo[d];
+      rest.hi[d] = x.hi[d];
+    }
+  }
+  g_array_set_size(left, 0);
+  g_array_append_vals(left, out->data, out->len);
+  g_array_free(out, TRUE);
+}
 
 gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
   const RfProblem *pb = plan->problem;
@@ -584,12 +613,18 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     gboolean held = rf_side_rank_shard(&pb->src, pc->part, t->src, &own, NULL) &&
                     rf_box_contains(&own, &pc->box, nd);
     if (!held) {
+      /* covered by its source shard and what it received at earlier stages */
+      GArray *left = g_array_new(FALSE, FALSE, sizeof(RfBox));
+      g_array_append_val(left, pc->box);
+      if (rf_side_rank_shard(&pb->src, pc->part, t->src, &own, NULL)) box_subtract(left, &own, nd);
       gint64 key = ((gint64)pc->part << 32) | (uint32_t)t->src;
       GArray *a = g_hash_table_lookup(by, &key);
-      for (guint j = 0; a && j < a->len && !held; j++) {
+      for (guint j = 0; a && j < a->len && left->len; j++) {
         const RfTransfer *u = &plan->xfers[g_array_index(a, uint64_t, j)];
-        held = u->stage < t->stage && rf_box_contains(&plan->pieces[u->piece].box, &pc->box, nd);
+        if (u->stage < t->stage) box_subtract(left, &plan->pieces[u->piece].box, nd);
       }
+      held = left->len == 0;
+      g_array_free(left, TRUE);
     }
     if (!held) {
       g_set_error(error, RF_ERROR, 1,
@@ -605,7 +640,8 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       goto out;
     }
     RfBox mine, ov;
-    gboolean keeps = rf_side_rank_shard(&pb->dst, pc->part, t->dst, &mine, NULL) &&
+    gboolean keeps = t->phase != RF_PHASE_EXPORT &&
+                     rf_side_rank_shard(&pb->dst, pc->part, t->dst, &mine, NULL) &&
                      rf_box_intersect(&mine, &pc->box, nd, &ov);
     if (keeps == !!(t->flags & RF_XFER_RELAY)) {
       g_set_error(error, RF_ERROR, 1, "transfer %llu: relay flag is wrong", (unsigned long long)i);
@@ -632,6 +668,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       for (guint j = 0; a && j < a->len; j++) {
         const RfTransfer *t = &plan->xfers[g_array_index(a, uint64_t, j)];
         RfBox ov;
+        if (t->flags & RF_XFER_RELAY) continue;
         if (!rf_box_intersect(&plan->pieces[t->piece].box, &mine, nd, &ov)) continue;
         for (guint k = 0; k < clips->len; k++) {
           RfBox x;

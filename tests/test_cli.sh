@@ -1,0 +1,74 @@
+#!/bin/sh
+# The refit command line: outputs, contracts (JSON fields, dump format) and one-line errors.
+set -u
+REFIT=${1:?usage: test_cli.sh path/to/refit}
+DATA=$(dirname "$0")/data
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# expect_ok NAME CMD...: exit 0
+expect_ok() {
+  name=$1; shift
+  if "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
+}
+# expect_err NAME NEEDLE CMD...: non-zero exit below 128, one stderr line containing NEEDLE
+expect_err() {
+  name=$1; needle=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  lines=$(wc -l <"$TMP/err")
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 128 ]; then bad "$name: exit $rc"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
+  grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
+  ok
+}
+
+expect_ok "help" "$REFIT" --help
+expect_ok "model list" "$REFIT" model list
+grep -q "kimi-k3" "$TMP/out" || bad "model list lacks kimi-k3"
+expect_ok "model show" "$REFIT" model show deepseek-v3
+grep -q "expert_gate" "$TMP/out" || bad "model show lacks the kind table"
+expect_ok "model show json" "$REFIT" model show qwen3-235b-a22b --json
+for f in '"name"' '"params"' '"bytes"' '"tensors"'; do grep -q "$f" "$TMP/out" || bad "model json lacks $f"; done
+
+expect_ok "plan table" "$REFIT" plan -m tiny-moe -t TP2xPP2 -i TP4 --verify
+for s in gather-broadcast p2p m2n hybrid; do grep -q "^$s " "$TMP/out" || bad "plan lacks $s"; done
+grep -q "# placement:" "$TMP/out" || bad "plan does not print its placement"
+grep -q "OK" "$TMP/out" || bad "plan --verify did not say OK"
+expect_ok "plan json" "$REFIT" plan -m tiny-mla -t PP3xEP8 -i TP2xDP4 --json -q
+for f in strategies strategy network_bytes nvlink_bytes max_nic_bytes messages transfers lower_bound_s; do
+  grep -q "\"$f\"" "$TMP/out" || bad "plan json lacks $f"
+done
+expect_ok "plan chooses DP" "$REFIT" plan -m qwen3-235b-a22b -t TP4xPP8xEP16 -i TP8xDP16 -s m2n
+grep -q "DP4 chosen" "$TMP/out" || bad "plan does not say which DP it chose"
+expect_ok "plan spec dump" "$REFIT" plan --spec "$DATA/small-spec.json" -s p2p --dump "$TMP/d.json"
+grep -q '"transfers"' "$TMP/d.json" && grep -q '"box":\[\[' "$TMP/d.json" && grep -q '"relay":false' "$TMP/d.json" \
+  || bad "dump format"
+n=$(grep -c '"tensor"' "$TMP/d.json")
+[ "$n" -eq 8 ] || bad "dump has $n transfers, want 8"
+expect_ok "plan dump several" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --dump "$TMP/x.json" -q
+[ -s "$TMP/x.m2n.json" ] && [ -s "$TMP/x.gather-broadcast.json" ] || bad "dump per strategy"
+expect_ok "plan topology" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -T gb200-nvl72 -s m2n
+grep -q "72 GPUs per NVLink domain" "$TMP/out" || bad "topology not used"
+
+expect_err "unknown model" "unknown model" "$REFIT" plan -m gpt-9 -t TP2 -i TP2
+expect_err "bad layout" "bad layout" "$REFIT" plan -m tiny-moe -t TP2xQQ4 -i TP2
+expect_err "ep not dividing" "does not divide" "$REFIT" plan -m tiny-moe -t TP2xEP4xDP3 -i TP2
+expect_err "not divisible" "does not divide" "$REFIT" plan -m tiny-moe -t TP3 -i TP2
+expect_err "unknown strategy" "unknown strategy" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -s magic
+expect_err "unknown topology" "unknown topology" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -T cray
+expect_err "missing args" "need --model" "$REFIT" plan -m tiny-moe
+echo '{"tensors":[{"name":"w","shape":[4]' >"$TMP/broken.json"
+expect_err "malformed spec" "malformed JSON" "$REFIT" plan --spec "$TMP/broken.json"
+expect_err "missing spec" "cannot read spec" "$REFIT" plan --spec "$TMP/none.json"
+expect_err "unknown command" "unknown command" "$REFIT" frobnicate
+expect_err "model show unknown" "unknown model" "$REFIT" model show nope
+echo '{"model_type":"qwen3_moe","hidden_size":8}' >"$TMP/cfg.json"
+expect_err "malformed config" "missing" "$REFIT" model show "$TMP/cfg.json"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

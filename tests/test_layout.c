@@ -1,0 +1,223 @@
+/* Layouts: layout strings, world sizes, placements of framework presets, local memory maps. */
+#include <glib.h>
+#include <string.h>
+
+#include "layout.h"
+
+static RfProblem *preset(const char *model, const char *train, const char *infer, int domain,
+                         GError **e) {
+  RfModel *m = rf_model_load(model, e);
+  if (!m) return NULL;
+  return rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), e);
+}
+
+static uint32_t find_part(const RfModel *m, const char *name, const char *tag) {
+  for (uint32_t i = 0; i < m->nparts; i++)
+    if (!strcmp(m->tensors[m->parts[i].tensor].name, name) && !strcmp(m->parts[i].tag, tag))
+      return i;
+  g_error("no part %s#%s", name, tag);
+  return 0;
+}
+
+static void test_parse(void) {
+  RfParallel p;
+  g_assert_true(rf_parallel_parse("TP8xPP16xEP16xDP16", &p, NULL));
+  g_assert_cmpint(p.tp, ==, 8);
+  g_assert_cmpint(p.pp, ==, 16);
+  g_assert_cmpint(p.ep, ==, 16);
+  g_assert_cmpint(p.dp, ==, 16);
+  g_assert_true(p.dp_given);
+  g_assert_true(rf_parallel_parse("tp2xetp2xcp2", &p, NULL));
+  g_assert_cmpint(p.etp, ==, 2);
+  g_assert_cmpint(p.cp, ==, 2);
+  g_assert_false(p.dp_given);
+  const char *bad[] = {"", "TP", "TP0", "XX4", "TP4xTP2", "TP4x", "TP-2", "TP4xPP"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *e = NULL;
+    g_assert_false(rf_parallel_parse(bad[i], &p, &e));
+    g_assert_nonnull(e);
+    g_clear_error(&e);
+  }
+}
+
+/* Smallest world consistent with EP, for the four reported configurations. */
+static void test_worlds(void) {
+  static const struct {
+    const char *model, *train, *infer;
+    int train_ranks, infer_ranks, domain;
+  } c[] = {
+      {"qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16", 128, 128, 8},
+      {"deepseek-v3", "PP16xEP16", "TP32xDP8", 256, 256, 8},
+      {"deepseek-v3", "PP16xEP16", "TP32xDP8", 256, 256, 72},
+      {"nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8", 64, 64, 72},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
+    GError *e = NULL;
+    RfProblem *pb = preset(c[i].model, c[i].train, c[i].infer, c[i].domain, &e);
+    g_assert_no_error(e);
+    g_assert_cmpint(pb->src.nranks, ==, c[i].train_ranks);
+    g_assert_cmpint(pb->dst.nranks, ==, c[i].infer_ranks);
+    g_assert_nonnull(strstr(pb->placement_note, "smallest consistent"));
+    /* the sides never share a domain; a TP replica that fits never straddles two */
+    int last_train = rf_problem_domain(pb, pb->src.ranks[pb->src.nranks - 1]);
+    int tp = pb->dst.par.tp, D = c[i].domain;
+    for (int r = 0; r < pb->dst.nranks; r++) {
+      int g = pb->dst.ranks[r];
+      g_assert_cmpint(rf_problem_domain(pb, g), >, last_train);
+      if (tp <= D)
+        g_assert_cmpint(rf_problem_domain(pb, g), ==,
+                        rf_problem_domain(pb, pb->dst.ranks[r - r % tp]));
+    }
+    rf_problem_free(pb);
+  }
+}
+
+/* GB200: two TP32 replicas per 72-GPU domain, 8 GPUs idle. */
+static void test_gb200_packing(void) {
+  GError *e = NULL;
+  RfProblem *pb = preset("deepseek-v3", "PP16xEP16", "TP32xDP8", 72, &e);
+  int first = pb->dst.ranks[0];
+  g_assert_cmpint(pb->gpu[first] % 72, ==, 0);
+  g_assert_cmpint(pb->gpu[first + 32], ==, pb->gpu[first] + 32);
+  g_assert_cmpint(pb->gpu[first + 64], ==, pb->gpu[first] + 72);
+  g_assert_nonnull(strstr(pb->placement_note, "idle"));
+  rf_problem_free(pb);
+}
+
+static void test_bad_layouts(void) {
+  static const struct {
+    const char *model, *train, *infer, *needle;
+  } c[] = {
+      {"tiny-moe", "TP2xEP4xDP3", "TP2", "does not divide"},  /* EP4 over TP2 x DP3 = 6 */
+      {"tiny-moe", "TP2", "TP2xDP2xEP3", "EP = TP x DP"},
+      {"tiny-moe", "TP2", "TP2xPP2", "generation PP"},
+      {"tiny-moe", "TP3", "TP2", "does not divide"},          /* 8 heads over TP3 */
+      {"tiny-moe", "TP2", "TP16", "does not divide"},         /* 8 heads over TP16 */
+      {"tiny-moe", "TP2xEP4", "TP2", "does not divide"},      /* 6 experts over EP4 */
+      {"tiny-moe", "PP9", "TP2", "exceeds"},
+      {"tiny-moe", "TP2", "TP8x", "bad layout"},
+      {"tiny-hybrid", "TP4", "TP2", "Mamba"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
+    GError *e = NULL;
+    RfProblem *pb = preset(c[i].model, c[i].train, c[i].infer, 8, &e);
+    if (pb) g_error("accepted %s %s -> %s", c[i].model, c[i].train, c[i].infer);
+    if (!strstr(e->message, c[i].needle))
+      g_error("%s -> %s: '%s' lacks '%s'", c[i].train, c[i].infer, e->message, c[i].needle);
+    g_assert_null(strchr(e->message, '\n'));
+    g_clear_error(&e);
+  }
+}
+
+/* Megatron fuses QKV per KV group [q_g | k_g | v_g]; vLLM holds [q_loc | k_loc | v_loc] and
+ * replicates KV heads when TP > KV heads. tiny-moe: 8 heads, 2 KV heads, head dim 12, hidden 96. */
+static void test_qkv_local(void) {
+  GError *e = NULL;
+  RfProblem *pb = preset("tiny-moe", "TP1", "TP4", 8, &e);
+  const RfModel *m = pb->model;
+  uint32_t q = find_part(m, "model.layers.0.self_attn.q_proj.weight", "");
+  uint32_t k = find_part(m, "model.layers.0.self_attn.k_proj.weight", "");
+  RfBox box, chunk;
+  /* Megatron TP1: both groups on rank 0; a group is 48 q rows + 12 k + 12 v = 72 rows */
+  g_assert_true(rf_side_rank_shard(&pb->src, q, 0, &box, &chunk));
+  int64_t g[2] = {50, 3}; /* q row 50 = group 1, row 2 */
+  g_assert_cmpint(rf_local_offset(&pb->src, q, &chunk, g), ==, (72 + 2) * 96 + 3);
+  g_assert_true(rf_side_rank_shard(&pb->src, k, 0, &box, &chunk));
+  int64_t gk[2] = {13, 0}; /* k row 13 = group 1, row 1 */
+  g_assert_cmpint(rf_local_offset(&pb->src, k, &chunk, gk), ==, (72 + 48 + 1) * 96);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->src, pb->src.local[q].buf, 0), ==, 144 * 96);
+  /* vLLM TP4: 24 q rows per rank; KV head 1 replicated on ranks 2 and 3 */
+  int r2 = pb->dst.ranks[2];
+  g_assert_true(rf_side_rank_shard(&pb->dst, k, r2, &box, &chunk));
+  g_assert_cmpint(box.lo[0], ==, 12);
+  g_assert_cmpint(box.hi[0], ==, 24);
+  g_assert_true(rf_side_rank_shard(&pb->dst, k, pb->dst.ranks[3], &box, NULL));
+  g_assert_cmpint(box.lo[0], ==, 12);
+  int64_t gk2[2] = {12, 5};
+  g_assert_cmpint(rf_local_offset(&pb->dst, k, &chunk, gk2), ==, 24 * 96 + 5);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->dst, pb->dst.local[k].buf, r2), ==, 48 * 96);
+  rf_problem_free(pb);
+}
+
+static void count(int64_t off, int64_t len, void *ud) {
+  (void)off;
+  *(int64_t *)ud += len;
+}
+
+/* w13 stacking [E, 2I/tp, H]; vocab padding; row-parallel runs merge across full rows. */
+static void test_experts_vocab_runs(void) {
+  GError *e = NULL;
+  RfProblem *pb = preset("tiny-moe", "TP2", "TP2", 8, &e);
+  const RfModel *m = pb->model;
+  uint32_t gate = find_part(m, "model.layers.1.mlp.experts.{e}.gate_proj.weight", "");
+  uint32_t up = find_part(m, "model.layers.1.mlp.experts.{e}.up_proj.weight", "");
+  int r1 = pb->dst.ranks[1];
+  RfBox box, chunk;
+  g_assert_true(rf_side_rank_shard(&pb->dst, gate, r1, &box, &chunk));
+  g_assert_cmpint(box.lo[1], ==, 20); /* I = 40 over TP2 */
+  int64_t g[3] = {3, 25, 7};
+  g_assert_cmpint(rf_local_offset(&pb->dst, gate, &chunk, g), ==, (3 * 40 + 5) * 96 + 7);
+  g_assert_true(rf_side_rank_shard(&pb->dst, up, r1, &box, &chunk));
+  g_assert_cmpint(rf_local_offset(&pb->dst, up, &chunk, g), ==, (3 * 40 + 20 + 5) * 96 + 7);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->dst, pb->dst.local[up].buf, r1), ==, 6 * 40 * 96);
+  /* Megatron pads vocab 1000 to 1024 (128 x TP2): rank 1 holds rows 512..999 in 512 rows */
+  uint32_t emb = find_part(m, "model.embed_tokens.weight", "");
+  g_assert_true(rf_side_rank_shard(&pb->src, emb, 1, &box, &chunk));
+  g_assert_cmpint(box.lo[0], ==, 512);
+  g_assert_cmpint(box.hi[0], ==, 1000);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->src, pb->src.local[emb].buf, 1), ==, 512 * 96);
+  /* vLLM pads to 1024 (multiple of 64) too, 512 rows per rank */
+  g_assert_true(rf_side_rank_shard(&pb->dst, emb, r1, &box, &chunk));
+  g_assert_cmpint(chunk.hi[0] - chunk.lo[0], ==, 512);
+  /* o_proj [96, 96] Shard(1): rank 1 holds columns 48..96; 4 full local rows = one run */
+  uint32_t o = find_part(m, "model.layers.0.self_attn.o_proj.weight", "");
+  g_assert_true(rf_side_rank_shard(&pb->dst, o, r1, &box, &chunk));
+  RfBox sub = {{0, 48}, {4, 96}};
+  int64_t n = 0;
+  g_assert_cmpint(rf_local_runs(&pb->dst, o, &chunk, &sub, count, &n), ==, 1);
+  g_assert_cmpint(n, ==, 4 * 48);
+  RfBox sub2 = {{0, 50}, {4, 60}};
+  n = 0;
+  g_assert_cmpint(rf_local_runs(&pb->dst, o, &chunk, &sub2, count, &n), ==, 4);
+  g_assert_cmpint(n, ==, 40);
+  rf_problem_free(pb);
+}
+
+/* Mamba in_proj per rank [z | x | B | C | dt]; every part's local rows are disjoint and fill
+ * the buffer exactly. */
+static void test_mamba_fused(void) {
+  GError *e = NULL;
+  RfProblem *pb = preset("tiny-hybrid", "TP2", "TP2", 8, &e);
+  g_assert_no_error(e);
+  const RfModel *m = pb->model;
+  const char *name = "backbone.layers.0.mixer.in_proj.weight";
+  int64_t total = 0;
+  int buf = -1;
+  int64_t seen[512] = {0};
+  for (uint32_t i = 0; i < m->nparts; i++) {
+    if (strcmp(m->tensors[m->parts[i].tensor].name, name)) continue;
+    RfBox box, chunk;
+    g_assert_true(rf_side_rank_shard(&pb->dst, i, pb->dst.ranks[1], &box, &chunk));
+    buf = pb->dst.local[i].buf;
+    for (int64_t r = box.lo[0]; r < box.hi[0]; r++) {
+      int64_t g[2] = {r, 0};
+      int64_t row = rf_local_offset(&pb->dst, i, &chunk, g) / 64;
+      g_assert_cmpint(seen[row]++, ==, 0);
+      total++;
+    }
+  }
+  g_assert_cmpint(total * 64, ==, rf_side_buffer_elems(&pb->dst, buf, pb->dst.ranks[1]));
+  rf_problem_free(pb);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/layout/parse", test_parse);
+  g_test_add_func("/layout/worlds", test_worlds);
+  g_test_add_func("/layout/gb200_packing", test_gb200_packing);
+  g_test_add_func("/layout/bad", test_bad_layouts);
+  g_test_add_func("/layout/local/qkv", test_qkv_local);
+  g_test_add_func("/layout/local/experts_vocab_runs", test_experts_vocab_runs);
+  g_test_add_func("/layout/local/mamba_fused", test_mamba_fused);
+  return g_test_run();
+}

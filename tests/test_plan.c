@@ -1,0 +1,286 @@
+/* Plan invariants on random DTensor pairs and on every framework preset, plus known answers. */
+#include <glib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static RfProblem *spec_problem(const char *json, int domain, GError **e) {
+  return rf_problem_new_spec(json, -1, rf_topology_new_domains(domain), e);
+}
+
+static void verify_all(const RfProblem *pb, const char *what) {
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    GError *e = NULL;
+    RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+    if (!plan) g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
+    if (!rf_plan_verify(plan, &e))
+      g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
+    /* messages partition the transfers and carry their bytes */
+    uint64_t n = 0, by = 0, tb = 0;
+    for (uint64_t i = 0; i < plan->nmsgs; i++) {
+      g_assert_cmpuint(plan->msgs[i].first, ==, n);
+      n += plan->msgs[i].count;
+      by += plan->msgs[i].bytes;
+    }
+    for (uint64_t i = 0; i < plan->nxfers; i++) tb += plan->pieces[plan->xfers[i].piece].bytes;
+    g_assert_cmpuint(n, ==, plan->nxfers);
+    g_assert_cmpuint(by, ==, tb);
+    g_assert_cmpuint(plan->stats.network_bytes + plan->stats.nvlink_bytes, <=, tb);
+    rf_plan_free(plan);
+  }
+}
+
+static void append_side(GString *s, GRand *rng, int nd, const int *pool, int npool) {
+  int md = g_rand_int_range(rng, 1, 4), dims[3], n = 1;
+  for (int i = 0; i < md; i++) n *= dims[i] = g_rand_int_range(rng, 1, 4);
+  while (n > npool) { /* shrink to fit the pool */
+    for (int i = 0; i < md && n > npool; i++)
+      if (dims[i] > 1) {
+        n /= dims[i];
+        dims[i]--;
+        n *= dims[i];
+      }
+  }
+  /* a random subset of the pool, in random order */
+  int *perm = g_new(int, npool);
+  memcpy(perm, pool, sizeof(int) * npool);
+  for (int i = npool - 1; i > 0; i--) {
+    int j = g_rand_int_range(rng, 0, i + 1), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  g_string_append(s, "{\"mesh\":[");
+  for (int i = 0; i < md; i++) g_string_append_printf(s, "%s%d", i ? "," : "", dims[i]);
+  g_string_append(s, "],\"ranks\":[");
+  for (int i = 0; i < n; i++) g_string_append_printf(s, "%s%d", i ? "," : "", perm[i]);
+  g_string_append(s, "],\"placements\":[");
+  for (int i = 0; i < md; i++) {
+    int p = g_rand_int_range(rng, -1, nd);
+    if (p < 0) g_string_append_printf(s, "%s\"R\"", i ? "," : "");
+    else if (g_rand_boolean(rng)) g_string_append_printf(s, "%s\"S%d\"", i ? "," : "", p);
+    else g_string_append_printf(s, "%s\"Shard(%d)\"", i ? "," : "", p);
+  }
+  g_string_append(s, "]}");
+  g_free(perm);
+}
+
+/* 10,000 random pairs: uneven shapes, 1-3 mesh dims, shared shard dims, tensor rank 1-4,
+ * disjoint or overlapping rank sets, domain sizes 1-8; every strategy verified. */
+static void test_random_specs(void) {
+  GRand *rng = g_rand_new_with_seed(2026);
+  int pairs = 0;
+  for (int it = 0; pairs < 10000; it++) {
+    GString *s = g_string_new("{\"tensors\":[");
+    int nt = g_rand_int_range(rng, 1, 4);
+    int src_pool[24], dst_pool[24];
+    int ns = g_rand_int_range(rng, 1, 13), ndp = g_rand_int_range(rng, 1, 13);
+    gboolean overlap = g_rand_int_range(rng, 0, 5) == 0;
+    for (int i = 0; i < ns; i++) src_pool[i] = i;
+    for (int i = 0; i < ndp; i++) dst_pool[i] = overlap ? g_rand_int_range(rng, 0, 16) * 0 + i : ns + i;
+    for (int t = 0; t < nt; t++) {
+      int nd = g_rand_int_range(rng, 1, 5);
+      g_string_append_printf(s, "%s{\"name\":\"t%d\",\"dtype\":\"%s\",\"shape\":[", t ? "," : "", t,
+                             g_rand_boolean(rng) ? "bf16" : "fp32");
+      for (int d = 0; d < nd; d++)
+        g_string_append_printf(s, "%s%d", d ? "," : "", g_rand_int_range(rng, 1, 12));
+      g_string_append(s, "],\"src\":");
+      append_side(s, rng, nd, src_pool, ns);
+      g_string_append(s, ",\"dst\":");
+      append_side(s, rng, nd, dst_pool, ndp);
+      g_string_append(s, "}");
+      pairs++;
+    }
+    g_string_append(s, "]}");
+    GError *e = NULL;
+    RfProblem *pb = spec_problem(s->str, g_rand_int_range(rng, 1, 9), &e);
+    if (!pb) g_error("spec %s: %s", s->str, e->message);
+    verify_all(pb, s->str);
+    rf_problem_free(pb);
+    g_string_free(s, TRUE);
+  }
+  g_rand_free(rng);
+}
+
+static RfProblem *preset(const char *model, const char *train, const char *infer, int domain,
+                         GError **e) {
+  RfModel *m = rf_model_load(model, e);
+  if (!m) return NULL;
+  return rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), e);
+}
+
+/* Every family, several layouts on each side, two domain sizes. */
+static void test_presets(void) {
+  static const struct {
+    const char *model, *train, *infer;
+  } cases[] = {
+      {"tiny-moe", "TP2xPP2", "TP4"},          {"tiny-moe", "TP2xPP3xEP3", "TP2xDP3"},
+      {"tiny-moe", "PP2xEP2xDP2", "TP8xDP2"},  {"tiny-moe", "TP2xEP2xETP2", "TP2xDP3xEP6"},
+      {"tiny-moe", "TP2xCP2xPP2", "TP1xDP3"},  {"tiny-mla", "TP2xPP2xEP4", "TP4xDP2"},
+      {"tiny-mla", "PP3xEP8", "TP2xDP4xEP8"},  {"tiny-hybrid", "TP2xPP2", "TP2xDP2"},
+      {"tiny-hybrid", "TP2xEP4xPP2", "TP2xDP3"}, {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"},
+      {"tiny-kimi", "TP4xEP6xDP3", "TP2xDP3xEP6"}, {"tiny-next", "TP2xPP2xEP4", "TP4xDP2"},
+      {"tiny-next", "TP2xPP3", "TP2xDP2xEP4"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+    for (int dsz = 4; dsz <= 8; dsz += 4) {
+      GError *e = NULL;
+      RfProblem *pb = preset(cases[i].model, cases[i].train, cases[i].infer, dsz, &e);
+      if (!pb) g_error("%s %s -> %s: %s", cases[i].model, cases[i].train, cases[i].infer, e->message);
+      char *what = g_strdup_printf("%s %s->%s D%d", cases[i].model, cases[i].train, cases[i].infer, dsz);
+      verify_all(pb, what);
+      g_free(what);
+      rf_problem_free(pb);
+    }
+}
+
+/* [10,7] Shard(0) over 2 ranks -> Shard(1) over 4 ranks: 7 over 4 = 2,2,2,1 columns. */
+static void test_known_small(void) {
+  const char *js = "{\"tensors\":[{\"name\":\"w\",\"shape\":[10,7],\"dtype\":\"bf16\","
+                   "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                   "\"dst\":{\"mesh\":[4],\"ranks\":[8,9,10,11],\"placements\":[\"S1\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = spec_problem(js, 8, &e);
+  g_assert_no_error(e);
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpuint(plan->nxfers, ==, 8); /* each dst column block from both row halves */
+  g_assert_cmpuint(plan->stats.network_bytes, ==, 10 * 7 * 2);
+  g_assert_cmpuint(plan->stats.payload_bytes, ==, 10 * 7 * 2);
+  /* rank 11 gets column 6 only: rows 0-4 from rank 0, rows 5-9 from rank 1 */
+  int seen = 0;
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *t = &plan->xfers[i];
+    if (t->dst != 11) continue;
+    const RfBox *b = &plan->pieces[t->piece].box;
+    g_assert_cmpint(b->lo[1], ==, 6);
+    g_assert_cmpint(b->hi[1], ==, 7);
+    g_assert_cmpint(b->lo[0], ==, t->src == 0 ? 0 : 5);
+    seen++;
+  }
+  g_assert_cmpint(seen, ==, 2);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
+/* m2n on replicas in separate domains: every piece crosses the network once per domain; with
+ * 4 replicas packed two per domain, half the copies go over NVLink. */
+static void test_m2n_domains(void) {
+  const char *js = "{\"tensors\":[{\"name\":\"w\",\"shape\":[16,4],\"dtype\":\"fp32\","
+                   "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                   "\"dst\":{\"mesh\":[4,2],\"ranks\":[4,5,6,7,8,9,10,11],\"placements\":[\"R\",\"S0\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = spec_problem(js, 4, &e); /* domains: {0-3} {4-7} {8-11} */
+  g_assert_no_error(e);
+  RfPlan *m2n = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  RfPlan *p2p = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  uint64_t tensor = 16 * 4 * 4;
+  g_assert_cmpuint(m2n->stats.network_bytes, ==, 2 * tensor); /* two destination domains */
+  g_assert_cmpuint(m2n->stats.nvlink_bytes, ==, 2 * tensor);
+  g_assert_cmpuint(p2p->stats.network_bytes, ==, 4 * tensor);
+  g_assert_cmpint(m2n->nstages, ==, 3); /* one holder per shard: inject, forward, fan out */
+  g_assert_true(rf_plan_verify(m2n, NULL));
+  rf_plan_free(m2n);
+  rf_plan_free(p2p);
+  rf_problem_free(pb);
+}
+
+/* Chain forwarding: 1 source replica, 3 destination domains -> inject, forward, forward. */
+static void test_m2n_chain(void) {
+  const char *js = "{\"tensors\":[{\"name\":\"w\",\"shape\":[6],\"dtype\":\"bf16\","
+                   "\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                   "\"dst\":{\"mesh\":[3],\"ranks\":[2,4,6],\"placements\":[\"R\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = spec_problem(js, 2, &e);
+  RfPlan *p = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_cmpuint(p->nxfers, ==, 3);
+  g_assert_cmpint(p->xfers[0].src, ==, 0);
+  g_assert_cmpint(p->xfers[0].dst, ==, 2);
+  g_assert_cmpint(p->xfers[1].src, ==, 2);
+  g_assert_cmpint(p->xfers[1].dst, ==, 4);
+  g_assert_cmpint(p->xfers[1].phase, ==, RF_PHASE_FORWARD);
+  g_assert_cmpint(p->xfers[2].src, ==, 4);
+  g_assert_cmpint(p->xfers[2].stage, ==, 2);
+  g_assert_true(rf_plan_verify(p, NULL));
+  rf_plan_free(p);
+  rf_problem_free(pb);
+}
+
+/* The reported Qwen3 configuration: one TP8 replica per 8-GPU domain, so m2n moves exactly
+ * one copy of the model per inference domain over the network (docs/plan-check.md). */
+static void test_qwen3_reported(void) {
+  GError *e = NULL;
+  RfProblem *pb = preset("qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16", 8, &e);
+  g_assert_no_error(e);
+  g_assert_cmpint(pb->src.nranks, ==, 128);
+  g_assert_cmpint(pb->dst.nranks, ==, 128);
+  RfPlan *p = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  uint64_t model = (uint64_t)rf_model_bytes(pb->model);
+  g_assert_cmpuint(p->stats.network_bytes, ==, 16 * model);
+  g_assert_cmpuint(p->stats.payload_bytes, >, 16 * model); /* replicated KV heads */
+  rf_plan_free(p);
+  rf_problem_free(pb);
+}
+
+/* A corrupted plan is caught: drop one transfer, duplicate another. */
+static void test_verify_catches(void) {
+  GError *e = NULL;
+  RfProblem *pb = preset("tiny-moe", "TP2xPP2", "TP4", 4, &e);
+  RfPlan *p = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_true(rf_plan_verify(p, NULL));
+  RfTransfer keep = p->xfers[0];
+  p->xfers[0] = p->xfers[1]; /* one rank now receives a piece twice, another misses one */
+  g_assert_false(rf_plan_verify(p, &e));
+  g_clear_error(&e);
+  p->xfers[0] = keep;
+  p->xfers[0].flags ^= RF_XFER_NET; /* a lie about the link */
+  g_assert_false(rf_plan_verify(p, &e));
+  g_assert_nonnull(strstr(e->message, "network flag"));
+  g_clear_error(&e);
+  p->xfers[0] = keep;
+  p->xfers[0].src = p->xfers[0].dst; /* a sender that holds nothing */
+  g_assert_false(rf_plan_verify(p, &e));
+  g_clear_error(&e);
+  rf_plan_free(p);
+  rf_problem_free(pb);
+}
+
+static void test_bad_specs(void) {
+  const char *bad[] = {
+      "{",
+      "{\"tensors\":[]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4]}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[2],\"ranks\":[0],\"placements\":[\"S0\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"S1\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[0],\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"dtype\":\"int3\",\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[2],\"ranks\":[0,0],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[-1],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *e = NULL;
+    RfProblem *pb = spec_problem(bad[i], 8, &e);
+    if (pb) g_error("accepted bad spec %s", bad[i]);
+    g_assert_nonnull(e);
+    g_assert_null(strchr(e->message, '\n'));
+    g_clear_error(&e);
+  }
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/plan/random_specs", test_random_specs);
+  g_test_add_func("/plan/presets", test_presets);
+  g_test_add_func("/plan/known/small", test_known_small);
+  g_test_add_func("/plan/known/m2n_domains", test_m2n_domains);
+  g_test_add_func("/plan/known/m2n_chain", test_m2n_chain);
+  g_test_add_func("/plan/known/qwen3_reported", test_qwen3_reported);
+  g_test_add_func("/plan/verify_catches", test_verify_catches);
+  g_test_add_func("/plan/bad_specs", test_bad_specs);
+  return g_test_run();
+}

@@ -1,0 +1,88 @@
+/* Topology files: the shipped clusters load with their figures; bad files are refused. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "topology.h"
+
+static void test_shipped(void) {
+  static const struct {
+    const char *name;
+    int domain;
+    double nic;
+  } c[] = {{"dgx-h100", 8, 400}, {"gb200-nvl72", 72, 400}, {"gb200-nvl72-800g", 72, 800}};
+  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
+    GError *e = NULL;
+    RfTopology *t = rf_topology_load(c[i].name, &e);
+    g_assert_no_error(e);
+    g_assert_cmpstr(t->name, ==, c[i].name);
+    g_assert_cmpint(t->gpus_per_domain, ==, c[i].domain);
+    g_assert_cmpfloat(t->nic_Gbps, ==, c[i].nic);
+    g_assert_cmpint(t->nics_per_gpu, ==, 1);
+    g_assert_cmpfloat(rf_topology_nic_Bps(t), ==, c[i].nic * 1e9 / 8);
+    g_assert_cmpfloat(t->hbm_GBps, >, 1000);
+    rf_topology_free(t);
+  }
+  rf_topology_free(NULL);
+}
+
+static char *write_tmp(const char *text) {
+  char *path = NULL;
+  int fd = g_file_open_tmp("refit-XXXXXX.topo", &path, NULL);
+  close(fd);
+  g_file_set_contents(path, text, -1, NULL);
+  return path;
+}
+
+static void test_bad(void) {
+  const char *good = "[cluster]\ngpus_per_domain=4\n[nvlink]\nbandwidth_GBps=100\nlatency_us=1\n"
+                     "[nic]\nper_gpu=1\nbandwidth_Gbps=200\nlatency_us=2\npcie_GBps=32\n"
+                     "[fabric]\nkind=fat-tree\noversubscription=2\ngpus_per_leaf=16\nswitch_latency_us=0.5\n"
+                     "[gpu]\nhbm_GBps=2000\n";
+  char *p = write_tmp(good);
+  GError *e = NULL;
+  RfTopology *t = rf_topology_load(p, &e);
+  g_assert_no_error(e);
+  g_assert_cmpint(t->fabric, ==, RF_FABRIC_FAT_TREE);
+  g_assert_cmpfloat(t->oversubscription, ==, 2);
+  rf_topology_free(t);
+  g_unlink(p);
+  g_free(p);
+  static const struct {
+    const char *from, *to, *needle;
+  } bad[] = {
+      {"gpus_per_domain=4", "gpus_per_domain=0", "gpus_per_domain"},
+      {"gpus_per_domain=4", "gpus_per_domain=2.5", "whole number"},
+      {"bandwidth_GBps=100", "bandwidth_GBps=fast", "bandwidth_GBps"},
+      {"kind=fat-tree", "kind=torus", "rail-optimized or fat-tree"},
+      {"oversubscription=2", "oversubscription=0.5", ">= 1"},
+      {"hbm_GBps=2000", "", "hbm_GBps"},
+      {"[nic]", "[nic", "refit"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GString *s = g_string_new(good);
+    g_string_replace(s, bad[i].from, bad[i].to, 1);
+    p = write_tmp(s->str);
+    g_string_free(s, TRUE);
+    t = rf_topology_load(p, &e);
+    g_assert_null(t);
+    g_assert_nonnull(e);
+    if (strcmp(bad[i].needle, "refit") && !strstr(e->message, bad[i].needle))
+      g_error("'%s' lacks '%s'", e->message, bad[i].needle);
+    g_assert_null(strchr(e->message, '\n'));
+    g_clear_error(&e);
+    g_unlink(p);
+    g_free(p);
+  }
+  g_assert_null(rf_topology_load("no-such-cluster", &e));
+  g_assert_nonnull(strstr(e->message, "unknown topology"));
+  g_clear_error(&e);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/topology/shipped", test_shipped);
+  g_test_add_func("/topology/bad", test_bad);
+  return g_test_run();
+}
