@@ -359,10 +359,7 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_ATTN_Q:
   case RF_KIND_ATTN_K:
   case RF_KIND_ATTN_V: {
-    int64_t hd = a->head_dim, kv = a->kv_heads, qrows = part->shape[0];
-    int64_t q_loc_rows = 0, kv_loc_rows;
-    const RfTensor *q = t;
-    (void)q;
+    int64_t hd = a->head_dim, kv = a->kv_heads;
     need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp, (long long)a->heads);
     if (t->kind == RF_KIND_ATTN_Q) {
       place_tp(c, pi, D, 0);
@@ -382,10 +379,10 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
       set_place(c, pi, km, pl);
     }
     if (c->failed) return;
-    /* Rows of q per KV group (q_proj may carry a per-head gate: 2 x heads x hd rows). */
-    int64_t qk_rows_total = t->kind == RF_KIND_ATTN_Q ? qrows : a->heads * hd *
-                            (m->tensors[part->tensor - (t->kind == RF_KIND_ATTN_K ? 1 : 2)].shape[0] /
-                             (a->heads * hd));
+    /* q_proj rows (with a per-head output gate, 2 x heads x hd): q, k, v are consecutive
+     * tensors of one layer in every family. */
+    uint32_t qi = part->tensor - (t->kind == RF_KIND_ATTN_K ? 1 : t->kind == RF_KIND_ATTN_V ? 2 : 0);
+    int64_t qk_rows_total = m->tensors[qi].shape[0];
     int64_t qpg = qk_rows_total / kv; /* q rows per KV group */
     char *blk = block_of(t->name);
     char *bname = g_strdup_printf("%sqkv", blk);
@@ -399,8 +396,8 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
       set_fused(c, pi, bname, 0, off, tp <= kv ? b : 0, period);
     } else {
       /* vLLM: [q_local | k_local | v_local]; a replicated KV head is one head per rank. */
-      q_loc_rows = qk_rows_total / tp;
-      kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
+      int64_t q_loc_rows = qk_rows_total / tp;
+      int64_t kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
       int64_t off = t->kind == RF_KIND_ATTN_Q ? 0
                     : t->kind == RF_KIND_ATTN_K ? q_loc_rows
                                                 : q_loc_rows + kv_loc_rows;
@@ -691,9 +688,6 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
                 I.tp * I.dp, I.ep);
     goto fail;
   }
-  if (model->arch.experts == 0 && (T.ep > 1 || I.ep_given)) {
-    /* EP on a dense model is harmless for the mesh but almost surely a typo. */
-  }
   int wt = T.tp * T.cp * T.dp * T.pp, wi = I.tp * I.dp;
   if (!build_megatron(pb, &T, error)) goto fail;
   if (!build_vllm(pb, &I, wt, error)) goto fail;
@@ -827,7 +821,6 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   pb->topo = topo;
   JsonParser *parser = json_parser_new();
   GError *e = NULL;
-  GString *listing = g_string_new("{");
   if (!json_parser_load_from_data(parser, json, len, &e)) {
     g_set_error(error, RF_ERROR, 1, "spec: malformed JSON: %s", e->message);
     g_error_free(e);
@@ -843,7 +836,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     goto fail;
   }
   guint nt = json_array_get_length(ta);
-  /* The tensors become a plain listing model, one part each, in spec order. */
+  /* The tensors become a model of kind-less tensors, one part each, in spec order. */
   RfModel *m = g_new0(RfModel, 1);
   pb->model = m;
   m->name = g_strdup("spec");
@@ -958,11 +951,9 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   pb->placement_note = g_strdup_printf("spec: rank r on GPU r, %d GPUs per domain (%s)",
                                        topo->gpus_per_domain, topo->name);
   g_object_unref(parser);
-  g_string_free(listing, TRUE);
   return pb;
 fail:
   g_object_unref(parser);
-  g_string_free(listing, TRUE);
   rf_problem_free(pb);
   return NULL;
 }

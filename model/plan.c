@@ -61,8 +61,6 @@ typedef struct {
   int bcast_channels;
   GError **error;
   gboolean failed;
-  /* per part scratch */
-  int *dst_shard_of; /* per global rank: dst shard index of the current part, -1 if none */
 } Builder;
 
 static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
