@@ -162,6 +162,20 @@ static void send1(Builder *b, const Delivery *dv, int src, int dst, int stage, R
   emit(b, dv->piece, src, dst, stage, exp ? RF_PHASE_EXPORT : ph, exp);
 }
 
+/* A holder in domain d, or -1. */
+static int domain_holder(const Builder *b, const Delivery *dv, int d) {
+  for (int h = 0; h < dv->nhold; h++)
+    if (dom(b, dv->hold[h]) == d) return dv->hold[h];
+  return -1;
+}
+
+/* End of the run of ranks in dst[i..n) that share dst[i]'s domain. */
+static int domain_end(const Builder *b, const int *dst, int n, int i) {
+  int d = dom(b, dst[i]), j = i;
+  while (j < n && dom(b, dst[j]) == d) j++;
+  return j;
+}
+
 static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hier) {
   if (!hier) {
     for (int j = 0; j < n; j++) {
@@ -178,22 +192,12 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
   g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b); /* stable: keeps rank order per domain */
   int *leader = g_new(int, n > 0 ? n : 1);
   int nremote = 0;
-  for (int i = 0; i < n;) {
-    int d = dom(b, dst[i]), j = i;
-    while (j < n && dom(b, dst[j]) == d) j++;
-    int local = -1;
-    for (int h = 0; h < dv->nhold && local < 0; h++)
-      if (dom(b, dv->hold[h]) == d) local = dv->hold[h];
-    if (local < 0) nremote++;
-    i = j;
-  }
+  for (int i = 0; i < n; i = domain_end(b, dst, n, i))
+    if (domain_holder(b, dv, dom(b, dst[i])) < 0) nremote++;
   int K = MIN(dv->nhold, nremote), k = 0;
-  for (int i = 0; i < n;) {
-    int d = dom(b, dst[i]), j = i;
-    while (j < n && dom(b, dst[j]) == d) j++;
-    int local = -1;
-    for (int h = 0; h < dv->nhold && local < 0; h++)
-      if (dom(b, dv->hold[h]) == d) local = dv->hold[h];
+  for (int i = 0, j; i < n; i = j) {
+    j = domain_end(b, dst, n, i);
+    int local = domain_holder(b, dv, dom(b, dst[i]));
     if (local >= 0) {
       for (int t = i; t < j; t++) {
         int src = local;
@@ -211,7 +215,6 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
         if (dst[t] != lead) send1(b, dv, lead, dst[t], dv->stage + c + 1, RF_PHASE_FANOUT);
       leader[k++] = lead;
     }
-    i = j;
   }
   g_free(leader);
 }
