@@ -22,7 +22,8 @@ static char *gen_spec(GRand *r, int world) {
     int ndim = g_rand_int_range(r, 1, 4);
     g_string_append_printf(s, "%s{\"name\":\"t%d\",\"shape\":[", t ? "," : "", t);
     for (int d = 0; d < ndim; d++)
-      g_string_append_printf(s, "%s%d", d ? "," : "", g_rand_int_range(r, 1, d == ndim - 1 ? 40 : 12));
+      g_string_append_printf(s, "%s%d", d ? "," : "",
+                             g_rand_int_range(r, 1, d == ndim - 1 ? 40 : 12));
     g_string_append_printf(s, "],\"dtype\":\"%s\"", dtypes[g_rand_int_range(r, 0, 4)]);
     for (int side = 0; side < 2; side++) {
       int lo = side ? ns : 0, hi = side ? world : ns;
@@ -37,15 +38,19 @@ static char *gen_spec(GRand *r, int world) {
           mnd = 2;
           break;
         }
-      g_string_append_printf(s, ",\"%s\":{\"mesh\":[%d%s", side ? "dst" : "src", md[0], mnd == 2 ? "," : "");
+      g_string_append_printf(s, ",\"%s\":{\"mesh\":[%d%s", side ? "dst" : "src", md[0],
+                             mnd == 2 ? "," : "");
       if (mnd == 2) g_string_append_printf(s, "%d", md[1]);
       g_string_append(s, "],\"ranks\":[");
-      for (int k = 0; k < n; k++) g_string_append_printf(s, "%s%d", k ? "," : "", first + k);
+      for (int k = 0; k < n; k++)
+        g_string_append_printf(s, "%s%d", k ? "," : "", first + k);
       g_string_append(s, "],\"placements\":[");
       for (int k = 0; k < mnd; k++) {
         int p = g_rand_int_range(r, -1, ndim);
-        if (p < 0) g_string_append_printf(s, "%s\"R\"", k ? "," : "");
-        else g_string_append_printf(s, "%s\"S%d\"", k ? "," : "", p);
+        if (p < 0)
+          g_string_append_printf(s, "%s\"R\"", k ? "," : "");
+        else
+          g_string_append_printf(s, "%s\"S%d\"", k ? "," : "", p);
       }
       g_string_append(s, "]}");
     }
@@ -99,7 +104,7 @@ static RfRealOptions local_options(GRand *r) {
   o.iters = 1;
   if (r && g_rand_boolean(r)) {
     o.staging_bytes = 64u * g_rand_int_range(r, 1, 6); /* cut messages into many segments */
-    o.max_ops = g_rand_int_range(r, 2, 5);              /* and groups into many rounds */
+    o.max_ops = g_rand_int_range(r, 2, 5);             /* and groups into many rounds */
   }
   return o;
 }
@@ -112,7 +117,8 @@ static void test_spec_random(void) {
     int world = g_rand_int_range(r, 2, 9);
     char *json = gen_spec(r, world);
     GError *e = NULL;
-    RfProblem *pb = rf_problem_new_spec(json, -1, rf_topology_new_domains(g_rand_int_range(r, 1, 4)), &e);
+    RfProblem *pb =
+        rf_problem_new_spec(json, -1, rf_topology_new_domains(g_rand_int_range(r, 1, 4)), &e);
     if (!pb) g_test_message("spec %s: %s", json, e->message);
     g_assert_no_error(e);
     RfRealOptions o = local_options(r);
@@ -126,7 +132,8 @@ static void test_spec_random(void) {
   g_rand_free(r);
 }
 
-static RfProblem *model_problem(const char *model, const char *train, const char *infer, int domain) {
+static RfProblem *model_problem(const char *model, const char *train, const char *infer,
+                                int domain) {
   RfArgs a = {0};
   a.model = (char *)model;
   a.train = (char *)train;
@@ -140,10 +147,10 @@ static RfProblem *model_problem(const char *model, const char *train, const char
 
 static void test_models(void) {
   static const char *const cases[][3] = {
-      {"tiny-moe", "TP2xPP2", "TP4"},       {"tiny-moe", "TP2xEP2", "TP2xDP2"},
-      {"tiny-mla", "TP2xPP2", "TP4"},       {"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
+      {"tiny-moe", "TP2xPP2", "TP4"},        {"tiny-moe", "TP2xEP2", "TP2xDP2"},
+      {"tiny-mla", "TP2xPP2", "TP4"},        {"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
       {"tiny-hybrid", "TP2xEP2", "TP2xDP2"}, {"tiny-kimi", "TP1xPP2xEP2", "TP4"},
-      {"tiny-next", "TP2xPP2", "TP2xDP4"},  {"tiny-next", "TP4", "TP2xDP2"},
+      {"tiny-next", "TP2xPP2", "TP2xDP4"},   {"tiny-next", "TP4", "TP2xDP2"},
   };
   GRand *r = g_rand_new_with_seed(99);
   Tally t = {0};

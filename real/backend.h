@@ -1,0 +1,113 @@
+/* Internal to real/: the device ops table the engine drives (host memory + MPI, or CUDA + NCCL).
+ *
+ * Everything the engine hands a backend is plain data in the backend's own memory: copy lists,
+ * run lists and box descriptors are uploaded once per plan, addresses are (space, offset) pairs
+ * resolved through a per-rank base table, so double-buffer swaps only change which table is
+ * used. Plain C, no GLib: the CUDA backend is compiled by nvcc. */
+#ifndef RF_REAL_BACKEND_H
+#define RF_REAL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RF_REAL_MAX_DIMS 8
+
+typedef enum {
+  RF_REAL_OK = 0,
+  RF_REAL_ERR_MPI,
+  RF_REAL_ERR_CUDA,
+  RF_REAL_ERR_NCCL,
+  RF_REAL_ERR_NODEV, /* no GPU visible */
+  RF_REAL_ERR_NOMEM,
+  RF_REAL_ERR_TIMEOUT, /* a stage made no progress within the timeout */
+  RF_REAL_ERR_PEER,    /* a peer aborted the run */
+  RF_REAL_ERR_INTERNAL
+} RfRealStatus;
+
+const char *rf_real_status_string(RfRealStatus s);
+
+/* Copy bytes from bases[src_sp] + src_off to bases[dst_sp] + dst_off. */
+typedef struct {
+  uint64_t src_off, dst_off, bytes;
+  uint32_t src_sp, dst_sp;
+} RfCopy;
+
+/* elems elements at element offset off of space sp, which are elements seq0 .. seq0 + elems - 1
+ * of box (row-major order of the box). */
+typedef struct {
+  uint64_t off, elems, seq0;
+  uint32_t box, sp;
+} RfRun;
+
+/* A box of one tensor part, for the fill / verify pattern. */
+typedef struct {
+  uint32_t tensor;
+  int32_t ndim, esize, seg_dim;
+  int64_t seg_off;
+  int64_t lo[RF_REAL_MAX_DIMS]; /* part coordinates */
+  int64_t ext[RF_REAL_MAX_DIMS];
+  int64_t tstride[RF_REAL_MAX_DIMS]; /* row-major strides of the whole tensor */
+} RfBoxDesc;
+
+/* One send or receive of a group: bytes at offset off of the send / receive staging. */
+typedef struct {
+  int32_t peer;
+  int32_t pad_;
+  uint64_t off, bytes;
+} RfOp;
+
+typedef struct RfDev RfDev;
+
+typedef struct {
+  int rank, world; /* this process in the MPI world (0 / 1 in local mode) */
+  int local;       /* all ranks in this process: no communicator */
+  int device;      /* GPU to use (node-local rank) */
+  double timeout_s;
+} RfDevConfig;
+
+typedef struct {
+  const char *name;
+  RfRealStatus (*open)(const RfDevConfig *cfg, RfDev **out);
+  /* Join the communicator of the world (MPI mode), given the bootstrap's ncclUniqueId; NULL when
+   * the backend needs none. Collective: called only after every rank opened. */
+  RfRealStatus (*connect)(RfDev *dev, const void *nccl_id);
+  /* abort: tear the communicator down without waiting for peers. */
+  void (*close)(RfDev *dev, int abort);
+  /* Zeroed memory of the backend's kind; bytes may be 0 (a valid, unique pointer comes back). */
+  RfRealStatus (*alloc)(RfDev *dev, uint64_t bytes, void **out);
+  void (*release)(RfDev *dev, void *p);
+  /* Copy host data into backend memory (for tables and lists). */
+  RfRealStatus (*upload)(RfDev *dev, void *dst, const void *src, uint64_t bytes);
+  RfRealStatus (*download)(RfDev *dev, void *dst, const void *src, uint64_t bytes);
+  /* bases: backend copy of a table of space pointers. Asynchronous on cuda. */
+  RfRealStatus (*copy)(RfDev *dev, void *const *bases, const RfCopy *list, uint64_t n);
+  RfRealStatus (*fill)(RfDev *dev, void *const *bases, const RfRun *runs, uint64_t n,
+                       const RfBoxDesc *boxes, uint64_t step);
+  /* Synchronous: counts elements that differ from the pattern of step. */
+  RfRealStatus (*verify)(RfDev *dev, void *const *bases, const RfRun *runs, uint64_t n,
+                         const RfBoxDesc *boxes, uint64_t step, uint64_t *wrong);
+  /* One group of sends from sstage and receives into rstage with peers (MPI mode). Host: blocks
+   * until done or timeout (*stuck_peer says whom it waited on); cuda: enqueues. */
+  RfRealStatus (*exchange)(RfDev *dev, const RfOp *sends, int nsends, const RfOp *recvs, int nrecvs,
+                           void *sstage, void *rstage, int *stuck_peer);
+  /* Local mode: one rank's send lands in another's receive staging. */
+  RfRealStatus (*peer_copy)(RfDev *dev, void *dst, const void *src, uint64_t bytes);
+  /* Timestamp i (0 = start of a refit), then wait for all queued work (timeout) and read the
+   * seconds since mark 0; *done_marks tells how far it got on a timeout. */
+  RfRealStatus (*mark)(RfDev *dev, int i);
+  RfRealStatus (*finish)(RfDev *dev, int nmarks, double *since_start_s, int *done_marks);
+} RfDevOps;
+
+extern const RfDevOps rf_dev_host;
+/* NULL when the CUDA backend was not built. */
+extern const RfDevOps *const rf_dev_cuda;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,337 @@
+/* CUDA backend: device memory, pack / unpack / fill / verify kernels, grouped NCCL send / recv on
+ * a non-blocking communicator, CUDA events for timing. Everything is queued on one stream; the
+ * host only waits in finish() and verify(), and never without a timeout while peers are involved.
+ *
+ * Compiled only when CUDA and NCCL are found (real/CMakeLists.txt). */
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RF_PATTERN_FN static __host__ __device__ inline
+#include "backend.h"
+#include "pattern.h"
+
+struct RfDev {
+  RfDevConfig cfg;
+  int device;
+  char host[64];
+  cudaStream_t stream;
+  ncclComm_t comm;
+  cudaEvent_t *ev;
+  int nev;
+  unsigned long long *wrong_dev;
+};
+
+#define CUDACHECK(d, cmd)                                                                          \
+  do {                                                                                             \
+    cudaError_t e_ = (cmd);                                                                        \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s %d %s:%d '%s'\n", (d)->host, (d)->cfg.rank, __FILE__, __LINE__,          \
+              cudaGetErrorString(e_));                                                             \
+      return RF_REAL_ERR_CUDA;                                                                     \
+    }                                                                                              \
+  } while (0)
+
+#define NCCLCHECK(d, cmd)                                                                          \
+  do {                                                                                             \
+    ncclResult_t r_ = (cmd);                                                                       \
+    if (r_ != ncclSuccess && r_ != ncclInProgress) {                                               \
+      fprintf(stderr, "%s %d %s:%d '%s'\n", (d)->host, (d)->cfg.rank, __FILE__, __LINE__,          \
+              ncclGetErrorString(r_));                                                             \
+      return RF_REAL_ERR_NCCL;                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* A non-blocking communicator answers ncclInProgress while it works in the background: poll it
+ * with a deadline, so that a dead peer cannot hang us. */
+static RfRealStatus nccl_wait(RfDev *d) {
+  double t0 = now_s();
+  for (;;) {
+    ncclResult_t st = ncclSuccess;
+    NCCLCHECK(d, ncclCommGetAsyncError(d->comm, &st));
+    if (st == ncclSuccess) return RF_REAL_OK;
+    if (st != ncclInProgress) {
+      fprintf(stderr, "%s %d %s:%d '%s'\n", d->host, d->cfg.rank, __FILE__, __LINE__,
+              ncclGetErrorString(st));
+      return RF_REAL_ERR_NCCL;
+    }
+    if (now_s() - t0 > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
+    usleep(20);
+  }
+}
+
+static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
+  *out = NULL;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || (e == cudaSuccess && n == 0))
+    return RF_REAL_ERR_NODEV;
+  RfDev *d = (RfDev *)calloc(1, sizeof *d);
+  if (!d) return RF_REAL_ERR_NOMEM;
+  d->cfg = *cfg;
+  if (gethostname(d->host, sizeof d->host) != 0) strcpy(d->host, "localhost");
+  d->host[sizeof d->host - 1] = '\0';
+  *out = d;
+  CUDACHECK(d, e);
+  d->device = cfg->local ? 0 : cfg->device % n;
+  CUDACHECK(d, cudaSetDevice(d->device));
+  CUDACHECK(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+  CUDACHECK(d, cudaMalloc((void **)&d->wrong_dev, sizeof *d->wrong_dev));
+  return RF_REAL_OK;
+}
+
+static RfRealStatus cuda_connect(RfDev *d, const void *id) {
+  ncclUniqueId uid;
+  memcpy(&uid, id, sizeof uid);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  NCCLCHECK(d, ncclCommInitRankConfig(&d->comm, d->cfg.world, uid, d->cfg.rank, &config));
+  return nccl_wait(d);
+}
+
+static void cuda_close(RfDev *d, int abort) {
+  if (!d) return;
+  if (d->comm) {
+    if (abort) {
+      ncclCommAbort(d->comm);
+    } else {
+      /* finalize flushes pending work; it may answer ncclInProgress (non-blocking comm) */
+      if (ncclCommFinalize(d->comm) == ncclInProgress) nccl_wait(d);
+      ncclCommDestroy(d->comm);
+    }
+  }
+  for (int i = 0; i < d->nev; i++)
+    cudaEventDestroy(d->ev[i]);
+  free(d->ev);
+  if (!abort) {
+    if (d->wrong_dev) cudaFree(d->wrong_dev);
+    if (d->stream) cudaStreamDestroy(d->stream);
+  }
+  free(d);
+}
+
+static RfRealStatus cuda_alloc(RfDev *d, uint64_t bytes, void **out) {
+  /* a unique, aligned pointer even for 0 bytes */
+  cudaError_t e = cudaMalloc(out, bytes ? bytes : 16);
+  if (e == cudaErrorMemoryAllocation) {
+    fprintf(stderr, "%s %d: cudaMalloc of %llu bytes failed: out of device memory\n", d->host,
+            d->cfg.rank, (unsigned long long)bytes);
+    return RF_REAL_ERR_NOMEM;
+  }
+  CUDACHECK(d, e);
+  CUDACHECK(d, cudaMemset(*out, 0, bytes ? bytes : 16));
+  return RF_REAL_OK;
+}
+
+static void cuda_release(RfDev *d, void *p) {
+  (void)d;
+  if (p) cudaFree(p);
+}
+
+static RfRealStatus cuda_upload(RfDev *d, void *dst, const void *src, uint64_t bytes) {
+  if (bytes) CUDACHECK(d, cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  return RF_REAL_OK;
+}
+
+/* One block per copy (grid-stride over copies): 16-byte vectors when source and destination
+ * agree modulo 16, else 2-byte or byte copies. */
+__global__ void copy_kernel(void *const *bases, const RfCopy *list, uint64_t n) {
+  for (uint64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    RfCopy c = list[i];
+    const unsigned char *s = (const unsigned char *)bases[c.src_sp] + c.src_off;
+    unsigned char *d = (unsigned char *)bases[c.dst_sp] + c.dst_off;
+    uint64_t b = c.bytes;
+    if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
+      uint64_t head = (16 - ((uintptr_t)s & 15)) & 15;
+      if (head > b) head = b;
+      for (uint64_t k = threadIdx.x; k < head; k += blockDim.x)
+        d[k] = s[k];
+      const uint4 *s4 = (const uint4 *)(s + head);
+      uint4 *d4 = (uint4 *)(d + head);
+      uint64_t nv = (b - head) / 16;
+      for (uint64_t k = threadIdx.x; k < nv; k += blockDim.x)
+        d4[k] = s4[k];
+      for (uint64_t k = head + nv * 16 + threadIdx.x; k < b; k += blockDim.x)
+        d[k] = s[k];
+    } else if ((((uintptr_t)s | (uintptr_t)d | b) & 1) == 0) {
+      const uint16_t *s2 = (const uint16_t *)s;
+      uint16_t *d2 = (uint16_t *)d;
+      for (uint64_t k = threadIdx.x; k < b / 2; k += blockDim.x)
+        d2[k] = s2[k];
+    } else {
+      for (uint64_t k = threadIdx.x; k < b; k += blockDim.x)
+        d[k] = s[k];
+    }
+  }
+}
+
+__global__ void fill_kernel(void *const *bases, const RfRun *runs, uint64_t n,
+                            const RfBoxDesc *boxes, uint64_t step) {
+  for (uint64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    RfRun r = runs[i];
+    const RfBoxDesc *b = &boxes[r.box];
+    int es = b->esize;
+    unsigned char *p = (unsigned char *)bases[r.sp] + r.off * (uint64_t)es;
+    for (uint64_t e = threadIdx.x; e < r.elems; e += blockDim.x) {
+      uint64_t v = rf_pattern(b->tensor, rf_pattern_gidx(b, r.seq0 + e), step);
+      for (int k = 0; k < es; k++)
+        p[e * es + k] = (unsigned char)(v >> (8 * k));
+    }
+  }
+}
+
+__global__ void verify_kernel(void *const *bases, const RfRun *runs, uint64_t n,
+                              const RfBoxDesc *boxes, uint64_t step, unsigned long long *wrong) {
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    RfRun r = runs[i];
+    const RfBoxDesc *b = &boxes[r.box];
+    int es = b->esize;
+    const unsigned char *p = (const unsigned char *)bases[r.sp] + r.off * (uint64_t)es;
+    for (uint64_t e = threadIdx.x; e < r.elems; e += blockDim.x) {
+      uint64_t v = rf_pattern(b->tensor, rf_pattern_gidx(b, r.seq0 + e), step);
+      int ok = 1;
+      for (int k = 0; k < es; k++)
+        ok &= p[e * es + k] == (unsigned char)(v >> (8 * k));
+      bad += !ok;
+    }
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+static unsigned grid_for(uint64_t n) {
+  return (unsigned)(n < 65535 ? n : 65535);
+}
+
+static RfRealStatus cuda_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n) {
+  if (!n) return RF_REAL_OK;
+  copy_kernel<<<grid_for(n), 256, 0, d->stream>>>(bases, list, n);
+  CUDACHECK(d, cudaGetLastError());
+  return RF_REAL_OK;
+}
+
+static RfRealStatus cuda_fill(RfDev *d, void *const *bases, const RfRun *runs, uint64_t n,
+                              const RfBoxDesc *boxes, uint64_t step) {
+  if (!n) return RF_REAL_OK;
+  fill_kernel<<<grid_for(n), 256, 0, d->stream>>>(bases, runs, n, boxes, step);
+  CUDACHECK(d, cudaGetLastError());
+  return RF_REAL_OK;
+}
+
+static RfRealStatus cuda_verify(RfDev *d, void *const *bases, const RfRun *runs, uint64_t n,
+                                const RfBoxDesc *boxes, uint64_t step, uint64_t *wrong) {
+  *wrong = 0;
+  if (!n) return RF_REAL_OK;
+  unsigned long long h = 0;
+  CUDACHECK(d, cudaMemsetAsync(d->wrong_dev, 0, sizeof h, d->stream));
+  verify_kernel<<<grid_for(n), 256, 0, d->stream>>>(bases, runs, n, boxes, step, d->wrong_dev);
+  CUDACHECK(d, cudaGetLastError());
+  CUDACHECK(d, cudaMemcpyAsync(&h, d->wrong_dev, sizeof h, cudaMemcpyDeviceToHost, d->stream));
+  CUDACHECK(d, cudaStreamSynchronize(d->stream));
+  *wrong = h;
+  return RF_REAL_OK;
+}
+
+static RfRealStatus cuda_exchange(RfDev *d, const RfOp *sends, int nsends, const RfOp *recvs,
+                                  int nrecvs, void *sstage, void *rstage, int *stuck_peer) {
+  (void)stuck_peer; /* NCCL cannot say which peer is late */
+  if (!nsends && !nrecvs) return RF_REAL_OK;
+  NCCLCHECK(d, ncclGroupStart());
+  for (int i = 0; i < nrecvs; i++)
+    NCCLCHECK(d, ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8, recvs[i].peer,
+                          d->comm, d->stream));
+  for (int i = 0; i < nsends; i++)
+    NCCLCHECK(d, ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8,
+                          sends[i].peer, d->comm, d->stream));
+  NCCLCHECK(d, ncclGroupEnd());
+  return nccl_wait(d);
+}
+
+static RfRealStatus cuda_peer_copy(RfDev *d, void *dst, const void *src, uint64_t bytes) {
+  if (bytes) CUDACHECK(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream));
+  return RF_REAL_OK;
+}
+
+static RfRealStatus cuda_mark(RfDev *d, int i) {
+  while (i >= d->nev) {
+    cudaEvent_t *ev = (cudaEvent_t *)realloc(d->ev, sizeof(cudaEvent_t) * (d->nev + 1));
+    if (!ev) return RF_REAL_ERR_NOMEM;
+    d->ev = ev;
+    CUDACHECK(d, cudaEventCreate(&d->ev[d->nev]));
+    d->nev++;
+  }
+  CUDACHECK(d, cudaEventRecord(d->ev[i], d->stream));
+  return RF_REAL_OK;
+}
+
+/* Poll the marks in order; give up when none completes within the timeout (a peer that never
+ * posts its half of a group leaves our kernels waiting forever). */
+static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int *done_marks) {
+  int done = 0;
+  double t = now_s();
+  while (done < nmarks) {
+    cudaError_t e = cudaEventQuery(d->ev[done]);
+    if (e == cudaSuccess) {
+      done++;
+      t = now_s();
+      continue;
+    }
+    if (e != cudaErrorNotReady) {
+      *done_marks = done;
+      CUDACHECK(d, e);
+    }
+    if (d->comm) {
+      ncclResult_t st = ncclSuccess;
+      ncclCommGetAsyncError(d->comm, &st);
+      if (st != ncclSuccess && st != ncclInProgress) {
+        fprintf(stderr, "%s %d %s:%d '%s'\n", d->host, d->cfg.rank, __FILE__, __LINE__,
+                ncclGetErrorString(st));
+        *done_marks = done;
+        return RF_REAL_ERR_NCCL;
+      }
+    }
+    if (now_s() - t > d->cfg.timeout_s) {
+      *done_marks = done;
+      return RF_REAL_ERR_TIMEOUT;
+    }
+    usleep(20);
+  }
+  *done_marks = done;
+  since_start_s[0] = 0;
+  for (int i = 1; i < nmarks; i++) {
+    float ms = 0;
+    CUDACHECK(d, cudaEventElapsedTime(&ms, d->ev[0], d->ev[i]));
+    since_start_s[i] = ms * 1e-3;
+  }
+  return RF_REAL_OK;
+}
+
+extern "C" const RfDevOps rf_dev_cuda_ops = {
+    /* .name = */ "cuda",
+    /* .open = */ cuda_open,
+    /* .connect = */ cuda_connect,
+    /* .close = */ cuda_close,
+    /* .alloc = */ cuda_alloc,
+    /* .release = */ cuda_release,
+    /* .upload = */ cuda_upload,
+    /* .download = */ cuda_upload,
+    /* .copy = */ cuda_copy,
+    /* .fill = */ cuda_fill,
+    /* .verify = */ cuda_verify,
+    /* .exchange = */ cuda_exchange,
+    /* .peer_copy = */ cuda_peer_copy,
+    /* .mark = */ cuda_mark,
+    /* .finish = */ cuda_finish,
+};

@@ -1,0 +1,207 @@
+/* Host backend: host memory, memcpy for pack / unpack, MPI point-to-point for a group. The same
+ * plan slicing, staging, forwarding and verification as the CUDA backend, runnable anywhere. */
+#include "backend.h"
+#include "boot.h"
+#include "pattern.h"
+
+#include <glib.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* MPI counts are int: longer operations go as several messages of this many bytes. */
+#define HOST_CHUNK_BYTES (1u << 30)
+
+struct RfDev {
+  RfDevConfig cfg;
+  GArray *marks; /* double, seconds */
+};
+
+#define MPICHECK(cmd)                                                                              \
+  do {                                                                                             \
+    int e_ = (cmd);                                                                                \
+    if (e_ != MPI_SUCCESS) {                                                                       \
+      char s_[MPI_MAX_ERROR_STRING];                                                               \
+      int l_ = 0;                                                                                  \
+      MPI_Error_string(e_, s_, &l_);                                                               \
+      RF_REAL_REPORT(s_);                                                                          \
+      status = RF_REAL_ERR_MPI;                                                                    \
+      goto out;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
+static RfRealStatus host_open(const RfDevConfig *cfg, RfDev **out) {
+  RfDev *d = g_new0(RfDev, 1);
+  d->cfg = *cfg;
+  d->marks = g_array_new(FALSE, TRUE, sizeof(double));
+  *out = d;
+  return RF_REAL_OK;
+}
+
+static void host_close(RfDev *d, int abort) {
+  (void)abort;
+  if (!d) return;
+  g_array_free(d->marks, TRUE);
+  g_free(d);
+}
+
+static RfRealStatus host_alloc(RfDev *d, uint64_t bytes, void **out) {
+  (void)d;
+  *out = calloc(1, bytes ? bytes : 1);
+  return *out ? RF_REAL_OK : RF_REAL_ERR_NOMEM;
+}
+
+static void host_release(RfDev *d, void *p) {
+  (void)d;
+  free(p);
+}
+
+static RfRealStatus host_upload(RfDev *d, void *dst, const void *src, uint64_t bytes) {
+  (void)d;
+  if (bytes) memcpy(dst, src, bytes);
+  return RF_REAL_OK;
+}
+
+static RfRealStatus host_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n) {
+  (void)d;
+  for (uint64_t i = 0; i < n; i++) {
+    const RfCopy *c = &list[i];
+    memcpy((char *)bases[c->dst_sp] + c->dst_off, (const char *)bases[c->src_sp] + c->src_off,
+           c->bytes);
+  }
+  return RF_REAL_OK;
+}
+
+static RfRealStatus host_fill(RfDev *d, void *const *bases, const RfRun *runs, uint64_t n,
+                              const RfBoxDesc *boxes, uint64_t step) {
+  (void)d;
+  for (uint64_t i = 0; i < n; i++) {
+    const RfRun *r = &runs[i];
+    const RfBoxDesc *b = &boxes[r->box];
+    unsigned char *p = (unsigned char *)bases[r->sp] + r->off * (uint64_t)b->esize;
+    for (uint64_t e = 0; e < r->elems; e++) {
+      uint64_t v = rf_pattern(b->tensor, rf_pattern_gidx(b, r->seq0 + e), step);
+      for (int k = 0; k < b->esize; k++)
+        *p++ = (unsigned char)(v >> (8 * k));
+    }
+  }
+  return RF_REAL_OK;
+}
+
+static RfRealStatus host_verify(RfDev *d, void *const *bases, const RfRun *runs, uint64_t n,
+                                const RfBoxDesc *boxes, uint64_t step, uint64_t *wrong) {
+  (void)d;
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const RfRun *r = &runs[i];
+    const RfBoxDesc *b = &boxes[r->box];
+    const unsigned char *p = (const unsigned char *)bases[r->sp] + r->off * (uint64_t)b->esize;
+    for (uint64_t e = 0; e < r->elems; e++) {
+      uint64_t v = rf_pattern(b->tensor, rf_pattern_gidx(b, r->seq0 + e), step);
+      int ok = 1;
+      for (int k = 0; k < b->esize; k++)
+        ok &= p[k] == (unsigned char)(v >> (8 * k));
+      bad += !ok;
+      p += b->esize;
+    }
+  }
+  *wrong = bad;
+  return RF_REAL_OK;
+}
+
+static int chunks_of(uint64_t bytes) {
+  return (int)((bytes + HOST_CHUNK_BYTES - 1) / HOST_CHUNK_BYTES);
+}
+
+static RfRealStatus host_exchange(RfDev *d, const RfOp *sends, int nsends, const RfOp *recvs,
+                                  int nrecvs, void *sstage, void *rstage, int *stuck_peer) {
+  RfRealStatus status = RF_REAL_OK;
+  int nreq = 0;
+  for (int i = 0; i < nsends; i++)
+    nreq += chunks_of(sends[i].bytes);
+  for (int i = 0; i < nrecvs; i++)
+    nreq += chunks_of(recvs[i].bytes);
+  MPI_Request *req = g_new(MPI_Request, nreq ? nreq : 1);
+  int *peer = g_new(int, nreq ? nreq : 1);
+  int k = 0;
+  /* Receives first, so that no send arrives unexpected. */
+  for (int i = 0; i < nrecvs; i++)
+    for (uint64_t o = 0; o < recvs[i].bytes; o += HOST_CHUNK_BYTES) {
+      uint64_t len = MIN(HOST_CHUNK_BYTES, recvs[i].bytes - o);
+      peer[k] = recvs[i].peer;
+      MPICHECK(MPI_Irecv((char *)rstage + recvs[i].off + o, (int)len, MPI_BYTE, recvs[i].peer,
+                         (int)(o / HOST_CHUNK_BYTES), MPI_COMM_WORLD, &req[k]));
+      k++;
+    }
+  for (int i = 0; i < nsends; i++)
+    for (uint64_t o = 0; o < sends[i].bytes; o += HOST_CHUNK_BYTES) {
+      uint64_t len = MIN(HOST_CHUNK_BYTES, sends[i].bytes - o);
+      peer[k] = sends[i].peer;
+      MPICHECK(MPI_Isend((char *)sstage + sends[i].off + o, (int)len, MPI_BYTE, sends[i].peer,
+                         (int)(o / HOST_CHUNK_BYTES), MPI_COMM_WORLD, &req[k]));
+      k++;
+    }
+  double t0 = MPI_Wtime();
+  int spins = 0;
+  for (;;) {
+    int done = 0;
+    MPICHECK(MPI_Testall(k, req, &done, MPI_STATUSES_IGNORE));
+    if (done) break;
+    if (MPI_Wtime() - t0 > d->cfg.timeout_s) {
+      for (int i = 0; i < k; i++) {
+        int one = 0;
+        if (req[i] != MPI_REQUEST_NULL &&
+            MPI_Test(&req[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one) {
+          *stuck_peer = peer[i];
+          break;
+        }
+      }
+      status = RF_REAL_ERR_TIMEOUT;
+      goto out; /* the caller aborts the job: pending requests die with it */
+    }
+    /* Busy-poll first (latency), then back off so oversubscribed ranks can progress. */
+    if (++spins > 1000) g_usleep(20);
+  }
+out:
+  g_free(req);
+  g_free(peer);
+  return status;
+}
+
+static RfRealStatus host_peer_copy(RfDev *d, void *dst, const void *src, uint64_t bytes) {
+  (void)d;
+  if (bytes) memcpy(dst, src, bytes);
+  return RF_REAL_OK;
+}
+
+static RfRealStatus host_mark(RfDev *d, int i) {
+  if ((guint)i >= d->marks->len) g_array_set_size(d->marks, i + 1);
+  g_array_index(d->marks, double, i) = g_get_monotonic_time() * 1e-6;
+  return RF_REAL_OK;
+}
+
+static RfRealStatus host_finish(RfDev *d, int nmarks, double *since_start_s, int *done_marks) {
+  for (int i = 0; i < nmarks && (guint)i < d->marks->len; i++)
+    since_start_s[i] = g_array_index(d->marks, double, i) - g_array_index(d->marks, double, 0);
+  *done_marks = nmarks;
+  return RF_REAL_OK;
+}
+
+const RfDevOps rf_dev_host = {
+    .name = "host",
+    .open = host_open,
+    .connect = NULL,
+    .close = host_close,
+    .alloc = host_alloc,
+    .release = host_release,
+    .upload = host_upload,
+    .download = host_upload,
+    .copy = host_copy,
+    .fill = host_fill,
+    .verify = host_verify,
+    .exchange = host_exchange,
+    .peer_copy = host_peer_copy,
+    .mark = host_mark,
+    .finish = host_finish,
+};

@@ -1,0 +1,170 @@
+/* The bootstrap: MPI world, node-local rank, the NCCL unique id, timed collectives. This is the
+ * one file that knows whether the CUDA backend was built (REFIT_HAVE_CUDA). */
+#include "boot.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef REFIT_HAVE_CUDA
+#include <nccl.h>
+extern const RfDevOps rf_dev_cuda_ops;
+const RfDevOps *const rf_dev_cuda = &rf_dev_cuda_ops;
+#else
+const RfDevOps *const rf_dev_cuda = NULL;
+#endif
+
+static RfBoot boot = {.rank = 0, .world = 1, .local_rank = 0, .mpi = FALSE, .host = "localhost"};
+
+#define MPICHECK(cmd)                                                                              \
+  do {                                                                                             \
+    int e_ = (cmd);                                                                                \
+    if (e_ != MPI_SUCCESS) {                                                                       \
+      char s_[MPI_MAX_ERROR_STRING];                                                               \
+      int l_ = 0;                                                                                  \
+      MPI_Error_string(e_, s_, &l_);                                                               \
+      RF_REAL_REPORT(s_);                                                                          \
+      return RF_REAL_ERR_MPI;                                                                      \
+    }                                                                                              \
+  } while (0)
+
+const char *rf_real_status_string(RfRealStatus s) {
+  switch (s) {
+  case RF_REAL_OK:
+    return "ok";
+  case RF_REAL_ERR_MPI:
+    return "MPI error";
+  case RF_REAL_ERR_CUDA:
+    return "CUDA error";
+  case RF_REAL_ERR_NCCL:
+    return "NCCL error";
+  case RF_REAL_ERR_NODEV:
+    return "no GPU";
+  case RF_REAL_ERR_NOMEM:
+    return "out of memory";
+  case RF_REAL_ERR_TIMEOUT:
+    return "timed out";
+  case RF_REAL_ERR_PEER:
+    return "a peer failed";
+  case RF_REAL_ERR_INTERNAL:
+    return "internal error";
+  }
+  return "unknown error";
+}
+
+const RfBoot *rf_boot(void) {
+  return &boot;
+}
+
+gboolean rf_boot_init(int *argc, char ***argv, gboolean local, GError **error) {
+  if (gethostname(boot.host, sizeof boot.host) != 0)
+    g_strlcpy(boot.host, "localhost", sizeof boot.host);
+  boot.host[sizeof boot.host - 1] = '\0';
+  if (local) return TRUE;
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+    g_set_error(error, RF_REAL_ERROR, 1, "MPI_Init failed");
+    return FALSE;
+  }
+  boot.mpi = TRUE;
+  /* Errors come back as codes so that a failing rank can say where it failed. */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &boot.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &boot.world);
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, boot.rank, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_rank(node, &boot.local_rank);
+    MPI_Comm_free(&node);
+  }
+  return TRUE;
+}
+
+void rf_boot_finalize(void) {
+  if (boot.mpi) MPI_Finalize();
+  boot.mpi = FALSE;
+}
+
+void rf_boot_abort(int code) {
+  fflush(stdout);
+  fflush(stderr);
+  if (boot.mpi) MPI_Abort(MPI_COMM_WORLD, code);
+  exit(code);
+}
+
+/* Poll a request until done or timeout: MPI has no timed wait, and a dead peer must not hang
+ * the survivors forever. */
+static RfRealStatus wait_timed(MPI_Request *req, double timeout_s) {
+  double t0 = MPI_Wtime();
+  for (;;) {
+    int done = 0;
+    MPICHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (done) return RF_REAL_OK;
+    if (MPI_Wtime() - t0 > timeout_s) return RF_REAL_ERR_TIMEOUT;
+    g_usleep(50);
+  }
+}
+
+RfRealStatus rf_boot_nccl_id(void *id, size_t len) {
+#ifdef REFIT_HAVE_CUDA
+  if (len < sizeof(ncclUniqueId)) return RF_REAL_ERR_INTERNAL;
+  if (boot.rank == 0) {
+    ncclResult_t r = ncclGetUniqueId((ncclUniqueId *)id);
+    if (r != ncclSuccess) {
+      RF_REAL_REPORT(ncclGetErrorString(r));
+      /* The others wait in the broadcast: take them down with us. */
+      rf_boot_abort(2);
+    }
+  }
+  if (boot.mpi) MPICHECK(MPI_Bcast(id, (int)sizeof(ncclUniqueId), MPI_BYTE, 0, MPI_COMM_WORLD));
+  return RF_REAL_OK;
+#else
+  (void)id;
+  (void)len;
+  return RF_REAL_ERR_INTERNAL;
+#endif
+}
+
+RfRealStatus rf_boot_sum_u64(uint64_t *v, int n, double timeout_s) {
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  MPI_Request req;
+  MPICHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD, &req));
+  return wait_timed(&req, timeout_s);
+}
+
+RfRealStatus rf_boot_max_double(double *v, int n, double timeout_s) {
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  MPI_Request req;
+  MPICHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+  return wait_timed(&req, timeout_s);
+}
+
+RfRealStatus rf_boot_barrier(double timeout_s) {
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  MPI_Request req;
+  MPICHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+  return wait_timed(&req, timeout_s);
+}
+
+char *rf_boot_hosts(double timeout_s) {
+  char *all = g_malloc0((size_t)boot.world * 64);
+  memcpy(all + (size_t)boot.rank * 64, boot.host, 64);
+  if (boot.mpi && boot.world > 1) {
+    MPI_Request req;
+    if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 64, MPI_CHAR, MPI_COMM_WORLD,
+                       &req) != MPI_SUCCESS ||
+        wait_timed(&req, timeout_s) != RF_REAL_OK) {
+      g_free(all);
+      return NULL;
+    }
+  }
+  return all;
+}
+
+const RfDevOps *rf_boot_dev_ops(const char *name) {
+  if (!name || !strcmp(name, "host")) return &rf_dev_host;
+  if (!strcmp(name, "cuda")) return rf_dev_cuda;
+  return NULL;
+}

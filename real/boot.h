@@ -1,0 +1,46 @@
+/* Internal to real/: the process bootstrap (MPI world, node-local rank, NCCL unique id) and the
+ * few collectives the engine needs, all with a timeout. Everything MPI- or build-dependent
+ * about starting a run lives in boot.c. */
+#ifndef RF_REAL_BOOT_H
+#define RF_REAL_BOOT_H
+
+#include "backend.h"
+#include <glib.h>
+
+/* Same domain as model/: errors of refit are one-line messages, not codes. */
+#define RF_REAL_ERROR g_quark_from_static_string("refit")
+
+typedef struct {
+  int rank, world; /* MPI world (0 / 1 without MPI) */
+  int local_rank;  /* rank among the processes of this node: the GPU it drives */
+  gboolean mpi;    /* MPI_Init ran */
+  char host[64];
+} RfBoot;
+
+/* Print "host rank file:line 'what'" on stderr (the CHECK macros' format). */
+#define RF_REAL_REPORT(what)                                                                       \
+  fprintf(stderr, "%s %d %s:%d '%s'\n", rf_boot()->host, rf_boot()->rank, __FILE__, __LINE__,      \
+          (what))
+
+/* MPI_Init (unless local), world, hostname, node-local rank. FALSE + error on failure. */
+gboolean rf_boot_init(int *argc, char ***argv, gboolean local, GError **error);
+const RfBoot *rf_boot(void);
+/* MPI_Finalize when MPI_Init ran. */
+void rf_boot_finalize(void);
+/* Kill the whole job (MPI_Abort), or exit(code) without MPI. */
+G_GNUC_NORETURN void rf_boot_abort(int code);
+
+/* Rank 0 makes an ncclUniqueId and broadcasts it; id must hold ncclUniqueId. */
+RfRealStatus rf_boot_nccl_id(void *id, size_t len);
+/* Sum (u64) or max (double) over the world, giving up after timeout_s. No-ops without MPI. */
+RfRealStatus rf_boot_sum_u64(uint64_t *v, int n, double timeout_s);
+RfRealStatus rf_boot_max_double(double *v, int n, double timeout_s);
+RfRealStatus rf_boot_barrier(double timeout_s);
+
+/* Every rank's host name (world entries of 64 bytes, caller frees); NULL on failure. */
+char *rf_boot_hosts(double timeout_s);
+
+/* The device ops of a backend name, NULL when unknown or not built. */
+const RfDevOps *rf_boot_dev_ops(const char *name);
+
+#endif

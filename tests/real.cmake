@@ -1,0 +1,42 @@
+# Tests of the real executor (real/): included from tests/CMakeLists.txt.
+if(TARGET refit_real)
+  add_executable(test_real test_real.c)
+  target_link_libraries(test_real PRIVATE refit_real)
+  add_test(NAME real COMMAND test_real)
+
+  # MPI runs of `refit run`: one process per rank, host backend, every strategy.
+  set(_real_sh ${CMAKE_CURRENT_SOURCE_DIR}/test_real.sh)
+  foreach(mode mpi-spec mpi-model errors)
+    add_test(NAME real_${mode}
+             COMMAND ${_real_sh} ${mode} $<TARGET_FILE:refit> $<TARGET_FILE:test_real> ${MPIEXEC_EXECUTABLE})
+  endforeach()
+  # Needs a GPU: skipped (exit 77) with a message where there is none or no CUDA backend.
+  add_test(NAME real_cuda
+           COMMAND ${_real_sh} cuda $<TARGET_FILE:refit> $<TARGET_FILE:test_real> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(real_cuda PROPERTIES SKIP_RETURN_CODE 77)
+
+  set(_real_tests real real_mpi-spec real_mpi-model real_errors real_cuda)
+  set(_real_mpi_tests real_mpi-spec real_mpi-model real_errors real_cuda)
+
+  # experiments/validate end to end with the host backend (the measured side of a smoke test only).
+  find_program(REFIT_PYTHON3 python3)
+  if(TARGET refit_sim AND REFIT_PYTHON3)
+    add_test(NAME real_validate
+             COMMAND ${REFIT_PYTHON3} ${CMAKE_SOURCE_DIR}/experiments/validate --backend host
+                     --refit $<TARGET_FILE:refit> --gpus 8 --case "tiny-moe TP2xPP2 TP4"
+                     --launcher "${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe -np {n}"
+                     --iters 2 --warmup 1 --topology dgx-h100 --out ${CMAKE_BINARY_DIR}/validate-smoke)
+    list(APPEND _real_tests real_validate)
+    list(APPEND _real_mpi_tests real_validate)
+  endif()
+
+  set_tests_properties(${_real_tests} PROPERTIES
+                       ENVIRONMENT "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR}" TIMEOUT 300)
+  if(TEST real_validate)
+    # Open MPI leaks by design: under ASan, this MPI run checks everything but leaks.
+    set_tests_properties(real_validate PROPERTIES ENVIRONMENT
+                         "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=0")
+  endif()
+  # The MPI tests use every core: do not run them beside each other.
+  set_tests_properties(${_real_mpi_tests} PROPERTIES RESOURCE_LOCK mpi)
+endif()

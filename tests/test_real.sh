@@ -1,0 +1,142 @@
+#!/bin/sh
+# MPI tests of `refit run` (one process per rank).
+#   test_real.sh MODE REFIT TEST_REAL [MPIRUN]
+#   mpi-spec   random DTensor specs, 8 ranks, every strategy, small staging and groups
+#   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy
+#   errors     bad world size, a rank that stops responding, a lost chunk: clear errors, non-zero
+#   cuda       single-GPU mode, an NCCL self-send, an 8-rank NCCL run with 8 GPUs; exit 77
+#              (skip) without a GPU
+set -u
+mode=$1
+refit=$2
+gen=$3
+mpirun=${4:-mpirun}
+[ -n "$mpirun" ] || mpirun=mpirun
+mpi="$mpirun --allow-run-as-root --oversubscribe"
+# Open MPI leaks by design (plugins unloaded before exit): leak checks of our own code are the
+# single-process test_real runs; under ASan, MPI runs check everything but leaks.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# One rank that is both source and destination: every transfer is a send to itself.
+cat >"$tmp/self.json" <<'EOF'
+{"tensors":[
+ {"name":"w","shape":[10,7],"dtype":"bf16","src":{"mesh":[1],"ranks":[0],"placements":["R"]},
+  "dst":{"mesh":[1],"ranks":[0],"placements":["R"]}},
+ {"name":"v","shape":[33],"dtype":"fp32","src":{"mesh":[1],"ranks":[0],"placements":["S0"]},
+  "dst":{"mesh":[1],"ranks":[0],"placements":["R"]}}]}
+EOF
+
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# run NAME NP ARGS...: expect exit 0 and '# wrong elements: 0'.
+run_ok() {
+  name=$1
+  np=$2
+  shift 2
+  if $mpi -np "$np" "$refit" run -q "$@" >"$tmp/out" 2>"$tmp/err"; then
+    if grep -q '^# wrong elements: 0$' "$tmp/out" && grep -q '^# OK$' "$tmp/out"; then
+      echo "ok: $name ($(grep -c '^   total' "$tmp/out") strategies)"
+      return
+    fi
+  fi
+  cat "$tmp/out" "$tmp/err"
+  fail "$name"
+}
+
+case $mode in
+mpi-spec)
+  run_ok "self-send (1 rank)" 1 --spec "$tmp/self.json"
+  for seed in 1 2 3 4 5 6; do
+    "$gen" --gen "$seed" 8 "$tmp/spec$seed.json" || fail "generate spec $seed"
+    case $seed in
+    1 | 4) extra="--staging-mib 0.0002 --max-ops 2" ;; # 192 B of staging, 2 ops per group
+    *) extra="" ;;
+    esac
+    run_ok "spec seed $seed $extra" 8 --spec "$tmp/spec$seed.json" --domain-size $((seed % 3 + 1)) \
+      --warmup 1 --iters 2 $extra
+  done
+  ;;
+mpi-model)
+  run_ok "tiny-moe TP2xPP2 -> TP4" 8 --model tiny-moe --train TP2xPP2 --infer TP4 --domain-size 2
+  run_ok "tiny-mla TP2xPP2xEP2 -> TP2xDP2xEP4" 8 --model tiny-mla --train TP2xPP2xEP2 \
+    --infer TP2xDP2xEP4 --domain-size 4 --staging-mib 0.01 --max-ops 3
+  run_ok "tiny-hybrid TP2xEP2 -> TP2xDP2" 6 --model tiny-hybrid --train TP2xEP2 --infer TP2xDP2 \
+    --domain-size 2
+  run_ok "tiny-next TP2xPP2 -> TP2xDP2" 8 --model tiny-next --train TP2xPP2 --infer TP2xDP2 \
+    --domain-size 2 --staging-mib 0.005
+  ;;
+errors)
+  # A world that does not match the plan: one line from rank 0, non-zero.
+  if $mpi -np 6 "$refit" run -q --model tiny-moe --train TP2xPP2 --infer TP4 >"$tmp/out" 2>"$tmp/err"; then
+    fail "world of 6 for an 8-rank plan exited 0"
+  fi
+  n=$(grep -c 'MPI world has 6 ranks, the plan needs 8' "$tmp/err")
+  [ "$n" = 1 ] && echo "ok: bad world size ($(grep 'MPI world' "$tmp/err"))" ||
+    { cat "$tmp/err"; fail "bad world size message (seen $n times)"; }
+
+  # Rank 5 stops responding in stage 0: its peers time out, say who and where, abort.
+  $mpi -np 8 "$refit" run -q --model tiny-moe --train TP2xPP2 --infer TP4 --strategy p2p \
+    --test-fail 5:0 --timeout 2 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc != 0 ] && grep -q 'rank 5: stage 0 (inject): injected failure' "$tmp/err" &&
+    grep -Eq 'rank [0-9]+: stage 0 \(inject\): no progress for 2.0 s, waiting on rank 5; communicator aborted' "$tmp/err"; then
+    echo "ok: failing rank ($(grep 'waiting on rank 5' "$tmp/err" | head -1))"
+  else
+    cat "$tmp/out" "$tmp/err"
+    fail "failing rank (rc $rc)"
+  fi
+
+  # Rank 6 loses a chunk in the last refit: counted, non-zero exit, previous weights intact.
+  $mpi -np 8 "$refit" run -q --model tiny-moe --train TP2xPP2 --infer TP4 --strategy m2n \
+    --test-drop 6 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc = 1 ] && grep -Eq '^# wrong elements: [1-9][0-9]*$' "$tmp/out" &&
+    grep -q 'previous weights stay in place' "$tmp/out" && ! grep -q 'previous weights changed' "$tmp/out"; then
+    echo "ok: lost chunk ($(grep '^# wrong elements' "$tmp/out"))"
+  else
+    cat "$tmp/out" "$tmp/err"
+    fail "lost chunk (rc $rc)"
+  fi
+  ;;
+cuda)
+  if ! "$refit" run --help 2>/dev/null | grep -q -- '--backend'; then
+    echo "SKIP: refit has no run command"
+    exit 77
+  fi
+  "$refit" run -q --local --backend cuda --model tiny-moe --train TP2xPP2 --infer TP4 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if grep -q 'cuda backend is not built' "$tmp/err"; then
+    echo "SKIP: the cuda backend is not built (CUDA or NCCL not found at configure time)"
+    exit 77
+  fi
+  if grep -q 'no GPU found' "$tmp/err"; then
+    echo "SKIP: no GPU on this machine ($(cat "$tmp/err"))"
+    exit 77
+  fi
+  if [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$tmp/out"; then
+    echo "ok: single-GPU mode, every strategy"
+  else
+    cat "$tmp/out" "$tmp/err"
+    fail "single-GPU mode"
+  fi
+  run_ok "cuda NCCL self-send (1 rank)" 1 --backend cuda --spec "$tmp/self.json"
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "${ngpu:-0}" -ge 8 ]; then
+    run_ok "cuda NCCL tiny-moe TP2xPP2 -> TP4" 8 --backend cuda --model tiny-moe --train TP2xPP2 --infer TP4
+  else
+    echo "note: $ngpu GPU(s): the 8-rank NCCL run needs 8, not run"
+  fi
+  ;;
+*)
+  echo "unknown mode $mode"
+  exit 2
+  ;;
+esac
+[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
+exit 0
