@@ -2,6 +2,7 @@
  * the plan's invariants, the coarsening used at scale, and rejection of bad input files. */
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -32,11 +33,11 @@ static void golden_calib(RfCalibration *c) {
 
 /* One BF16 tensor of n elements from rank 0 to the ranks of dst (each gets a full copy). */
 static RfProblem *copy_problem(int64_t n, const char *dst_ranks, int ndst, int domain) {
-  char *json = g_strdup_printf(
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[%" G_GINT64_FORMAT "],\"dtype\":\"bf16\","
-      "\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
-      "\"dst\":{\"mesh\":[%d],\"ranks\":[%s],\"placements\":[\"R\"]}}]}",
-      n, ndst, dst_ranks);
+  char *json = g_strdup_printf("{\"tensors\":[{\"name\":\"w\",\"shape\":[%" G_GINT64_FORMAT
+                               "],\"dtype\":\"bf16\","
+                               "\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                               "\"dst\":{\"mesh\":[%d],\"ranks\":[%s],\"placements\":[\"R\"]}}]}",
+                               n, ndst, dst_ranks);
   GError *e = NULL;
   RfProblem *pb = rf_problem_new_spec(json, -1, golden_topo(domain), &e);
   g_assert_no_error(e);
@@ -124,8 +125,9 @@ static void test_nvlink_fanout(void) {
   rf_calibration_clear(&cal);
 }
 
-/* Coarsening two GPUs into one host with twice the links leaves the answer of a symmetric
- * exchange unchanged. */
+/* Grouping GPUs into one simulated host keeps the time of its busiest GPU link: GPU 0 alone
+ * sends to four GPUs of another domain, and a host of GPUs {0, 1} still sends at one NIC's
+ * speed. */
 static void test_group_exact_on_symmetric(void) {
   RfProblem *pb = copy_problem(50000000, "4,5,6,7", 4, 4);
   RfCalibration cal;
@@ -159,7 +161,7 @@ static RfProblem *preset(const char *model, const char *train, const char *infer
 /* Every strategy on a small MoE: the plan keeps its invariants, the simulation ends, stages lie
  * inside the run, and no strategy beats the NIC time of the bytes its plan sends directly. */
 static void test_end_to_end(void) {
-  RfProblem *pb = preset("tiny-moe", "TP2xPP2xEP4", "TP4xDP2", "dgx-h100");
+  RfProblem *pb = preset("tiny-moe", "TP2xPP2xEP6", "TP2xDP6", "dgx-h100");
   RfCalibration cal;
   gboolean found;
   GError *e = NULL;
@@ -192,22 +194,29 @@ static void test_end_to_end(void) {
 /* The reduction used at scale (GPUs grouped into hosts with the summed links) changes the
  * prediction by under 1% on a case small enough to simulate both ways. */
 static void test_reduction_under_one_percent(void) {
-  RfProblem *pb = preset("tiny-moe", "TP2xPP2xEP8", "TP8xDP2", "dgx-h100");
+  RfProblem *pb = preset("qwen3-30b-a3b", "TP1xPP2xEP8", "TP4xDP4", "dgx-h100");
   RfCalibration cal;
   gboolean found;
   GError *e = NULL;
   rf_calibration_defaults(&cal);
   g_assert_true(rf_calibration_for_topology(&cal, pb->topo, &found, &e));
-  RfStrategy ss[] = {RF_STRATEGY_M2N, RF_STRATEGY_GATHER_BROADCAST, RF_STRATEGY_HYBRID};
-  for (unsigned i = 0; i < G_N_ELEMENTS(ss); i++) {
-    RfPlan *plan = rf_plan_build(pb, ss[i], NULL, &e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
     g_assert_no_error(e);
-    RfResult a, b;
-    double t1 = simulate(plan, &cal, 1, &a), t2 = simulate(plan, &cal, 2, &b);
-    if (fabs(t1 - t2) / t1 >= 0.01)
-      g_error("%s: exact %.6g s, grouped %.6g s", rf_strategy_name(ss[i]), t1, t2);
+    RfResult a;
+    double t1 = simulate(plan, &cal, 1, &a);
+    for (int g = 2; g <= 4; g *= 2) {
+      RfResult b;
+      double t2 = simulate(plan, &cal, g, &b);
+      if (g_test_verbose())
+        g_printerr("%s: exact %.6g s, %d GPUs per host %.6g s (%+.3f%%)\n",
+                   rf_strategy_name((RfStrategy)s), t1, g, t2, 100 * (t2 - t1) / t1);
+      if (fabs(t1 - t2) / t1 >= 0.01)
+        g_error("%s: exact %.6g s, %d GPUs per host %.6g s", rf_strategy_name((RfStrategy)s), t1, g,
+                t2);
+      rf_result_clear(&b);
+    }
     rf_result_clear(&a);
-    rf_result_clear(&b);
     rf_plan_free(plan);
   }
   rf_problem_free(pb);
@@ -217,8 +226,10 @@ static void test_reduction_under_one_percent(void) {
 static void test_bad_topologies(void) {
   struct {
     const char *file, *needle;
-  } cases[] = {{"bad-fabric.topo", "kind"}, {"bad-nic.topo", "bandwidth_Gbps"},
-               {"bad-hbm.topo", "hbm_GBps"}, {"does-not-exist.topo", "does-not-exist"}};
+  } cases[] = {{"bad-fabric.topo", "kind"},
+               {"bad-nic.topo", "bandwidth_Gbps"},
+               {"bad-hbm.topo", "hbm_GBps"},
+               {"does-not-exist.topo", "does-not-exist"}};
   for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
     char *p = data_path(cases[i].file);
     GError *e = NULL;
@@ -271,6 +282,43 @@ static void test_shipped_calibrations(void) {
   }
 }
 
+/* `refit sim --json` prints at least predicted_s and the stages; bad input is one line, rc != 0. */
+static void test_command_json(void) {
+  if (g_test_subprocess()) {
+    char *argv[] = {"sim", "-q",      "--json", "-m",       "tiny-moe", "-t",     "TP2xPP2xEP6",
+                    "-i",  "TP2xDP6", "-T",     "dgx-h100", "-s",       "hybrid", NULL};
+    exit(rf_sim_command(13, argv));
+  }
+  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stdout("*\"predicted_s\"*\"stages\"*\"name\"*\"start_s\"*\"end_s\"*");
+}
+
+static void test_command_bad_input(void) {
+  if (g_test_subprocess()) {
+    char *argv[] = {"sim",     "-m", "tiny-moe",        "-t", "TP2xPP2xEP6", "-i",
+                    "TP2xDP6", "-T", "no-such-cluster", NULL};
+    exit(rf_sim_command(9, argv));
+  }
+  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed();
+  g_test_trap_assert_stderr("refit sim: *no-such-cluster*");
+}
+
+/* `refit calibrate` fits and reports the leave-one-out error beside the in-sample one. */
+static void test_calibrate_loo(void) {
+  if (g_test_subprocess()) {
+    char *csv = data_path("measured-tiny.csv");
+    char *argv[] = {"calibrate", "--measurements", csv, "--param", "refit.fixed_s", NULL};
+    int rc = rf_calibrate_command(5, argv);
+    g_free(csv);
+    exit(rc);
+  }
+  g_test_trap_subprocess(NULL, 120000000, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stdout("*fitted on all rows: refit.fixed_s=*leave-one-out*");
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/sim/golden/one_message", test_one_message);
@@ -282,5 +330,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/input/bad_topologies", test_bad_topologies);
   g_test_add_func("/sim/input/bad_calibrations", test_bad_calibrations);
   g_test_add_func("/sim/input/shipped_calibrations", test_shipped_calibrations);
+  g_test_add_func("/sim/command/json", test_command_json);
+  g_test_add_func("/sim/command/bad_input", test_command_bad_input);
+  g_test_add_func("/sim/command/calibrate_loo", test_calibrate_loo);
   return g_test_run();
 }

@@ -1,0 +1,30 @@
+"""Helpers shared by the experiment scripts: run `refit sim --json` and read its answer."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_refit():
+    for b in ("build", "build-sim"):
+        p = os.path.join(ROOT, b, "cli", "refit")
+        if os.path.exists(p):
+            return p
+    return os.path.join(ROOT, "build", "cli", "refit")
+
+
+def sim(refit, model, train, infer, topology, strategies, extra=()):
+    """Predictions of `refit sim` as {strategy: result}, and the wall time of the call."""
+    cmd = [refit, "sim", "-q", "--json", "-m", model, "-t", train, "-i", infer, "-T", topology,
+           "-s", ",".join(strategies)] + list(extra)
+    env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
+    t0 = time.time()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit("refit sim failed: %s\n%s" % (" ".join(cmd), out.stderr.strip()))
+    d = json.loads(out.stdout)
+    res = d["strategies"] if "strategies" in d else [d]
+    return {r["strategy"]: r for r in res}, time.time() - t0

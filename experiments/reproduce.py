@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Reproduce the reported refit table (shared/reference/reported-refit.csv) with `refit sim`.
+
+For each of the four configurations, predicts gather-broadcast (the reported baseline) and
+hybrid (the reported reshard) with the default calibration, and beside them full m2n and the
+network lower bound of each plan. Prints reported, predicted and error; writes CSV and a PNG.
+
+usage: /usr/bin/python3 experiments/reproduce.py [--refit build/cli/refit] [--out experiments/results]
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLE = os.path.join(ROOT, "experiments", "reported-refit.csv")
+
+
+def read_table(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            rows.append(line.strip())
+    return list(csv.DictReader(rows))
+
+
+def simulate(refit, row, strategies, extra):
+    cmd = [refit, "sim", "-q", "--json", "-m", row["model"], "-t", row["train_layout"], "-i",
+           row["infer_layout"], "-T", row["platform"], "-s", ",".join(strategies)] + extra
+    env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
+    t0 = time.time()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit("refit sim failed: %s\n%s" % (" ".join(cmd), out.stderr))
+    d = json.loads(out.stdout)
+    res = d["strategies"] if "strategies" in d else [d]
+    return {r["strategy"]: r for r in res}, time.time() - t0
+
+
+def dominant(r):
+    """The stage that ends last and what bounds the run, in words."""
+    st = max(r["stages"], key=lambda s: s["end_s"])
+    return "%s ends last; %s" % (st["name"], r["bound_by"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--refit", default=os.path.join(ROOT, "build", "cli", "refit"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
+    ap.add_argument("--table", default=TABLE)
+    ap.add_argument("--calibration", help="calibration file for every row (default: per topology)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    extra = ["--calibration", a.calibration] if a.calibration else []
+    table = read_table(a.table)
+    out_rows = []
+    print("# refit sim vs the reported table (default calibration: sim/calibration/<platform>.cal)")
+    print("# %-12s %-17s %-14s %-10s %-17s %9s %9s %8s %8s %8s  %s" % (
+        "platform", "model", "train", "infer", "strategy", "reported", "predicted", "err(%)",
+        "m2n(s)", "bound(s)", "what dominates"))
+    errors = []
+    for row in table:
+        res, wall = simulate(a.refit, row, ["gather-broadcast", "hybrid", "m2n"], extra)
+        for strat, col in (("gather-broadcast", "baseline_s"), ("hybrid", "reshard_s")):
+            r = res[strat]
+            rep = float(row[col])
+            pred = r["predicted_s"]
+            err = 100.0 * (pred - rep) / rep
+            errors.append(abs(err))
+            rec = {
+                "platform": row["platform"], "model": row["model"], "train": row["train_layout"],
+                "infer": row["infer_layout"], "strategy": strat, "reported_s": rep,
+                "predicted_s": round(pred, 4), "error_pct": round(err, 1),
+                "m2n_s": round(res["m2n"]["predicted_s"], 4),
+                "lower_bound_s": round(r["lower_bound_s"], 4),
+                "m2n_lower_bound_s": round(res["m2n"]["lower_bound_s"], 4),
+                "dominates": dominant(r), "sim_wall_s": round(wall, 1),
+            }
+            out_rows.append(rec)
+            print("  %-12s %-17s %-14s %-10s %-17s %9.2f %9.2f %8.1f %8.2f %8.2f  %s" % (
+                rec["platform"], rec["model"], rec["train"], rec["infer"], strat, rep, pred, err,
+                rec["m2n_s"], rec["lower_bound_s"], rec["dominates"]))
+    print("# mean |error| %.1f %%, max |error| %.1f %%; within 25%%: %d of %d; within 10%%: %d of %d"
+          % (sum(errors) / len(errors), max(errors), sum(e <= 25 for e in errors), len(errors),
+             sum(e <= 10 for e in errors), len(errors)))
+    csv_path = os.path.join(a.out, "reproduce.csv")
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(out_rows[0].keys()))
+        w.writeheader()
+        w.writerows(out_rows)
+    png = os.path.join(a.out, "reproduce.png")
+    plot(out_rows, png)
+    print("# wrote %s and %s" % (csv_path, png))
+
+
+def plot(rows, png):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = ["%s\n%s\n%s" % (r["platform"], r["model"], "baseline" if r["strategy"] ==
+                               "gather-broadcast" else "hybrid") for r in rows]
+    x = range(len(rows))
+    w = 0.38
+    fig, ax = plt.subplots(figsize=(12, 4.8))
+    ax.bar([i - w / 2 for i in x], [r["reported_s"] for r in rows], w, label="reported",
+           color="#999999")
+    ax.bar([i + w / 2 for i in x], [r["predicted_s"] for r in rows], w, label="predicted (refit sim)",
+           color="#4c72b0")
+    for i, r in enumerate(rows):
+        ax.text(i + w / 2, r["predicted_s"], "%+.0f%%" % r["error_pct"], ha="center",
+                va="bottom", fontsize=8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("refit time (s)")
+    ax.set_title("Reported refit times vs refit sim (default calibration, not fitted)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Sweep inference TP and NVLink domain size for one refit; CSV and a heatmap per strategy.
+
+Default: Qwen3-235B-A22B trained with TP4xPP8xEP16 (128 GPUs) on GB200 NVL72 links, served with
+vLLM TP in {2, 4, 8, 16, 32} (DP = 128 / TP), NVLink domains of {4, 8, 18, 36, 72} GPUs
+(--domain-size). Progress goes to stderr.
+
+usage: /usr/bin/python3 experiments/sweep.py [--refit build/cli/refit] [--out experiments/results]
+"""
+import argparse
+import csv
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, default_refit, sim  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--refit", default=default_refit())
+    ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
+    ap.add_argument("--model", default="qwen3-235b-a22b")
+    ap.add_argument("--train", default="TP4xPP8xEP16")
+    ap.add_argument("--gpus", type=int, default=128, help="inference GPUs (DP = GPUs / TP)")
+    ap.add_argument("--topology", default="gb200-nvl72")
+    ap.add_argument("--tp", default="2,4,8,16,32")
+    ap.add_argument("--domains", default="4,8,18,36,72")
+    ap.add_argument("--strategies", default="hybrid,m2n,gather-broadcast")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    tps = [int(x) for x in a.tp.split(",")]
+    doms = [int(x) for x in a.domains.split(",")]
+    strats = a.strategies.split(",")
+    rows, total, k, t0 = [], len(tps) * len(doms), 0, time.time()
+    for d in doms:
+        for tp in tps:
+            k += 1
+            infer = "TP%dxDP%d" % (tp, a.gpus // tp)
+            res, wall = sim(a.refit, a.model, a.train, infer, a.topology, strats,
+                            ["--domain-size", str(d)])
+            for s in strats:
+                rows.append({"model": a.model, "train": a.train, "infer": infer, "tp": tp,
+                             "domain": d, "topology": a.topology, "strategy": s,
+                             "predicted_s": round(res[s]["predicted_s"], 4),
+                             "lower_bound_s": round(res[s]["lower_bound_s"], 4)})
+            el = time.time() - t0
+            print("[%d/%d] domain %d, %s: %s  (%.0f s elapsed, ~%.0f s left)" % (
+                k, total, d, infer, " ".join("%s %.3f s" % (s, res[s]["predicted_s"]) for s in strats),
+                el, el / k * (total - k)), file=sys.stderr, flush=True)
+    path = os.path.join(a.out, "sweep.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    png = os.path.join(a.out, "sweep.png")
+    plot(rows, tps, doms, strats, png, a)
+    print("# wrote %s and %s" % (path, png))
+
+
+def plot(rows, tps, doms, strats, png, a):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(strats), figsize=(4.2 * len(strats), 3.8), squeeze=False)
+    for ax, s in zip(axes[0], strats):
+        grid = [[next(r["predicted_s"] for r in rows if r["strategy"] == s and r["tp"] == tp and
+                      r["domain"] == d) for tp in tps] for d in doms]
+        im = ax.imshow(grid, origin="lower", cmap="viridis_r", aspect="auto")
+        for i in range(len(doms)):
+            for j in range(len(tps)):
+                ax.text(j, i, "%.2f" % grid[i][j], ha="center", va="center", fontsize=7, color="w")
+        ax.set_xticks(range(len(tps)))
+        ax.set_xticklabels(tps)
+        ax.set_yticks(range(len(doms)))
+        ax.set_yticklabels(doms)
+        ax.set_xlabel("inference TP")
+        ax.set_ylabel("GPUs per NVLink domain")
+        ax.set_title("%s (s)" % s)
+        fig.colorbar(im, ax=ax)
+    fig.suptitle("%s %s -> TPxDP on %d GPUs, %s links" % (a.model, a.train, a.gpus, a.topology))
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+/* `refit sim`: predict the refit time of one or more strategies and explain it. */
+#include "internal.h"
+
+#include "args.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  RfStrategy strategy;
+  RfResult res;
+  RfSimStats stats; /* copied names */
+  RfPlanStats plan;
+  gboolean ok;
+  char *error;
+} Row;
+
+static void row_clear(Row *r) {
+  rf_result_clear(&r->res);
+  for (int i = 0; i < r->stats.ntop; i++)
+    g_free(r->stats.top[i].name);
+  g_free(r->stats.top);
+  g_free(r->error);
+}
+
+static void copy_stats(RfSimStats *dst, const RfSimStats *src) {
+  *dst = *src;
+  dst->top = g_new0(RfSimLink, src->ntop > 0 ? src->ntop : 1);
+  for (int i = 0; i < src->ntop; i++) {
+    dst->top[i] = src->top[i];
+    dst->top[i].name = g_strdup(src->top[i].name);
+  }
+}
+
+static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const RfCalibration *c,
+                         gboolean found) {
+  const RfTopology *t = pb->topo;
+  fprintf(f, "# refit sim  model %s  train %s  infer %s  spec %s\n", a->model ? a->model : "-",
+          a->train ? a->train : "-", a->infer ? a->infer : "-", a->spec ? a->spec : "-");
+  fprintf(f,
+          "# topology %s: %d GPUs/domain, NVLink %.0f GB/s, %d x %.0f Gb/s NIC per GPU, %s fabric"
+          " (oversubscription %g), HBM %.0f GB/s\n",
+          t->name, t->gpus_per_domain, t->nvlink_GBps, t->nics_per_gpu, t->nic_Gbps,
+          t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? "rail-optimized" : "fat-tree",
+          t->oversubscription, t->hbm_GBps);
+  fprintf(f,
+          "# calibration %s%s: efficiency NIC %.3g NVLink %.3g HBM %.3g all-gather %.3g "
+          "broadcast %.3g; message %.3g s, collective %.3g s, chunk %.0f B; export %.3g s and m2n "
+          "%.3g s per tensor; bucket %.3g GB x %d; fixed %.3g s; hybrid %s\n",
+          c->path, found ? "" : " (no file for this topology: neutral)", c->nic_efficiency,
+          c->nvlink_efficiency, c->hbm_efficiency, c->allgather_efficiency, c->broadcast_efficiency,
+          c->message_latency_s, c->collective_base_s, c->chunk_bytes, c->export_tensor_overhead_s,
+          c->m2n_tensor_overhead_s, rf_calibration_bucket_bytes(c) / 1e9, c->buffers, c->fixed_s,
+          c->hybrid_overlap ? "concurrent" : "sequential");
+  fprintf(f, "# ranks %d (train %d, infer %d)\n", pb->nranks, pb->src.nranks, pb->dst.nranks);
+  if (pb->placement_note) fprintf(f, "# placement: %s\n", pb->placement_note);
+}
+
+static void print_row(FILE *f, const Row *r) {
+  fprintf(f, "\n## %s\n", rf_strategy_name(r->strategy));
+  if (!r->ok) {
+    fprintf(f, "#  failed: %s\n", r->error);
+    return;
+  }
+  fprintf(f, "#  %-10s %12s %12s %14s\n", "stage", "start(s)", "end(s)", "bytes(GB)");
+  for (int i = 0; i < r->res.nstages; i++)
+    fprintf(f, "   %-10s %12.5g %12.5g %14.4g\n", r->res.stages[i].name, r->res.stages[i].start_s,
+            r->res.stages[i].end_s, r->res.stages[i].bytes / 1e9);
+  fprintf(f, "#  busiest links (%d hosts of %d GPU%s, %llu flows, %.2f s wall)\n", r->stats.hosts,
+          r->stats.group, r->stats.group > 1 ? "s" : "", (unsigned long long)r->stats.flows,
+          r->stats.wall_s);
+  fprintf(f, "#  %-28s %12s %12s %10s\n", "link", "bytes(GB)", "busy(s)", "util(%)");
+  for (int i = 0; i < r->stats.ntop; i++)
+    fprintf(f, "   %-28s %12.3f %12.4f %10.1f\n", r->stats.top[i].name, r->stats.top[i].bytes / 1e9,
+            r->stats.top[i].busy_s,
+            r->res.total_s > 0 ? 100.0 * r->stats.top[i].busy_s / r->res.total_s : 0.0);
+  if (r->stats.nbuckets > 0)
+    fprintf(f,
+            "#  export: %.0f checkpoint tensors in %.0f collective rounds, latency %.3f s; %.0f "
+            "buckets of %.3g GB; overlapped step paced to %.3f s\n",
+            r->stats.export_tensors, r->stats.export_calls, r->stats.export_latency_s,
+            r->stats.nbuckets, r->stats.bucket_bytes / 1e9, r->stats.export_pace_s);
+  if (r->stats.m2n_tensors > 0)
+    fprintf(f, "#  m2n/p2p: %.0f checkpoint tensors by messages\n", r->stats.m2n_tensors);
+  fprintf(f, "   predicted %.5g s   network lower bound %.5g s   ratio %.2f\n", r->res.total_s,
+          r->res.lower_bound_s,
+          r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
+  fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
+}
+
+static void json_row(JsonBuilder *b, const Row *r) {
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "strategy");
+  json_builder_add_string_value(b, rf_strategy_name(r->strategy));
+  if (!r->ok) {
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, r->error);
+    json_builder_end_object(b);
+    return;
+  }
+  json_builder_set_member_name(b, "predicted_s");
+  json_builder_add_double_value(b, r->res.total_s);
+  json_builder_set_member_name(b, "lower_bound_s");
+  json_builder_add_double_value(b, r->res.lower_bound_s);
+  json_builder_set_member_name(b, "ratio_to_lower_bound");
+  json_builder_add_double_value(b, r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s
+                                                            : 0);
+  json_builder_set_member_name(b, "bound_by");
+  json_builder_add_string_value(b, r->res.bound_by ? r->res.bound_by : "");
+  json_builder_set_member_name(b, "network_bytes");
+  json_builder_add_int_value(b, (gint64)r->plan.network_bytes);
+  json_builder_set_member_name(b, "messages");
+  json_builder_add_int_value(b, (gint64)r->plan.messages);
+  json_builder_set_member_name(b, "sim_hosts");
+  json_builder_add_int_value(b, r->stats.hosts);
+  json_builder_set_member_name(b, "sim_group");
+  json_builder_add_int_value(b, r->stats.group);
+  json_builder_set_member_name(b, "sim_flows");
+  json_builder_add_int_value(b, (gint64)r->stats.flows);
+  json_builder_set_member_name(b, "export_latency_s");
+  json_builder_add_double_value(b, r->stats.export_latency_s);
+  json_builder_set_member_name(b, "export_pace_s");
+  json_builder_add_double_value(b, r->stats.export_pace_s);
+  json_builder_set_member_name(b, "stages");
+  json_builder_begin_array(b);
+  for (int i = 0; i < r->res.nstages; i++) {
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, r->res.stages[i].name);
+    json_builder_set_member_name(b, "start_s");
+    json_builder_add_double_value(b, r->res.stages[i].start_s);
+    json_builder_set_member_name(b, "end_s");
+    json_builder_add_double_value(b, r->res.stages[i].end_s);
+    json_builder_set_member_name(b, "bytes");
+    json_builder_add_int_value(b, (gint64)r->res.stages[i].bytes);
+    json_builder_end_object(b);
+  }
+  json_builder_end_array(b);
+  json_builder_set_member_name(b, "links");
+  json_builder_begin_array(b);
+  for (int i = 0; i < r->stats.ntop; i++) {
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, r->stats.top[i].name);
+    json_builder_set_member_name(b, "bytes");
+    json_builder_add_double_value(b, r->stats.top[i].bytes);
+    json_builder_set_member_name(b, "utilization");
+    json_builder_add_double_value(b,
+                                  r->res.total_s > 0 ? r->stats.top[i].busy_s / r->res.total_s : 0);
+    json_builder_end_object(b);
+  }
+  json_builder_end_array(b);
+  json_builder_end_object(b);
+}
+
+/* Timeline PNG through sim/timeline.py (matplotlib), fed a CSV of the stages. */
+static gboolean write_timeline(const char *png, const Row *rows, int n, GError **error) {
+  char *csv = NULL;
+  int fd = g_file_open_tmp("refit-timeline-XXXXXX.csv", &csv, error);
+  if (fd < 0) return FALSE;
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "strategy,stage,start_s,end_s,bytes\n");
+  for (int i = 0; i < n; i++)
+    for (int s = 0; rows[i].ok && s < rows[i].res.nstages; s++)
+      fprintf(f, "%s,%s,%.9g,%.9g,%llu\n", rf_strategy_name(rows[i].strategy),
+              rows[i].res.stages[s].name, rows[i].res.stages[s].start_s,
+              rows[i].res.stages[s].end_s, (unsigned long long)rows[i].res.stages[s].bytes);
+  fclose(f);
+  char *script = g_strdup_printf("%s/sim/timeline.py", rf_data_dir());
+  const char *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
+  char *argv[] = {(char *)python, script, csv, (char *)png, NULL};
+  int status = 0;
+  char *err = NULL;
+  gboolean ok = g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
+                             &status, error);
+  if (ok && !g_spawn_check_wait_status(status, NULL)) {
+    g_set_error(error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "timeline: %s failed: %s", script,
+                err ? g_strstrip(err) : "");
+    ok = FALSE;
+  }
+  g_unlink(csv);
+  g_free(csv);
+  g_free(script);
+  g_free(err);
+  return ok;
+}
+
+/* FILE.json -> FILE.STRATEGY.json when several strategies write dumps (as refit plan does). */
+static char *dump_path(const char *path, const char *strategy, gboolean several) {
+  if (!several) return g_strdup(path);
+  const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+  if (!dot || (slash && dot < slash)) return g_strdup_printf("%s.%s", path, strategy);
+  return g_strdup_printf("%.*s.%s%s", (int)(dot - path), path, strategy, dot);
+}
+
+int rf_sim_command(int argc, char **argv) {
+  RfArgs a = {0};
+  char *calib_path = NULL, *timeline = NULL, *dump = NULL;
+  int group = 0, max_flows = 0, channels = 0;
+  gboolean keep = FALSE, overlap = FALSE, sequential = FALSE, verify = FALSE;
+  GOptionEntry entries[] = {
+      {"dump", 0, 0, G_OPTION_ARG_FILENAME, &dump,
+       "Write every transfer as JSON, as refit plan does (with several strategies, FILE gets "
+       ".STRATEGY before its extension)",
+       "FILE"},
+      {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
+       "Check each plan's invariants before simulating it", NULL},
+      {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,
+       "Calibration file (default: sim/calibration/TOPOLOGY.cal)", "FILE"},
+      {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline, "Write a timeline plot of the stages",
+       "FILE.png"},
+      {"group", 0, 0, G_OPTION_ARG_INT, &group,
+       "GPUs per simulated host (default: 1, coarser only above --max-flows)", "N"},
+      {"max-flows", 0, 0, G_OPTION_ARG_INT, &max_flows,
+       "Coarsen GPUs into hosts until at most N distinct flows (default 15000)", "N"},
+      {"bcast-channels", 0, 0, G_OPTION_ARG_INT, &channels,
+       "Broadcast chains of gather-broadcast plans (default: topology)", "N"},
+      {"hybrid-overlap", 0, 0, G_OPTION_ARG_NONE, &overlap,
+       "Hybrid: run m2n and gather-broadcast concurrently", NULL},
+      {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &sequential,
+       "Hybrid: run m2n, then gather-broadcast", NULL},
+      {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the generated SimGrid XML", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
+  g_option_context_set_main_group(ctx, rf_args_group(&a));
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *e = NULL;
+  RfProblem *pb = NULL;
+  RfCalibration cal = {0};
+  Row *rows = NULL;
+  int nrows = 0, rc = 1;
+  gboolean found = TRUE;
+  RfExecutor *ex = NULL;
+  if (!g_option_context_parse(ctx, &argc, &argv, &e)) goto fail;
+  if (argc > 1) {
+    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unexpected argument '%s'", argv[1]);
+    goto fail;
+  }
+  if (group < 0 || max_flows < 0 || channels < 0) {
+    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                "--group, --max-flows and --bcast-channels must be >= 0");
+    goto fail;
+  }
+  RfStrategy strategies[RF_STRATEGY_COUNT];
+  int ns = rf_args_strategies(&a, strategies, &e);
+  if (ns < 0) goto fail;
+  pb = rf_args_problem(&a, &e);
+  if (!pb) goto fail;
+  if (a.json && !a.quiet && pb->placement_note) g_printerr("# placement: %s\n", pb->placement_note);
+  rf_calibration_defaults(&cal);
+  if (calib_path) {
+    if (!rf_calibration_load(&cal, calib_path, &e)) goto fail;
+  } else if (!rf_calibration_for_topology(&cal, pb->topo, &found, &e)) {
+    goto fail;
+  }
+  if (!found && !a.quiet)
+    g_printerr("sim: no calibration file for topology '%s': neutral calibration (efficiency 1, "
+               "no software latency)\n",
+               pb->topo->name);
+  if (overlap) cal.hybrid_overlap = TRUE;
+  if (sequential) cal.hybrid_overlap = FALSE;
+  RfSimOptions so = {0};
+  so.calib = cal;
+  so.group = group;
+  so.max_hosts_pairs = max_flows;
+  so.keep_platform = keep;
+  ex = rf_sim_executor_new(&so);
+  if (!ex->prepare(ex, pb, &e)) goto fail;
+  rows = g_new0(Row, ns);
+  for (int i = 0; i < ns; i++) {
+    Row *r = &rows[nrows++];
+    r->strategy = strategies[i];
+    RfPlanOptions po = {channels};
+    GError *pe = NULL;
+    RfPlan *plan = rf_plan_build(pb, strategies[i], &po, &pe);
+    if (plan && verify && !rf_plan_verify(plan, &pe)) {
+      g_prefix_error(&pe, "%s plan fails verification: ", rf_strategy_name(strategies[i]));
+      rf_plan_free(plan);
+      plan = NULL;
+    }
+    if (plan && dump) {
+      char *path = dump_path(dump, rf_strategy_name(strategies[i]), ns > 1);
+      gboolean dumped = rf_plan_dump(plan, path, &pe);
+      g_free(path);
+      if (!dumped) {
+        rf_plan_free(plan);
+        plan = NULL;
+      }
+    }
+    if (plan) {
+      r->plan = plan->stats;
+      if (ex->run(ex, plan, &r->res, &pe)) {
+        r->ok = TRUE;
+        copy_stats(&r->stats, rf_sim_executor_stats(ex));
+      }
+      rf_plan_free(plan);
+    }
+    if (!r->ok) {
+      r->error = g_strdup(pe ? pe->message : "unknown error");
+      g_clear_error(&pe);
+      if (ns == 1) {
+        g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "%s", r->error);
+        goto fail;
+      }
+    }
+  }
+  if (a.json) {
+    JsonBuilder *b = json_builder_new();
+    if (nrows == 1) {
+      json_row(b, &rows[0]);
+    } else {
+      json_builder_begin_object(b);
+      json_builder_set_member_name(b, "strategies");
+      json_builder_begin_array(b);
+      for (int i = 0; i < nrows; i++)
+        json_row(b, &rows[i]);
+      json_builder_end_array(b);
+      json_builder_end_object(b);
+    }
+    JsonGenerator *g = json_generator_new();
+    JsonNode *root = json_builder_get_root(b);
+    json_generator_set_root(g, root);
+    json_generator_set_pretty(g, TRUE);
+    char *s = json_generator_to_data(g, NULL);
+    printf("%s\n", s);
+    g_free(s);
+    json_node_unref(root);
+    g_object_unref(g);
+    g_object_unref(b);
+  } else {
+    print_header(stdout, &a, pb, &cal, found);
+    for (int i = 0; i < nrows; i++)
+      print_row(stdout, &rows[i]);
+    if (nrows > 1) {
+      printf("\n# %-18s %12s %12s %8s  %s\n", "strategy", "predicted(s)", "bound(s)", "ratio",
+             "bound by");
+      for (int i = 0; i < nrows; i++) {
+        if (!rows[i].ok) {
+          printf("  %-18s %12s %12s %8s  %s\n", rf_strategy_name(rows[i].strategy), "-", "-", "-",
+                 rows[i].error);
+          continue;
+        }
+        printf("  %-18s %12.5g %12.5g %8.2f  %s\n", rf_strategy_name(rows[i].strategy),
+               rows[i].res.total_s, rows[i].res.lower_bound_s,
+               rows[i].res.lower_bound_s > 0 ? rows[i].res.total_s / rows[i].res.lower_bound_s : 0,
+               rows[i].res.bound_by ? rows[i].res.bound_by : "-");
+      }
+    }
+    int failed = 0;
+    for (int i = 0; i < nrows; i++)
+      failed += !rows[i].ok;
+    printf("# %s\n", failed ? "FAILED (see above)" : "OK");
+  }
+  if (timeline && !write_timeline(timeline, rows, nrows, &e)) goto fail;
+  rc = 0;
+  for (int i = 0; i < nrows; i++)
+    if (!rows[i].ok) rc = 1;
+fail:
+  if (e) {
+    g_printerr("refit sim: %s\n", e->message);
+    g_error_free(e);
+  }
+  for (int i = 0; i < nrows; i++)
+    row_clear(&rows[i]);
+  g_free(rows);
+  if (ex) ex->destroy(ex);
+  rf_calibration_clear(&cal);
+  rf_problem_free(pb);
+  rf_args_clear(&a);
+  g_free(calib_path);
+  g_free(timeline);
+  g_free(dump);
+  g_option_context_free(ctx);
+  return rc;
+}

@@ -1,0 +1,266 @@
+/* Runs a flow program in SimGrid: the platform is generated as XML (SimGrid 3.32 has no C API to
+ * build one), one actor per (GPU host, lane) sends its flows as messages and receives its own;
+ * the hosts of a lane meet at a barrier between steps. SimGrid keeps one engine per process, so
+ * each simulation runs in a forked child that returns its outcome through a pipe. */
+#include "comm_rate.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <simgrid/actor.h>
+#include <simgrid/barrier.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <simgrid/mailbox.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- platform ---- */
+
+static gboolean write_platform(const SimProgram *p, const char *path, GError **error) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "sim: cannot write %s: %s",
+                path, g_strerror(errno));
+    return FALSE;
+  }
+  fprintf(f,
+          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          "<platform version=\"4.1\">\n<zone id=\"refit\" routing=\"Full\">\n");
+  for (int h = 0; h < p->nhosts; h++)
+    fprintf(f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", h);
+  int nl = sim_nlinks(p);
+  for (int l = 0; l < nl; l++) {
+    double lat = 0;
+    if (l < p->nhosts * SIM_HOST_LINKS) {
+      int k = l % SIM_HOST_LINKS;
+      if (k == SIM_LINK_NVUP) lat = p->nvl_lat_s;
+      if (k == SIM_LINK_NICUP) lat = p->nic_lat_s + p->sw_lat_s;
+    } else {
+      lat = p->sw_lat_s;
+    }
+    fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
+            sim_link_Bps(p, l), lat);
+  }
+  /* routes for the pairs the program uses, and only those */
+  GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  for (guint i = 0; i < p->flows->len; i++) {
+    const SimFlow *fl = &g_array_index(p->flows, SimFlow, i);
+    guint64 key = ((guint64)fl->src << 32) | (guint32)fl->dst;
+    if (g_hash_table_contains(seen, &key)) continue;
+    guint64 *k = g_new(guint64, 1);
+    *k = key;
+    g_hash_table_add(seen, k);
+    int links[8], n = sim_route(p, fl->src, fl->dst, links);
+    fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", fl->src, fl->dst);
+    for (int j = 0; j < n; j++)
+      fprintf(f, "<link_ctn id=\"l%d\"/>", links[j]);
+    fprintf(f, "</route>\n");
+  }
+  g_hash_table_destroy(seen);
+  fprintf(f, "</zone>\n</platform>\n");
+  if (fclose(f) != 0) {
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_IO, "sim: cannot write %s", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- the simulation (child process only) ---- */
+
+static struct {
+  const SimProgram *p;
+  uint32_t *out_first, *out_count, *in_count; /* [step * nhosts + host] */
+  uint32_t step_labels[SIM_MAX_STEPS];        /* bit mask of labels with flows in a step */
+  sg_bar_t bar[2];
+  sg_mailbox_t *mb; /* [lane * nhosts + host] */
+  sg_link_t *links; /* generated links, by index */
+  SimOutcome out;
+} S;
+
+static int token = 1;
+
+static void host_actor(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  const SimProgram *p = S.p;
+  int h = (int)(intptr_t)sg_actor_self_get_data() >> 1;
+  int lane = (int)(intptr_t)sg_actor_self_get_data() & 1;
+  for (int s = 0; s < p->nsteps; s++) {
+    const SimStep *st = &p->steps[s];
+    if (st->lane != lane) continue;
+    double t0 = simgrid_get_clock();
+    if (h == 0 && p->nlanes == 1 && p->group > 1) {
+      /* group factors of this step (one lane: no other step runs now) */
+      int nl = sim_nlinks(p);
+      for (int l = 0; l < p->nhosts * SIM_HOST_LINKS; l++)
+        sg_link_set_bandwidth(S.links[l],
+                              sim_link_base_Bps(p, l) * p->step_scale[(size_t)s * nl + l]);
+    }
+    if (h == 0)
+      for (int l = 0; l < SIM_L_COUNT; l++)
+        if (S.step_labels[s] & (1u << l)) {
+          if (!S.out.used[l] || t0 < S.out.start_s[l]) S.out.start_s[l] = t0;
+          S.out.used[l] = 1;
+        }
+    if (st->pre_s > 0) sg_actor_sleep_for(st->pre_s);
+    double t1 = simgrid_get_clock();
+    size_t idx = (size_t)s * p->nhosts + h;
+    uint32_t nin = S.in_count[idx], nout = S.out_count[idx];
+    sg_comm_t *gets = g_new(sg_comm_t, nin > 0 ? nin : 1);
+    void **slots = g_new0(void *, nin > 0 ? nin : 1);
+    for (uint32_t i = 0; i < nin; i++)
+      gets[i] = sg_mailbox_get_async(S.mb[lane * p->nhosts + h], &slots[i]);
+    sg_comm_t *puts = g_new(sg_comm_t, nout > 0 ? nout : 1);
+    uint8_t *lab = g_new(uint8_t, nout > 0 ? nout : 1);
+    for (uint32_t i = 0; i < nout; i++) {
+      const SimFlow *f = &g_array_index(p->flows, SimFlow, S.out_first[idx] + i);
+      if (t1 + f->offset_s > simgrid_get_clock()) sg_actor_sleep_until(t1 + f->offset_s);
+      puts[i] = rf_sim_put_async_rate(S.mb[lane * p->nhosts + f->dst], &token,
+                                      (long)(f->bytes + 0.5), f->rate_Bps);
+      lab[i] = f->label;
+    }
+    size_t left = nout;
+    while (left > 0) {
+      ssize_t k = sg_comm_wait_any(puts, left);
+      double now = simgrid_get_clock();
+      if (now > S.out.end_s[lab[k]]) S.out.end_s[lab[k]] = now;
+      puts[k] = puts[left - 1];
+      lab[k] = lab[left - 1];
+      left--;
+    }
+    if (nin) sg_comm_wait_all(gets, nin);
+    g_free(gets);
+    g_free(slots);
+    g_free(puts);
+    g_free(lab);
+    if (st->post_s > 0) sg_actor_sleep_for(st->post_s);
+    sg_barrier_wait(S.bar[lane]);
+    if (h == 0) {
+      double now = simgrid_get_clock();
+      for (int l = 0; l < SIM_L_COUNT; l++)
+        if ((S.step_labels[s] & (1u << l)) && (st->post_s > 0 || now > S.out.end_s[l]))
+          if (now > S.out.end_s[l]) S.out.end_s[l] = now;
+    }
+  }
+}
+
+static void run_child(const SimProgram *p, const char *xml, int fd) {
+  int argc = 6;
+  char *argv[] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                  /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
+                   * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
+                   * an unbounded gamma removes the window and keeps the rate bounds */
+                  "--cfg=network/TCP-gamma:1e300", "--cfg=contexts/stack-size:256",
+                  "--log=root.thresh:critical", NULL};
+  simgrid_init(&argc, argv);
+  simgrid_load_platform(xml);
+  memset(&S, 0, sizeof S);
+  S.p = p;
+  size_t n = (size_t)p->nsteps * p->nhosts;
+  S.out_first = g_new0(uint32_t, n);
+  S.out_count = g_new0(uint32_t, n);
+  S.in_count = g_new0(uint32_t, n);
+  for (guint i = 0; i < p->flows->len; i++) {
+    const SimFlow *f = &g_array_index(p->flows, SimFlow, i);
+    size_t o = (size_t)f->step * p->nhosts + f->src;
+    if (!S.out_count[o]) S.out_first[o] = i;
+    S.out_count[o]++;
+    S.in_count[(size_t)f->step * p->nhosts + f->dst]++;
+    S.step_labels[f->step] |= 1u << f->label;
+  }
+  for (int s = 0; s < p->nsteps; s++)
+    if (!S.step_labels[s] && p->steps[s].pre_s > 0 && !strncmp(p->steps[s].name, "export", 6))
+      S.step_labels[s] |= 1u << SIM_L_EXPORT;
+  S.links = g_new(sg_link_t, sim_nlinks(p));
+  for (int l = 0; l < sim_nlinks(p); l++) {
+    char name[32];
+    snprintf(name, sizeof name, "l%d", l);
+    S.links[l] = sg_link_by_name(name);
+  }
+  S.mb = g_new(sg_mailbox_t, (size_t)p->nlanes * p->nhosts);
+  for (int lane = 0; lane < p->nlanes; lane++) {
+    S.bar[lane] = sg_barrier_init((unsigned)p->nhosts);
+    for (int h = 0; h < p->nhosts; h++) {
+      char name[32];
+      snprintf(name, sizeof name, "m%d.%d", h, lane);
+      S.mb[lane * p->nhosts + h] = sg_mailbox_by_name(name);
+    }
+  }
+  for (int lane = 0; lane < p->nlanes; lane++)
+    for (int h = 0; h < p->nhosts; h++) {
+      char name[32], hn[32];
+      snprintf(name, sizeof name, "a%d.%d", h, lane);
+      snprintf(hn, sizeof hn, "h%d", h);
+      sg_actor_t a = sg_actor_init(name, sg_host_by_name(hn));
+      sg_actor_set_data(a, (void *)(intptr_t)((h << 1) | lane));
+      sg_actor_start(a, host_actor, 0, NULL);
+    }
+  simgrid_run();
+  S.out.total_s = simgrid_get_clock();
+  ssize_t w = write(fd, &S.out, sizeof S.out);
+  close(fd);
+  _exit(w == (ssize_t)sizeof S.out ? 0 : 3);
+}
+
+gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,
+                        GError **error) {
+  memset(out, 0, sizeof *out);
+  if (p->nhosts == 0) return TRUE;
+  if (p->nlanes > 2) {
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "sim: at most two lanes");
+    return FALSE;
+  }
+  char *xml = NULL;
+  int tfd = g_file_open_tmp("refit-sim-XXXXXX.xml", &xml, error);
+  if (tfd < 0) return FALSE;
+  close(tfd);
+  if (!write_platform(p, xml, error)) goto fail;
+  int pfd[2];
+  if (pipe(pfd) != 0) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "sim: pipe: %s",
+                g_strerror(errno));
+    goto fail;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "sim: fork: %s",
+                g_strerror(errno));
+    close(pfd[0]);
+    close(pfd[1]);
+    goto fail;
+  }
+  if (pid == 0) {
+    close(pfd[0]);
+    run_child(p, xml, pfd[1]);
+  }
+  close(pfd[1]);
+  ssize_t got = 0, r;
+  while (got < (ssize_t)sizeof *out && (r = read(pfd[0], (char *)out + got, sizeof *out - got)) > 0)
+    got += r;
+  close(pfd[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got != (ssize_t)sizeof *out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                "sim: the SimGrid run failed (status %d, platform %s)", status, xml);
+    keep_platform = TRUE;
+    goto fail;
+  }
+  if (keep_platform)
+    g_printerr("sim: platform kept in %s\n", xml);
+  else
+    g_unlink(xml);
+  g_free(xml);
+  return TRUE;
+fail:
+  if (!keep_platform) g_unlink(xml);
+  g_free(xml);
+  return FALSE;
+}

@@ -1,0 +1,194 @@
+/* The RfExecutor of the simulator: plan -> flow program -> SimGrid -> RfResult. */
+#include "internal.h"
+
+#include <string.h>
+
+typedef struct {
+  RfSimOptions opt;
+  gboolean have_calib; /* opt.calib was given: do not look up the topology's file */
+  RfCalibration calib; /* in use */
+  RfSimStats stats;
+  gboolean have_stats;
+} SimState;
+
+static void stats_clear(RfSimStats *s) {
+  for (int i = 0; i < s->ntop; i++)
+    g_free(s->top[i].name);
+  g_free(s->top);
+  memset(s, 0, sizeof *s);
+}
+
+static gboolean sim_prepare(RfExecutor *ex, const RfProblem *pb, GError **error) {
+  SimState *st = ex->state;
+  const RfTopology *t = pb->topo;
+  if (t->nvlink_GBps <= 0 || t->nic_Gbps <= 0 || t->pcie_GBps <= 0 || t->hbm_GBps <= 0 ||
+      t->nics_per_gpu < 1) {
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                "sim: topology '%s' lacks the bandwidths the simulator needs (NVLink, NIC, PCIe, "
+                "HBM); give a topology file (--topology)",
+                t->name);
+    return FALSE;
+  }
+  if (st->have_calib) return TRUE;
+  gboolean found;
+  return rf_calibration_for_topology(&st->calib, pb->topo, &found, error);
+}
+
+/* The program with the smallest group whose distinct flows (the cost SimGrid pays) fit. */
+static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, int forced,
+                                 int max_flows, GError **error) {
+  int G = plan->problem->topo->gpus_per_domain;
+  gint64 t0 = g_get_monotonic_time();
+  SimProtos *x = sim_protos_build(plan, cal);
+  gint64 t1 = g_get_monotonic_time();
+  SimProgram *p = NULL;
+  if (forced > 0) {
+    p = sim_program_build(x, cal, forced, error);
+  } else {
+    for (int g = 1; g <= G; g++) {
+      if (G % g) continue;
+      sim_program_free(p);
+      p = sim_program_build(x, cal, g, error);
+      if (!p || (int)p->flows->len <= max_flows) break;
+    }
+  }
+  if (g_getenv("REFIT_SIM_VERBOSE"))
+    g_printerr(
+        "sim: %s: %llu GPU-level records in %.2f s, program (group %d, %u flows) in %.2f s\n",
+        rf_strategy_name(plan->strategy), (unsigned long long)sim_protos_count(x), (t1 - t0) / 1e6,
+        p ? p->group : 0, p ? p->flows->len : 0, (g_get_monotonic_time() - t1) / 1e6);
+  sim_protos_free(x);
+  return p;
+}
+
+typedef struct {
+  int link;
+  double busy;
+} Busy;
+
+static int cmp_busy(const void *a, const void *b) {
+  double x = ((const Busy *)a)->busy, y = ((const Busy *)b)->busy;
+  return (x < y) - (x > y);
+}
+
+static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GError **error) {
+  SimState *st = ex->state;
+  gint64 t0 = g_get_monotonic_time();
+  memset(out, 0, sizeof *out);
+  int max_flows = st->opt.max_hosts_pairs > 0 ? st->opt.max_hosts_pairs : 15000;
+  SimProgram *p = build_fitting(plan, &st->calib, st->opt.group, max_flows, error);
+  if (!p) return FALSE;
+  SimOutcome oc;
+  gint64 te = g_get_monotonic_time();
+  gboolean ran = sim_engine_run(p, st->opt.keep_platform, &oc, error);
+  if (g_getenv("REFIT_SIM_VERBOSE"))
+    g_printerr("sim: %s: SimGrid %d hosts, %u flows: %.2f s\n", rf_strategy_name(plan->strategy),
+               p->nhosts, p->flows->len, (g_get_monotonic_time() - te) / 1e6);
+  if (!ran) {
+    sim_program_free(p);
+    return FALSE;
+  }
+  out->executor = g_strdup("sim");
+  out->strategy = plan->strategy;
+  out->total_s = out->min_s = out->max_s = oc.total_s;
+  out->lower_bound_s = plan->stats.lower_bound_s;
+  for (int l = 0; l < SIM_L_COUNT; l++)
+    if (oc.used[l])
+      rf_result_add_stage(out, sim_label_name(l), oc.start_s[l], oc.end_s[l],
+                          (uint64_t)(p->label_bytes[l] + 0.5));
+
+  /* link accounting: bytes over each link of each flow's route */
+  int nl = sim_nlinks(p);
+  double *bytes = g_new0(double, nl);
+  for (guint i = 0; i < p->flows->len; i++) {
+    const SimFlow *f = &g_array_index(p->flows, SimFlow, i);
+    int links[8], n = sim_route(p, f->src, f->dst, links);
+    for (int j = 0; j < n; j++)
+      bytes[links[j]] += f->bytes; /* wire-equivalent bytes */
+  }
+  Busy *b = g_new(Busy, nl);
+  for (int l = 0; l < nl; l++)
+    b[l] = (Busy){l, bytes[l] / sim_link_Bps(p, l)};
+  qsort(b, nl, sizeof *b, cmp_busy);
+  stats_clear(&st->stats);
+  st->have_stats = TRUE;
+  RfSimStats *s = &st->stats;
+  s->hosts = p->nhosts;
+  s->group = p->group;
+  s->flows = p->flows->len;
+  s->export_latency_s = p->export_latency_s;
+  s->export_tensors = p->export_tensors;
+  s->export_calls = p->export_calls;
+  s->export_pace_s = p->export_pace_s;
+  s->nbuckets = p->nbuckets;
+  s->bucket_bytes = p->bucket_bytes;
+  s->m2n_tensors = p->m2n_tensors;
+  s->ntop = nl < 5 ? nl : 5;
+  s->top = g_new0(RfSimLink, s->ntop > 0 ? s->ntop : 1);
+  for (int i = 0; i < s->ntop; i++) {
+    s->top[i].name = sim_link_name(p, plan->problem, b[i].link);
+    s->top[i].bytes = bytes[b[i].link];
+    s->top[i].bandwidth_Bps = sim_link_Bps(p, b[i].link);
+    s->top[i].busy_s = b[i].busy;
+  }
+  /* what bounds the run: a link busy most of the time; else the software time (export
+   * latencies, per-tensor costs) in series with the transfers; else the busiest link with the
+   * rest lost to pipeline fill and contention */
+  double soft =
+      p->export_latency_s + p->m2n_tensors * st->calib.m2n_tensor_overhead_s + st->calib.fixed_s;
+  double busy = s->ntop > 0 ? s->top[0].busy_s : 0;
+  const char *top = s->ntop > 0 ? s->top[0].name : "-";
+  if (out->total_s <= 0)
+    out->bound_by = g_strdup("nothing moves");
+  else if (busy >= 0.8 * out->total_s)
+    out->bound_by = g_strdup_printf("%s (busy %.0f%% of the run)", top, 100 * busy / out->total_s);
+  else if (soft >= 0.4 * out->total_s)
+    out->bound_by =
+        g_strdup_printf("software time %.3g s (%.0f%%) in series with transfers; "
+                        "busiest link %s %.0f%%",
+                        soft, 100 * soft / out->total_s, top, 100 * busy / out->total_s);
+  else
+    out->bound_by = g_strdup_printf("%s (busy %.0f%%), pipeline fill and contention", top,
+                                    100 * busy / out->total_s);
+  g_free(bytes);
+  g_free(b);
+  sim_program_free(p);
+  s->wall_s = (g_get_monotonic_time() - t0) / 1e6;
+  return TRUE;
+}
+
+static void sim_destroy(RfExecutor *ex) {
+  if (!ex) return;
+  SimState *st = ex->state;
+  rf_calibration_clear(&st->calib);
+  stats_clear(&st->stats);
+  g_free(st);
+  g_free(ex);
+}
+
+RfExecutor *rf_sim_executor_new(const RfSimOptions *opt) {
+  RfExecutor *ex = g_new0(RfExecutor, 1);
+  SimState *st = g_new0(SimState, 1);
+  ex->name = "sim";
+  ex->prepare = sim_prepare;
+  ex->run = sim_run;
+  ex->destroy = sim_destroy;
+  ex->state = st;
+  if (opt) {
+    st->opt = *opt;
+    if (opt->calib.name) {
+      st->have_calib = TRUE;
+      st->calib = opt->calib;
+      st->calib.name = g_strdup(opt->calib.name);
+      st->calib.path = g_strdup(opt->calib.path);
+    }
+  }
+  memset(&st->opt.calib, 0, sizeof st->opt.calib);
+  if (!st->have_calib) rf_calibration_defaults(&st->calib);
+  return ex;
+}
+
+const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex) {
+  const SimState *st = ex->state;
+  return st->have_stats ? &st->stats : NULL;
+}

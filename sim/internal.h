@@ -1,0 +1,128 @@
+/* Internals of the SimGrid executor: the flow program (what the simulator runs) and the engine. */
+#ifndef RF_SIM_INTERNAL_H
+#define RF_SIM_INTERNAL_H
+
+#include "sim.h"
+#include <stdint.h>
+
+/* Report labels: one per mechanism the program models. */
+typedef enum {
+  SIM_L_EXPORT,    /* gather-broadcast export: PP broadcast + TP/EP all-gather as NCCL rings */
+  SIM_L_BROADCAST, /* gather-broadcast chain broadcast of packed buckets */
+  SIM_L_INJECT,    /* m2n / p2p copies from a source holder */
+  SIM_L_FORWARD,   /* m2n domain-to-domain forwarding */
+  SIM_L_FANOUT,    /* m2n NVLink fan-out */
+  SIM_L_COUNT
+} SimLabel;
+
+const char *sim_label_name(SimLabel l);
+
+/* One flow: bytes from one simulated host to another, started offset_s after its step starts. */
+typedef struct {
+  int32_t src, dst;
+  uint8_t label;
+  uint8_t step;
+  uint16_t pad_;
+  double bytes;
+  double offset_s;
+  double rate_Bps; /* upper bound on its rate (0: none): the pace of a pipelined producer */
+  double weight;   /* simulated bytes per payload byte (NCCL collective overhead on the NIC) */
+} SimFlow;
+
+#define SIM_MAX_STEPS 8
+#define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */
+
+/* Steps of a lane run one after another (all hosts of the lane meet at a barrier between two
+ * steps); lanes run concurrently. */
+typedef struct {
+  int lane;
+  double pre_s;  /* software time before the flows start */
+  double post_s; /* software time after the last flow ends */
+  char name[32];
+} SimStep;
+
+typedef struct {
+  int group; /* GPUs per simulated host */
+  int nhosts;
+  int *host_gpu;   /* first GPU of each host */
+  int *host_ngpus; /* GPUs of the plan on each host */
+  int gpus_per_domain;
+  SimStep steps[SIM_MAX_STEPS];
+  int nsteps;
+  int nlanes;
+  GArray *flows; /* SimFlow, sorted by (step, src, offset) after sim_program_build */
+  double label_bytes[SIM_L_COUNT];
+  /* Link parameters in bytes/s and seconds (per simulated host, already x group). */
+  double nvl_Bps, nic_Bps, hbm_Bps, leaf_Bps;
+  double nvl_lat_s, nic_lat_s, sw_lat_s;
+  gboolean leaves; /* oversubscribed fabric: leaf uplinks modelled */
+  int nleaves;
+  int *host_leaf;
+  double *link_scale; /* per link: capacity factor that keeps a group's busiest GPU (<= 1) */
+  double *step_scale; /* per step x link: the same factor for the bytes of that step */
+  double frac[SIM_MAX_STEPS][SIM_L_COUNT]; /* share of a label's bytes moved in a step */
+  double inflate[SIM_L_COUNT];             /* simulated bytes per network payload byte, per label */
+  /* What the program assumed, for the report. */
+  double export_latency_s; /* NCCL + per-tensor export latency, whole model */
+  double export_calls;     /* Megatron parameters exported (collective rounds) */
+  double export_tensors;   /* checkpoint tensors exported */
+  double export_pace_s;    /* duration the overlapped export + broadcast step is paced to */
+  double m2n_tensors;
+  double bucket_bytes;
+  double nbuckets;
+  double gb_bytes; /* bytes the gather-broadcast group broadcasts */
+} SimProgram;
+
+/* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL
+ * rings, messages elsewhere), aggregated per (source GPU, destination GPU, pipeline depth,
+ * label): built once per plan, then turned into programs for one or more group sizes. */
+typedef struct {
+  const RfPlan *plan;
+  int ngpus;
+  gboolean *used; /* per GPU: holds a rank of the plan */
+  GArray *protos; /* internal records */
+  double *load;   /* per GPU x SIM_HOST_LINKS x SIM_L_COUNT: bytes */
+  gboolean has_gb, has_m2n;
+  double gb_bytes;
+  double bcast_net_fraction, m2n_net_fraction;
+  double inflate[SIM_L_COUNT];
+  double export_calls, export_tensors, export_latency_s;
+  double m2n_tensors; /* checkpoint tensors moved by m2n / p2p messages */
+} SimProtos;
+
+SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal);
+void sim_protos_free(SimProtos *x);
+uint64_t sim_protos_count(const SimProtos *x);
+/* Checkpoint tensors a plan moves by m2n / p2p messages. */
+double sim_plan_m2n_tensors(const RfPlan *plan);
+
+/* The flow program for a group size (GPUs per simulated host; 1: exact). NULL + error when the
+ * group does not divide the domain size. */
+SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int group,
+                              GError **error);
+void sim_program_free(SimProgram *p);
+
+/* Link indices of a flow's route into out (at most 8); returns the count. Link i of host h:
+ * h * SIM_HOST_LINKS + kind; leaf links follow all host links. */
+enum { SIM_LINK_HBM, SIM_LINK_NVUP, SIM_LINK_NVDN, SIM_LINK_NICUP, SIM_LINK_NICDN, SIM_HOST_LINKS };
+int sim_route(const SimProgram *p, int src, int dst, int *out);
+gboolean sim_route_is_net(const SimProgram *p, int src, int dst);
+double sim_link_Bps(const SimProgram *p, int link);      /* with the whole-run group factor */
+double sim_link_base_Bps(const SimProgram *p, int link); /* without it */
+char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link);
+int sim_nlinks(const SimProgram *p);
+
+/* Engine result. */
+typedef struct {
+  double total_s;
+  double start_s[SIM_L_COUNT];
+  double end_s[SIM_L_COUNT];
+  int used[SIM_L_COUNT];
+} SimOutcome;
+
+/* Generate the platform, run SimGrid (in a child process, so that one process can run many
+ * simulations) and collect the label times. */
+gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,
+                        GError **error);
+
+#endif

@@ -1,0 +1,728 @@
+/* From a plan to a flow program: which bytes move between which simulated hosts, in which step,
+ * and how late each flow may start (pipeline fill). The modelling choices live here. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *sim_label_name(SimLabel l) {
+  static const char *names[SIM_L_COUNT] = {"export", "broadcast", "inject", "forward", "fanout"};
+  return l < SIM_L_COUNT ? names[l] : "?";
+}
+
+typedef struct {
+  int32_t src, dst;
+  uint8_t label;
+  uint16_t depth;
+  double bytes;
+} Proto;
+
+/* Open-addressing map from a packed 64-bit key to an index into an array of Proto: the plan of a
+ * large refit yields tens of millions of (piece, hop) contributions, so this is the hot path. */
+typedef struct {
+  uint64_t *keys; /* key + 1; 0 = empty */
+  uint32_t *vals;
+  uint64_t cap, n;
+} Map;
+
+static void map_init(Map *m, uint64_t cap) {
+  m->cap = 1024;
+  while (m->cap < cap * 2)
+    m->cap <<= 1;
+  m->keys = g_new0(uint64_t, m->cap);
+  m->vals = g_new(uint32_t, m->cap);
+  m->n = 0;
+}
+
+static void map_clear(Map *m) {
+  g_free(m->keys);
+  g_free(m->vals);
+}
+
+static inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+/* Slot of key: *found tells whether it holds key already. */
+static uint64_t map_slot(const Map *m, uint64_t key, gboolean *found) {
+  uint64_t k = key + 1, i = mix64(key) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != k)
+    i = (i + 1) & (m->cap - 1);
+  *found = m->keys[i] == k;
+  return i;
+}
+
+static void map_grow(Map *m) {
+  Map n;
+  map_init(&n, m->cap);
+  for (uint64_t i = 0; i < m->cap; i++)
+    if (m->keys[i]) {
+      gboolean f;
+      uint64_t j = map_slot(&n, m->keys[i] - 1, &f);
+      n.keys[j] = m->keys[i];
+      n.vals[j] = m->vals[i];
+    }
+  n.n = m->n;
+  map_clear(m);
+  *m = n;
+}
+
+typedef struct {
+  int ngpus;
+  int gpus_per_domain;
+  GArray *protos; /* Proto between GPUs */
+  Map map;
+  double *load; /* per GPU x SIM_HOST_LINKS x SIM_L_COUNT: bytes over its own links */
+  double
+      inflate[SIM_L_COUNT]; /* network bytes of a label count this many times (NCCL collectives) */
+} Builder;
+
+static inline guint64 proto_key(int s, int d, int depth, int label) {
+  /* 24 bits per endpoint: up to 16M GPUs */
+  return ((guint64)s << 40) | ((guint64)d << 16) | ((guint64)depth << 3) | (guint64)label;
+}
+
+static void proto_put(GArray *protos, Map *m, int s, int d, int depth, int label, double bytes) {
+  if (depth > 8191) depth = 8191;
+  gboolean found;
+  uint64_t key = proto_key(s, d, depth, label), i = map_slot(m, key, &found);
+  if (found) {
+    g_array_index(protos, Proto, m->vals[i]).bytes += bytes;
+    return;
+  }
+  Proto pr = {s, d, (uint8_t)label, (uint16_t)depth, bytes};
+  m->keys[i] = key + 1;
+  m->vals[i] = protos->len;
+  g_array_append_val(protos, pr);
+  if (++m->n * 2 > m->cap) map_grow(m);
+}
+
+static void proto_add(Builder *b, SimLabel label, int src_gpu, int dst_gpu, int depth,
+                      double bytes) {
+  if (bytes <= 0 || src_gpu == dst_gpu) return; /* a GPU keeps its own bytes */
+  gboolean net = src_gpu / b->gpus_per_domain != dst_gpu / b->gpus_per_domain;
+#define LOAD(g, k) b->load[((size_t)(g)*SIM_HOST_LINKS + (k)) * SIM_L_COUNT + label]
+  double w = net ? bytes * b->inflate[label] : bytes;
+  LOAD(src_gpu, SIM_LINK_HBM) += w;
+  LOAD(dst_gpu, SIM_LINK_HBM) += w;
+  LOAD(src_gpu, net ? SIM_LINK_NICUP : SIM_LINK_NVUP) += w;
+  LOAD(dst_gpu, net ? SIM_LINK_NICDN : SIM_LINK_NVDN) += w;
+#undef LOAD
+  proto_put(b->protos, &b->map, src_gpu, dst_gpu, depth, label, bytes);
+}
+
+static int domain_of(const Builder *b, int gpu) {
+  return gpu / b->gpus_per_domain;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* One exported piece from src to the GPUs in dsts, routed as an NCCL ring would: inside the
+ * source domain over NVLink; to other domains along a chain that enters each domain once, on
+ * the rail of the source GPU when that GPU is a destination, then fans out over NVLink. */
+static void export_piece(Builder *b, int src_gpu, int *dsts, int n, double bytes) {
+  const int G = b->gpus_per_domain;
+  int sd = domain_of(b, src_gpu);
+  qsort(dsts, n, sizeof *dsts, cmp_int);
+  /* domains in chain order: cyclically after the source domain */
+  int ndom = 0;
+  int *doms = g_new(int, n), *first = g_new(int, n), *count = g_new(int, n);
+  for (int i = 0; i < n; i++) {
+    int d = domain_of(b, dsts[i]);
+    if (ndom && doms[ndom - 1] == d) {
+      count[ndom - 1]++;
+      continue;
+    }
+    doms[ndom] = d;
+    first[ndom] = i;
+    count[ndom] = 1;
+    ndom++;
+  }
+  int start = 0;
+  while (start < ndom && doms[start] < sd)
+    start++;
+  int prev = src_gpu, hop = 0;
+  for (int k = 0; k < ndom; k++) {
+    int di = (start + k) % ndom;
+    int *g = dsts + first[di];
+    int c = count[di];
+    if (doms[di] == sd) {
+      for (int i = 0; i < c; i++)
+        proto_add(b, SIM_L_EXPORT, src_gpu, g[i], 0, bytes);
+      continue;
+    }
+    /* entry: the destination closest after the source's rail */
+    int want = src_gpu % G, entry = g[0], best = G + 1;
+    for (int i = 0; i < c; i++) {
+      int dist = ((g[i] % G) - want + G) % G;
+      if (dist < best) best = dist, entry = g[i];
+    }
+    proto_add(b, SIM_L_EXPORT, prev, entry, hop, bytes);
+    hop++;
+    for (int i = 0; i < c; i++)
+      if (g[i] != entry) proto_add(b, SIM_L_EXPORT, entry, g[i], hop, bytes);
+    prev = entry;
+  }
+  g_free(doms);
+  g_free(first);
+  g_free(count);
+}
+
+/* NCCL latency of one ring collective over n ranks spread over `domains` NVLink domains. */
+/* NCCL latency of one ring collective over n ranks spread over `domains` NVLink domains. */
+static double ring_latency(const RfTopology *t, const RfCalibration *cal, int n, int domains) {
+  if (n <= 1) return 0;
+  if (domains < 1) domains = 1;
+  int inter = domains - 1, intra = (n - 1) - inter;
+  if (intra < 0) intra = 0;
+  return cal->collective_base_s + intra * t->nvlink_latency_us * 1e-6 +
+         inter * (t->nic_latency_us + t->switch_latency_us) * 1e-6;
+}
+
+/* Export latency of the whole gather-broadcast group. Megatron-Bridge exports parameter by
+ * parameter: per exported Megatron parameter a PP broadcast and the TP / EP all-gathers, each
+ * costing its NCCL ring latency (a stacked expert entry is one parameter per local expert, and
+ * its all-gather over EP yields EP experts); per checkpoint tensor produced, the calibrated
+ * software overhead (conversion and bookkeeping in Python). */
+static void export_latency(const RfPlan *plan, const gboolean *exported, const RfCalibration *cal,
+                           SimProtos *x) {
+  const RfProblem *pb = plan->problem;
+  const RfParallel *par = &pb->src.par;
+  const int G = pb->topo->gpus_per_domain;
+  int pp = par->pp > 0 ? par->pp : 1, ep = par->ep > 0 ? par->ep : 1;
+  int etp = par->etp > 0 ? par->etp : 1;
+  double calls = 0, lat = 0, tensors = 0;
+  gboolean *seen = g_new0(gboolean, pb->model->ntensors + 1);
+  /* the PP ring crosses as many domains as the training side spans, at most one per stage */
+  int pp_domains = 0, last = -1;
+  for (int i = 0; i < pb->src.nranks; i++) {
+    int d = rf_problem_domain(pb, pb->src.ranks[i]);
+    if (d != last) pp_domains++, last = d; /* ranks ascend, GPUs follow ranks */
+  }
+  if (pp_domains > pp) pp_domains = pp;
+  for (uint32_t i = 0; i < pb->model->nparts; i++) {
+    if (!exported[i]) continue;
+    const RfPart *part = &pb->model->parts[i];
+    const RfTensor *t = &pb->model->tensors[part->tensor];
+    if (!seen[part->tensor]) {
+      seen[part->tensor] = TRUE;
+      tensors += (double)rf_tensor_count(t);
+    }
+    const RfPlacement *pl = &pb->src.place[i];
+    int nshards = pl->mesh ? rf_placement_nshards(pl) : 1;
+    double c = 1, a = 0;
+    if (pp > 1) a += ring_latency(pb->topo, cal, pp, pp_domains);
+    if (t->nexperts > 0 && pl->mesh) {
+      RfBox box;
+      int64_t local = t->nexperts;
+      if (rf_placement_shard_box(pl, 0, &box, NULL)) local = box.hi[0] - box.lo[0];
+      if (local < 1) local = 1;
+      c = (double)local;
+      int e = (int)(t->nexperts / local);
+      if (e < ep) e = ep;
+      if (e > 1) a += ring_latency(pb->topo, cal, e, (e + G - 1) / G);
+      if (etp > 1) a += ring_latency(pb->topo, cal, etp, 1);
+    } else if (nshards > 1) {
+      a += ring_latency(pb->topo, cal, nshards, (nshards + G - 1) / G);
+    }
+    calls += c;
+    lat += c * a;
+  }
+  g_free(seen);
+  x->export_calls = calls;
+  x->export_tensors = tensors;
+  x->export_latency_s = lat + tensors * cal->export_tensor_overhead_s;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
+  const RfProblem *pb = plan->problem;
+  SimProtos *x = g_new0(SimProtos, 1);
+  x->plan = plan;
+  Builder b = {0};
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] + 1 > b.ngpus) b.ngpus = pb->gpu[r] + 1;
+  b.gpus_per_domain = pb->topo->gpus_per_domain;
+  for (int l = 0; l < SIM_L_COUNT; l++)
+    b.inflate[l] = 1.0;
+  /* NCCL collectives reach a lower fraction of the NIC than point-to-point copies: their
+   * network bytes weigh nic / collective efficiency on the links */
+  b.inflate[SIM_L_EXPORT] = cal->nic_efficiency / cal->allgather_efficiency;
+  b.inflate[SIM_L_BROADCAST] = cal->nic_efficiency / cal->broadcast_efficiency;
+  for (int l = 0; l < SIM_L_COUNT; l++)
+    x->inflate[l] = b.inflate[l];
+  b.protos = g_array_new(FALSE, FALSE, sizeof(Proto));
+  map_init(&b.map, 4096);
+  b.load = g_new0(double, (size_t)(b.ngpus > 0 ? b.ngpus : 1) * SIM_HOST_LINKS * SIM_L_COUNT);
+  x->ngpus = b.ngpus;
+  x->used = g_new0(gboolean, b.ngpus > 0 ? b.ngpus : 1);
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] >= 0) x->used[pb->gpu[r]] = TRUE;
+
+  int first_bcast = -1, first_m2n = -1;
+  double bcast_net = 0, bcast_all = 0, m2n_net = 0, m2n_all = 0;
+  gboolean *exported = g_new0(gboolean, pb->model->nparts + 1);
+  gboolean *bcast_piece = g_new0(gboolean, plan->npieces + 1);
+  gboolean *m2n_tensor = g_new0(gboolean, pb->model->ntensors + 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    double by = (double)msg->bytes;
+    gboolean net = (msg->flags & RF_XFER_NET) != 0;
+    switch (msg->phase) {
+    case RF_PHASE_BROADCAST:
+      if (first_bcast < 0 || msg->stage < first_bcast) first_bcast = msg->stage;
+      bcast_all += by;
+      if (net) bcast_net += by;
+      for (uint32_t t = msg->first; t < msg->first + msg->count; t++) {
+        uint32_t pc = plan->xfers[t].piece;
+        if (!bcast_piece[pc]) {
+          bcast_piece[pc] = TRUE;
+          x->gb_bytes += (double)plan->pieces[pc].bytes;
+        }
+      }
+      break;
+    case RF_PHASE_DIRECT:
+    case RF_PHASE_FORWARD:
+    case RF_PHASE_FANOUT:
+      if (first_m2n < 0 || msg->stage < first_m2n) first_m2n = msg->stage;
+      m2n_all += by;
+      if (net) m2n_net += by;
+      for (uint32_t t = msg->first; t < msg->first + msg->count; t++) {
+        uint32_t part = plan->pieces[plan->xfers[t].piece].part;
+        uint32_t tensor = pb->model->parts[part].tensor;
+        if (!m2n_tensor[tensor]) {
+          m2n_tensor[tensor] = TRUE;
+          x->m2n_tensors += (double)rf_tensor_count(&pb->model->tensors[tensor]);
+        }
+      }
+      break;
+    default:
+      break;
+    }
+  }
+  g_free(m2n_tensor);
+  x->bcast_net_fraction = bcast_all > 0 ? bcast_net / bcast_all : 0;
+  x->m2n_net_fraction = m2n_all > 0 ? m2n_net / m2n_all : 0;
+
+  /* Export: the transfers of one (stage, source) sorted by piece, then each piece routed. */
+  GArray *pd = g_array_new(FALSE, FALSE, sizeof(uint64_t)); /* piece << 32 | dst GPU */
+  GArray *dl = g_array_new(FALSE, FALSE, sizeof(int));
+  uint64_t m = 0;
+  while (m < plan->nmsgs) {
+    const RfMessage *msg = &plan->msgs[m];
+    if (msg->phase != RF_PHASE_EXPORT) {
+      m++;
+      continue;
+    }
+    uint64_t end = m;
+    while (end < plan->nmsgs && plan->msgs[end].phase == RF_PHASE_EXPORT &&
+           plan->msgs[end].stage == msg->stage && plan->msgs[end].src == msg->src)
+      end++;
+    g_array_set_size(pd, 0);
+    for (uint64_t k = m; k < end; k++) {
+      const RfMessage *mk = &plan->msgs[k];
+      uint64_t dg = (uint32_t)pb->gpu[mk->dst];
+      for (uint32_t t = mk->first; t < mk->first + mk->count; t++) {
+        uint64_t v = ((uint64_t)plan->xfers[t].piece << 32) | dg;
+        g_array_append_val(pd, v);
+      }
+    }
+    qsort(pd->data, pd->len, sizeof(uint64_t), cmp_u64);
+    int sg = pb->gpu[msg->src];
+    for (guint i = 0; i < pd->len;) {
+      uint32_t pc = (uint32_t)(g_array_index(pd, uint64_t, i) >> 32);
+      g_array_set_size(dl, 0);
+      while (i < pd->len && (uint32_t)(g_array_index(pd, uint64_t, i) >> 32) == pc) {
+        int d = (int)(g_array_index(pd, uint64_t, i) & 0xffffffffu);
+        g_array_append_val(dl, d);
+        i++;
+      }
+      exported[plan->pieces[pc].part] = TRUE;
+      export_piece(&b, sg, (int *)dl->data, (int)dl->len, (double)plan->pieces[pc].bytes);
+    }
+    m = end;
+  }
+  g_array_free(pd, TRUE);
+  g_array_free(dl, TRUE);
+
+  /* Everything else moves as the plan's messages. */
+  for (m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    int s = pb->gpu[msg->src], d = pb->gpu[msg->dst];
+    switch (msg->phase) {
+    case RF_PHASE_BROADCAST:
+      proto_add(&b, SIM_L_BROADCAST, s, d, msg->stage - first_bcast, (double)msg->bytes);
+      break;
+    case RF_PHASE_DIRECT:
+      proto_add(&b, SIM_L_INJECT, s, d, msg->stage - first_m2n, (double)msg->bytes);
+      break;
+    case RF_PHASE_FORWARD:
+      proto_add(&b, SIM_L_FORWARD, s, d, msg->stage - first_m2n, (double)msg->bytes);
+      break;
+    case RF_PHASE_FANOUT:
+      proto_add(&b, SIM_L_FANOUT, s, d, msg->stage - first_m2n, (double)msg->bytes);
+      break;
+    default:
+      break;
+    }
+  }
+  export_latency(plan, exported, cal, x);
+  for (guint i = 0; i < b.protos->len; i++) {
+    const Proto *pr = &g_array_index(b.protos, Proto, i);
+    if (pr->label == SIM_L_EXPORT || pr->label == SIM_L_BROADCAST)
+      x->has_gb = TRUE;
+    else
+      x->has_m2n = TRUE;
+  }
+  if (x->has_gb && x->gb_bytes <= 0) /* export without broadcast: size buckets on the export */
+    for (guint i = 0; i < b.protos->len; i++)
+      x->gb_bytes += g_array_index(b.protos, Proto, i).bytes;
+  map_clear(&b.map);
+  x->protos = b.protos;
+  x->load = b.load;
+  g_free(exported);
+  g_free(bcast_piece);
+  return x;
+}
+
+void sim_protos_free(SimProtos *x) {
+  if (!x) return;
+  g_array_free(x->protos, TRUE);
+  g_free(x->load);
+  g_free(x->used);
+  g_free(x);
+}
+
+uint64_t sim_protos_count(const SimProtos *x) {
+  return x->protos->len;
+}
+
+double sim_plan_m2n_tensors(const RfPlan *plan) {
+  const RfModel *m = plan->problem->model;
+  gboolean *seen = g_new0(gboolean, m->ntensors + 1);
+  double n = 0;
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    uint8_t ph = plan->xfers[i].phase;
+    if (ph != RF_PHASE_DIRECT && ph != RF_PHASE_FORWARD && ph != RF_PHASE_FANOUT) continue;
+    uint32_t t = m->parts[plan->pieces[plan->xfers[i].piece].part].tensor;
+    if (!seen[t]) {
+      seen[t] = TRUE;
+      n += (double)rf_tensor_count(&m->tensors[t]);
+    }
+  }
+  g_free(seen);
+  return n;
+}
+
+static int cmp_flow(const void *a, const void *b) {
+  const SimFlow *x = a, *y = b;
+  if (x->step != y->step) return (x->step > y->step) - (x->step < y->step);
+  if (x->src != y->src) return (x->src > y->src) - (x->src < y->src);
+  return (x->offset_s > y->offset_s) - (x->offset_s < y->offset_s);
+}
+
+static int add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s) {
+  SimStep *s = &p->steps[p->nsteps];
+  s->lane = lane;
+  s->pre_s = pre_s;
+  s->post_s = post_s;
+  g_strlcpy(s->name, name, sizeof s->name);
+  return p->nsteps++;
+}
+
+static void emit(SimProgram *p, const Proto *pr, int step, double scale, double offset_s,
+                 double pace_s) {
+  p->frac[step][pr->label] = scale;
+  double w = sim_route_is_net(p, pr->src, pr->dst) ? p->inflate[pr->label] : 1.0;
+  SimFlow f = {pr->src,  pr->dst, pr->label, (uint8_t)step, 0, pr->bytes * scale * w,
+               offset_s, 0,       w};
+  if (f.bytes <= 0) return;
+  if (pace_s > 0) f.rate_Bps = f.bytes / pace_s;
+  g_array_append_val(p->flows, f);
+  p->label_bytes[pr->label] += pr->bytes * scale;
+}
+
+static void set_links(SimProgram *p, const RfTopology *t, const RfCalibration *cal) {
+  double g = p->group;
+  p->nvl_Bps = t->nvlink_GBps * 1e9 * cal->nvlink_efficiency * g;
+  double nic = t->nic_Gbps / 8.0 * 1e9 * cal->nic_efficiency;
+  double pcie = t->pcie_GBps * 1e9;
+  p->nic_Bps = t->nics_per_gpu * (nic < pcie ? nic : pcie) * g;
+  /* a pack or unpack copy reads and writes HBM: half the copy bandwidth moves payload */
+  p->hbm_Bps = t->hbm_GBps * 1e9 * cal->hbm_efficiency / 2.0 * g;
+  p->nvl_lat_s = t->nvlink_latency_us * 1e-6;
+  p->nic_lat_s = t->nic_latency_us * 1e-6;
+  p->sw_lat_s = t->switch_latency_us * 1e-6;
+  p->leaves = t->oversubscription > 1.0;
+  int per_leaf = t->gpus_per_leaf > 0 ? t->gpus_per_leaf : 1;
+  p->leaf_Bps = per_leaf * (p->nic_Bps / g) / t->oversubscription;
+  p->host_leaf = g_new0(int, p->nhosts > 0 ? p->nhosts : 1);
+  int maxleaf = 0;
+  for (int h = 0; h < p->nhosts; h++) {
+    int gpu = p->host_gpu[h], G = t->gpus_per_domain;
+    int leaf = t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? (gpu % G) + G * ((gpu / G) / per_leaf)
+                                                     : gpu / per_leaf;
+    p->host_leaf[h] = leaf;
+    if (leaf > maxleaf) maxleaf = leaf;
+  }
+  p->nleaves = maxleaf + 1;
+}
+
+SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int group,
+                              GError **error) {
+  const RfPlan *plan = x->plan;
+  const RfProblem *pb = plan->problem;
+  const RfTopology *t = pb->topo;
+  const int G = t->gpus_per_domain;
+  if (group < 1 || G % group) {
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                "sim: %d GPUs per simulated host does not divide the domain size %d", group, G);
+    return NULL;
+  }
+  SimProgram *p = g_new0(SimProgram, 1);
+  p->group = group;
+  p->gpus_per_domain = G;
+  p->flows = g_array_new(FALSE, FALSE, sizeof(SimFlow));
+  for (int l = 0; l < SIM_L_COUNT; l++)
+    p->inflate[l] = x->inflate[l];
+  p->export_calls = x->export_calls;
+  p->export_tensors = x->export_tensors;
+  p->export_latency_s = x->export_latency_s;
+  p->m2n_tensors = x->m2n_tensors;
+  p->gb_bytes = x->gb_bytes;
+
+  /* hosts: groups of `group` GPUs of one domain holding at least one GPU of the plan */
+  int ngpus = x->ngpus, nslots = ngpus / group + 1;
+  int *slot_host = g_new(int, nslots);
+  for (int i = 0; i < nslots; i++)
+    slot_host[i] = -1;
+  GArray *hg = g_array_new(FALSE, FALSE, sizeof(int)), *hn = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int i = 0; i < ngpus; i++) {
+    if (!x->used[i]) continue;
+    int s = i / group;
+    if (slot_host[s] < 0) {
+      slot_host[s] = (int)hg->len;
+      int first = s * group, zero = 0;
+      g_array_append_val(hg, first);
+      g_array_append_val(hn, zero);
+    }
+    g_array_index(hn, int, slot_host[s])++;
+  }
+  p->nhosts = (int)hg->len;
+  p->host_gpu = (int *)g_array_free(hg, FALSE);
+  p->host_ngpus = (int *)g_array_free(hn, FALSE);
+  set_links(p, t, cal);
+
+  /* protos between hosts; pipeline depths beyond SIM_DEPTH_CLASSES fold into that many classes
+   * of equal width (a chain through 3000 ranks fills in ~0.1 s: a class is a fraction of it) */
+  int maxdepth[SIM_L_COUNT] = {0};
+  for (guint i = 0; i < x->protos->len; i++) {
+    const Proto *pr = &g_array_index(x->protos, Proto, i);
+    if (pr->depth > maxdepth[pr->label]) maxdepth[pr->label] = pr->depth;
+  }
+  int width[SIM_L_COUNT];
+  for (int l = 0; l < SIM_L_COUNT; l++)
+    width[l] = (maxdepth[l] + SIM_DEPTH_CLASSES) / SIM_DEPTH_CLASSES;
+  GArray *hp = g_array_new(FALSE, FALSE, sizeof(Proto));
+  Map map;
+  map_init(&map, x->protos->len / (group * group) + 1024);
+  for (guint i = 0; i < x->protos->len; i++) {
+    const Proto *pr = &g_array_index(x->protos, Proto, i);
+    int s = slot_host[pr->src / group], d = slot_host[pr->dst / group];
+    proto_put(hp, &map, s, d, pr->depth / width[pr->label], pr->label, pr->bytes);
+  }
+  map_clear(&map);
+
+  /* Pipeline fill: one NCCL chunk per hop on the link the hop uses. */
+  double per_gpu_nic = p->nic_Bps / group, per_gpu_nvl = p->nvl_Bps / group;
+  double t_net = cal->chunk_bytes / per_gpu_nic + p->nic_lat_s + p->sw_lat_s;
+  double t_nvl = cal->chunk_bytes / per_gpu_nvl + p->nvl_lat_s;
+  double fb = x->bcast_net_fraction, fm = x->m2n_net_fraction;
+  double t_bcast = fb * t_net + (1 - fb) * t_nvl, t_m2n = fm * t_net + (1 - fm) * t_nvl;
+  double copy_Bps = t->hbm_GBps * 1e9 * cal->hbm_efficiency;
+
+  /* centre of a depth class, in hops */
+#define DEPTH(pr) ((pr)->depth * width[(pr)->label] + (width[(pr)->label] - 1) / 2.0)
+  int lane_m2n = 0, lane_gb = 0;
+  p->nlanes = 1;
+  if (x->has_gb && x->has_m2n && cal->hybrid_overlap) lane_gb = 1, p->nlanes = 2;
+  if (cal->fixed_s > 0) {
+    /* per-refit software time before any byte moves; every lane waits for it */
+    for (int l = 0; l < p->nlanes; l++)
+      add_step(p, l, "setup", cal->fixed_s, 0);
+  }
+  if (x->has_m2n) {
+    /* per moved checkpoint tensor, the calibrated software time of the reshard path */
+    int st = add_step(p, lane_m2n, "m2n", x->m2n_tensors * cal->m2n_tensor_overhead_s, 0);
+    for (guint i = 0; i < hp->len; i++) {
+      const Proto *pr = &g_array_index(hp, Proto, i);
+      if (pr->label == SIM_L_EXPORT || pr->label == SIM_L_BROADCAST) continue;
+      emit(p, pr, st, 1.0, DEPTH(pr) * t_m2n + cal->message_latency_s, 0);
+    }
+  }
+  if (x->has_gb) {
+    /* Buckets: the export of bucket k+1 overlaps the broadcast of bucket k (two buffers). The
+     * first bucket's export and the last bucket's broadcast stand alone; in between both run
+     * together and share the links. */
+    double bucket = rf_calibration_bucket_bytes(cal);
+    double nb = ceil(p->gb_bytes / bucket);
+    if (nb < 1) nb = 1;
+    p->bucket_bytes = bucket;
+    p->nbuckets = nb;
+    double f1 = nb > 1 ? bucket / p->gb_bytes : 1.0;
+    double flast = nb > 1 ? (p->gb_bytes - (nb - 1) * bucket) / p->gb_bytes : 1.0;
+    double serial = p->export_latency_s + p->gb_bytes / copy_Bps; /* latencies + pack */
+    gboolean overlap = nb > 1 && cal->buffers >= 2;
+    double fa = overlap ? f1 : 1.0, fc = overlap ? flast : 1.0;
+    /* Export is serial per tensor: software latency, then the collective. Uncontended, it lasts
+     * its latencies plus the transfer time of its busiest GPU link; in the overlapped middle
+     * step both the export flows and the broadcast flows that trail them are paced to that
+     * duration (a rate bound per flow), and contention can only stretch it. */
+    double unc = 0;
+    for (int g = 0; g < x->ngpus; g++)
+      for (int k = SIM_LINK_NVUP; k < SIM_HOST_LINKS; k++) {
+        double bw = (k == SIM_LINK_NVUP || k == SIM_LINK_NVDN) ? per_gpu_nvl : per_gpu_nic;
+        double v = x->load[((size_t)g * SIM_HOST_LINKS + k) * SIM_L_COUNT + SIM_L_EXPORT] / bw;
+        if (v > unc) unc = v;
+      }
+    double pace = overlap ? (1 - fa) * (serial + unc) : 0;
+    p->export_pace_s = pace;
+    int sa = add_step(p, lane_gb, "export-first", fa * serial, 0);
+    int sb = overlap ? add_step(p, lane_gb, "export+broadcast", 0, 0) : -1;
+    int sc = add_step(p, lane_gb, "broadcast-last", 0, fc * p->gb_bytes / copy_Bps);
+    double calls_b = overlap ? nb - 1 : 0, calls_c = overlap ? 1 : nb;
+    for (guint i = 0; i < hp->len; i++) {
+      const Proto *pr = &g_array_index(hp, Proto, i);
+      if (pr->label == SIM_L_EXPORT) {
+        double off = DEPTH(pr) * t_net;
+        emit(p, pr, sa, fa, off, 0);
+        if (sb >= 0) emit(p, pr, sb, 1 - fa, off, pace);
+      } else if (pr->label == SIM_L_BROADCAST) {
+        double off = DEPTH(pr) * t_bcast + cal->message_latency_s;
+        if (sb >= 0) emit(p, pr, sb, 1 - fc, off + calls_b * cal->collective_base_s, pace);
+        emit(p, pr, sc, fc, off + calls_c * cal->collective_base_s, 0);
+      }
+    }
+  }
+#undef DEPTH
+  g_array_free(hp, TRUE);
+  qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
+
+  /* A host of several GPUs gets the summed links of its GPUs, scaled so that each link is busy
+   * exactly as long as the busiest of the GPU links it stands for, over the whole run
+   * (link_scale, for the report) and in each step (step_scale, applied when the step starts):
+   * grouping then cannot hide a hot GPU, and the bottleneck of the exact platform is kept. */
+  int nl = sim_nlinks(p);
+  p->link_scale = g_new(double, nl);
+  p->step_scale = g_new(double, (size_t)nl * p->nsteps);
+  for (int l = 0; l < nl; l++)
+    p->link_scale[l] = 1.0;
+  for (size_t l = 0; l < (size_t)nl * p->nsteps; l++)
+    p->step_scale[l] = 1.0;
+  if (group > 1)
+    for (int h = 0; h < p->nhosts; h++)
+      for (int k = 0; k < SIM_HOST_LINKS; k++)
+        for (int s = -1; s < p->nsteps; s++) {
+          double sum = 0, mx = 0;
+          for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < ngpus; g++) {
+            double v = 0;
+            for (int l = 0; l < SIM_L_COUNT; l++)
+              v += (s < 0 ? 1.0 : p->frac[s][l]) *
+                   x->load[((size_t)g * SIM_HOST_LINKS + k) * SIM_L_COUNT + l];
+            sum += v;
+            if (v > mx) mx = v;
+          }
+          if (mx <= 0) continue;
+          if (s < 0)
+            p->link_scale[h * SIM_HOST_LINKS + k] = sum / (group * mx);
+          else
+            p->step_scale[(size_t)s * nl + h * SIM_HOST_LINKS + k] = sum / (group * mx);
+        }
+  g_free(slot_host);
+  return p;
+}
+
+void sim_program_free(SimProgram *p) {
+  if (!p) return;
+  g_free(p->host_gpu);
+  g_free(p->host_ngpus);
+  g_free(p->host_leaf);
+  g_free(p->link_scale);
+  g_free(p->step_scale);
+  g_array_free(p->flows, TRUE);
+  g_free(p);
+}
+
+/* ---- routes and links ---- */
+
+int sim_nlinks(const SimProgram *p) {
+  return p->nhosts * SIM_HOST_LINKS + (p->leaves ? 2 * p->nleaves : 0);
+}
+
+gboolean sim_route_is_net(const SimProgram *p, int src, int dst) {
+  return p->host_gpu[src] / p->gpus_per_domain != p->host_gpu[dst] / p->gpus_per_domain;
+}
+
+int sim_route(const SimProgram *p, int src, int dst, int *out) {
+  int n = 0;
+  out[n++] = src * SIM_HOST_LINKS + SIM_LINK_HBM;
+  if (sim_route_is_net(p, src, dst)) {
+    out[n++] = src * SIM_HOST_LINKS + SIM_LINK_NICUP;
+    if (p->leaves && p->host_leaf[src] != p->host_leaf[dst]) {
+      int base = p->nhosts * SIM_HOST_LINKS;
+      out[n++] = base + 2 * p->host_leaf[src];
+      out[n++] = base + 2 * p->host_leaf[dst] + 1;
+    }
+    out[n++] = dst * SIM_HOST_LINKS + SIM_LINK_NICDN;
+  } else {
+    out[n++] = src * SIM_HOST_LINKS + SIM_LINK_NVUP;
+    out[n++] = dst * SIM_HOST_LINKS + SIM_LINK_NVDN;
+  }
+  if (dst != src) out[n++] = dst * SIM_HOST_LINKS + SIM_LINK_HBM;
+  return n;
+}
+
+double sim_link_Bps(const SimProgram *p, int link) {
+  return sim_link_base_Bps(p, link) * (p->link_scale ? p->link_scale[link] : 1.0);
+}
+
+double sim_link_base_Bps(const SimProgram *p, int link) {
+  int base = p->nhosts * SIM_HOST_LINKS;
+  if (link >= base) return p->leaf_Bps;
+  double s = 1.0;
+  switch (link % SIM_HOST_LINKS) {
+  case SIM_LINK_HBM:
+    return p->hbm_Bps * s;
+  case SIM_LINK_NVUP:
+  case SIM_LINK_NVDN:
+    return p->nvl_Bps * s;
+  default:
+    return p->nic_Bps * s;
+  }
+}
+
+char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link) {
+  (void)pb;
+  int base = p->nhosts * SIM_HOST_LINKS;
+  if (link >= base) {
+    int l = (link - base) / 2;
+    return g_strdup_printf("leaf%d.%s", l, (link - base) % 2 ? "down" : "up");
+  }
+  int h = link / SIM_HOST_LINKS;
+  static const char *kind[SIM_HOST_LINKS] = {"HBM", "NVLink.tx", "NVLink.rx", "NIC.tx", "NIC.rx"};
+  if (p->group == 1)
+    return g_strdup_printf("gpu%d.%s", p->host_gpu[h], kind[link % SIM_HOST_LINKS]);
+  return g_strdup_printf("gpu%d-%d.%s", p->host_gpu[h], p->host_gpu[h] + p->group - 1,
+                         kind[link % SIM_HOST_LINKS]);
+}

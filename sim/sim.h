@@ -1,0 +1,93 @@
+/* SimGrid executor: predicts the time of a refit plan on a cluster described by a topology file.
+ *
+ * The plan's messages become flows between GPU hosts of a generated SimGrid platform (CM02,
+ * no TCP factors). Each phase is modelled with the mechanism the real system uses: the
+ * gather-broadcast export as NCCL rings (a piece enters each NVLink domain once, then fans out
+ * over NVLink), the broadcast as a chain pipelined in NCCL chunks and overlapped with the export
+ * of the next bucket (two buffers), m2n injection, forwarding and NVLink fan-out overlapped, pack
+ * and unpack on an HBM link of each GPU. Every number comes from the topology file and a
+ * calibration file (sim/calibration/NAME.cal) that names the public source of each value. */
+#ifndef RF_SIM_H
+#define RF_SIM_H
+
+#include "executor.h"
+#include "plan.h"
+#include <glib.h>
+
+/* Calibration: achieved fractions of peak and software latencies. One file per topology in
+ * sim/calibration/. */
+typedef struct {
+  char *name;                      /* topology it belongs to */
+  char *path;                      /* file it came from, or "(built-in neutral)" */
+  double nic_efficiency;           /* achieved / line rate per NIC */
+  double nvlink_efficiency;        /* achieved / peak NVLink per GPU per direction */
+  double allgather_efficiency;     /* NCCL all-gather across nodes: busbw / NIC line rate */
+  double broadcast_efficiency;     /* NCCL broadcast across nodes: busbw / NIC line rate */
+  double hbm_efficiency;           /* achieved device-to-device copy / peak HBM */
+  double message_latency_s;        /* software latency per message (NCCL call base latency) */
+  double collective_base_s;        /* base latency of one NCCL collective (export path) */
+  double chunk_bytes;              /* pipelining granularity of NCCL (chain fill) */
+  double export_tensor_overhead_s; /* per exported tensor, beyond NCCL latencies */
+  double m2n_tensor_overhead_s;    /* per tensor moved by m2n / p2p (reshard path software) */
+  double gpu_memory_bytes;         /* for the bucket size */
+  double bucket_memory_fraction;
+  double bucket_max_bytes;
+  int buffers;             /* alternating bucket buffers (>= 2 overlaps export and broadcast) */
+  gboolean hybrid_overlap; /* hybrid: run m2n and gather-broadcast concurrently */
+  double fixed_s;          /* per refit, before anything moves (setup, synchronisation) */
+} RfCalibration;
+
+/* Neutral calibration: efficiencies 1, software latencies 0, NeMo RL bucket rule. */
+void rf_calibration_defaults(RfCalibration *c);
+/* Load NAME (sim/calibration/NAME.cal under rf_data_dir()) or a path. FALSE + one-line error. */
+gboolean rf_calibration_load(RfCalibration *c, const char *name_or_path, GError **error);
+/* Calibration for a topology: its file when one exists, else the neutral defaults
+ * (*found = FALSE). FALSE + error only for a file that exists but is malformed. */
+gboolean rf_calibration_for_topology(RfCalibration *c, const RfTopology *t, gboolean *found,
+                                     GError **error);
+void rf_calibration_clear(RfCalibration *c);
+/* Bucket size in bytes: min(fraction x GPU memory, max). */
+double rf_calibration_bucket_bytes(const RfCalibration *c);
+
+typedef struct {
+  RfCalibration calib;    /* copied by rf_sim_executor_new (strings duplicated) */
+  int max_hosts_pairs;    /* coarsen GPUs into groups above this many distinct flows (0: 15000) */
+  int group;              /* force GPUs per simulated host (0: automatic, 1: never coarsen) */
+  gboolean keep_platform; /* keep the generated XML (path printed on stderr) */
+} RfSimOptions;
+
+/* Per-link accounting of a run (for the report). */
+typedef struct {
+  char *name;
+  double bytes;
+  double bandwidth_Bps;
+  double busy_s; /* bytes / bandwidth */
+} RfSimLink;
+
+typedef struct {
+  int hosts;      /* simulated hosts */
+  int group;      /* GPUs per host */
+  uint64_t flows; /* distinct flows simulated */
+  RfSimLink *top; /* busiest links, descending busy_s */
+  int ntop;
+  double wall_s; /* simulator wall time */
+  /* what the gather-broadcast model assumed (0 without a gather-broadcast part) */
+  double export_latency_s; /* NCCL latencies + per-tensor software time of the export */
+  double export_tensors;   /* checkpoint tensors exported */
+  double export_calls;     /* Megatron parameters exported (collective rounds) */
+  double export_pace_s;    /* duration the overlapped export + broadcast step is paced to */
+  double nbuckets, bucket_bytes;
+  double m2n_tensors; /* checkpoint tensors moved by m2n / p2p */
+} RfSimStats;
+
+/* The SimGrid executor. opt may be NULL (calibration of the problem's topology). */
+RfExecutor *rf_sim_executor_new(const RfSimOptions *opt);
+/* Statistics of the executor's last run (NULL before one). Owned by the executor. */
+const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex);
+
+/* `refit sim ARGS...` and `refit calibrate ARGS...`; argv[0] is the subcommand. Return exit code.
+ */
+int rf_sim_command(int argc, char **argv);
+int rf_calibrate_command(int argc, char **argv);
+
+#endif

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Timeline of the simulated stages (written by `refit sim --timeline FILE.png`).
+
+usage: timeline.py STAGES.csv OUT.png   (CSV columns: strategy,stage,start_s,end_s,bytes)
+"""
+import csv
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"export": "#4c72b0", "broadcast": "#dd8452", "inject": "#55a868",
+          "forward": "#c44e52", "fanout": "#8172b3"}
+
+
+def main(src, out):
+    rows = list(csv.DictReader(open(src)))
+    strategies = []
+    for r in rows:
+        if r["strategy"] not in strategies:
+            strategies.append(r["strategy"])
+    lanes = []
+    for s in strategies:
+        for r in rows:
+            if r["strategy"] == s:
+                lanes.append((s, r))
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(lanes) + 1.2))
+    labels = []
+    for i, (s, r) in enumerate(lanes):
+        a, b = float(r["start_s"]), float(r["end_s"])
+        ax.barh(i, max(b - a, 1e-9), left=a, color=COLORS.get(r["stage"], "#999999"))
+        ax.text(b, i, " %.3f s" % b, va="center", fontsize=8)
+        labels.append("%s: %s" % (s, r["stage"]))
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("simulated time (s)")
+    ax.set_title("refit sim: stage timeline")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
