@@ -9,7 +9,7 @@
 
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
                                                                "hybrid"};
-static const char *const phase_names[RF_PHASE_COUNT] = {"export", "broadcast", "direct", "forward",
+static const char *const phase_names[RF_PHASE_COUNT] = {"export", "broadcast", "inject", "forward",
                                                         "fanout"};
 
 const char *rf_strategy_name(RfStrategy s) {

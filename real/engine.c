@@ -1012,10 +1012,8 @@ static RfRealStatus run_round(RealState *st, int g, gboolean drop, int *stuck) {
   return s;
 }
 
-/* Stage labels as the simulator names them (sim/program.c), so that measured and predicted
- * stages line up: DIRECT copies are the m2n / p2p "inject". */
-static const char *const label_names[RF_PHASE_COUNT] = {"export", "broadcast", "inject", "forward",
-                                                        "fanout"};
+/* Stage labels are the plan's phase names (rf_phase_name), as in the simulator, so measured
+ * and predicted stages line up. */
 
 static unsigned stage_mask(const RfPlan *plan, int k) {
   unsigned mask = 0;
@@ -1031,7 +1029,7 @@ static char *stage_label(const RfPlan *plan, int k) {
   unsigned mask = stage_mask(plan, k);
   GString *s = g_string_new(NULL);
   for (int p = 0; p < RF_PHASE_COUNT; p++)
-    if (mask & (1u << p)) g_string_append_printf(s, "%s%s", s->len ? "+" : "", label_names[p]);
+    if (mask & (1u << p)) g_string_append_printf(s, "%s%s", s->len ? "+" : "", rf_phase_name((RfPhase)p));
   if (!s->len) g_string_append(s, "idle");
   return g_string_free(s, FALSE);
 }
@@ -1234,7 +1232,7 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
         lo = MIN(lo, t1[i] - t0[i]);
         hi = MAX(hi, t1[i] - t0[i]);
       }
-      rf_result_add_stage(out, label_names[p], median_of(t0, timed, 1), median_of(t1, timed, 1),
+      rf_result_add_stage(out, rf_phase_name((RfPhase)p), median_of(t0, timed, 1), median_of(t1, timed, 1),
                           lbytes[p]);
       st->spread.min_s = g_renew(double, st->spread.min_s, out->nstages);
       st->spread.max_s = g_renew(double, st->spread.max_s, out->nstages);

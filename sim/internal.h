@@ -5,14 +5,14 @@
 #include "sim.h"
 #include <stdint.h>
 
-/* Report labels: one per mechanism the program models. */
+/* Report labels: one per mechanism the program models, named as the plan's phases. */
 typedef enum {
-  SIM_L_EXPORT,    /* gather-broadcast export: PP broadcast + TP/EP all-gather as NCCL rings */
-  SIM_L_BROADCAST, /* gather-broadcast chain broadcast of packed buckets */
-  SIM_L_INJECT,    /* m2n / p2p copies from a source holder */
-  SIM_L_FORWARD,   /* m2n domain-to-domain forwarding */
-  SIM_L_FANOUT,    /* m2n NVLink fan-out */
-  SIM_L_COUNT
+  SIM_L_EXPORT = RF_PHASE_EXPORT,       /* PP broadcast + TP/EP all-gather as NCCL rings */
+  SIM_L_BROADCAST = RF_PHASE_BROADCAST, /* chain broadcast of packed buckets */
+  SIM_L_INJECT = RF_PHASE_DIRECT,       /* m2n / p2p copies from a source holder */
+  SIM_L_FORWARD = RF_PHASE_FORWARD,     /* m2n domain-to-domain forwarding */
+  SIM_L_FANOUT = RF_PHASE_FANOUT,       /* m2n NVLink fan-out */
+  SIM_L_COUNT = RF_PHASE_COUNT
 } SimLabel;
 
 const char *sim_label_name(SimLabel l);

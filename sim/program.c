@@ -6,8 +6,7 @@
 #include <string.h>
 
 const char *sim_label_name(SimLabel l) {
-  static const char *names[SIM_L_COUNT] = {"export", "broadcast", "inject", "forward", "fanout"};
-  return l < SIM_L_COUNT ? names[l] : "?";
+  return l < SIM_L_COUNT ? rf_phase_name((RfPhase)l) : "?";
 }
 
 typedef struct {
