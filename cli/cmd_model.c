@@ -110,6 +110,7 @@ int rf_cmd_model(int argc, char **argv) {
   gboolean json = FALSE;
   GOptionEntry entries[] = {{"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_set_prgname("refit model");
   GOptionContext *ctx = g_option_context_new("list | show NAME");
   g_option_context_set_summary(ctx, "Models in the zoo. NAME may also be a path to a config.json or "
                                     "a tensor listing {name: {shape, dtype}}.");

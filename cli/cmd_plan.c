@@ -30,6 +30,7 @@ int rf_cmd_plan(int argc, char **argv) {
       {"bcast-channels", 0, 0, G_OPTION_ARG_INT, &channels,
        "Rings of the gather-broadcast root broadcast (default: the topology's)", "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_set_prgname("refit plan");
   GOptionContext *ctx = g_option_context_new("- exact transfer plans of refit strategies");
   g_option_context_set_summary(
       ctx, "Plan the refit of a model from a Megatron training layout to a vLLM inference layout\n"

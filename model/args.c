@@ -20,7 +20,8 @@ GOptionGroup *rf_args_group(RfArgs *a) {
       {"domain-size", 'D', 0, G_OPTION_ARG_INT, &a->domain_size,
        "GPUs per NVLink domain (default 8, or the topology's)", "N"},
       {"strategy", 's', 0, G_OPTION_ARG_STRING, &a->strategy,
-       "gather-broadcast, p2p, m2n, hybrid or all (default all)", "NAME"},
+       "gather-broadcast, p2p, m2n, hybrid, a comma list of them, or all (default all)",
+       "NAME"},
       {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON instead of a table", NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No placement notes on stderr", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
