@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "report.h"
 #include "zoo.h"
 
 static int fail(GError *e) {
@@ -76,16 +77,7 @@ static int model_show(const char *name, gboolean json) {
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    JsonGenerator *g = json_generator_new();
-    JsonNode *root = json_builder_get_root(b);
-    json_generator_set_root(g, root);
-    json_generator_set_pretty(g, TRUE);
-    char *s = json_generator_to_data(g, NULL);
-    printf("%s\n", s);
-    g_free(s);
-    json_node_unref(root);
-    g_object_unref(g);
-    g_object_unref(b);
+    rf_json_print(b);
   } else {
     printf("# refit model show %s\n", name);
     printf("# family %s, %d layers, hidden %lld, vocab %lld\n", m->family, m->nlayers,

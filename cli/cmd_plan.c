@@ -6,14 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "plan.h"
-
-static char *dump_path(const char *path, const char *strategy, gboolean several) {
-  if (!several) return g_strdup(path);
-  const char *dot = strrchr(path, '.');
-  const char *slash = strrchr(path, '/');
-  if (!dot || (slash && dot < slash)) return g_strdup_printf("%s.%s", path, strategy);
-  return g_strdup_printf("%.*s.%s%s", (int)(dot - path), path, strategy, dot);
-}
+#include "report.h"
 
 int rf_cmd_plan(int argc, char **argv) {
   RfArgs a = {0};
@@ -100,7 +93,7 @@ int rf_cmd_plan(int argc, char **argv) {
       break;
     }
     if (dump) {
-      char *p = dump_path(dump, rf_strategy_name(st[i]), nst > 1);
+      char *p = rf_strategy_path(dump, rf_strategy_name(st[i]), nst > 1);
       ok = rf_plan_dump(plan, p, &e);
       g_free(p);
     }
@@ -150,15 +143,7 @@ int rf_cmd_plan(int argc, char **argv) {
   json_builder_end_array(jb);
   json_builder_end_object(jb);
   if (ok && a.json) {
-    JsonGenerator *g = json_generator_new();
-    JsonNode *root = json_builder_get_root(jb);
-    json_generator_set_root(g, root);
-    json_generator_set_pretty(g, TRUE);
-    char *txt = json_generator_to_data(g, NULL);
-    printf("%s\n", txt);
-    g_free(txt);
-    json_node_unref(root);
-    g_object_unref(g);
+    rf_json_print(g_object_ref(jb));
   } else if (ok && verify) {
     printf("# verified: every destination element received exactly once; OK\n");
   }

@@ -4,6 +4,7 @@
 #include "real_engine.h"
 
 #include "args.h"
+#include "report.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -192,29 +193,14 @@ static void json_row(JsonBuilder *b, const Row *r) {
 #undef MEMBER
 }
 
+static void json_row_at(JsonBuilder *b, int i, void *rows) {
+  json_row(b, &((const Row *)rows)[i]);
+}
+
 static void print_json(const Row *rows, int n) {
   JsonBuilder *b = json_builder_new();
-  if (n == 1) {
-    json_row(b, &rows[0]);
-  } else {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "strategies");
-    json_builder_begin_array(b);
-    for (int i = 0; i < n; i++)
-      json_row(b, &rows[i]);
-    json_builder_end_array(b);
-    json_builder_end_object(b);
-  }
-  JsonGenerator *g = json_generator_new();
-  JsonNode *root = json_builder_get_root(b);
-  json_generator_set_root(g, root);
-  json_generator_set_pretty(g, TRUE);
-  char *s = json_generator_to_data(g, NULL);
-  printf("%s\n", s);
-  g_free(s);
-  json_node_unref(root);
-  g_object_unref(g);
-  g_object_unref(b);
+  rf_json_rows(b, n, json_row_at, (void *)rows);
+  rf_json_print(b);
 }
 
 static gboolean parse_fail(const char *s, int *rank, int *stage, GError **error) {

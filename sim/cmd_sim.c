@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include "args.h"
+#include "report.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -188,11 +189,8 @@ static gboolean write_timeline(const char *png, const Row *rows, int n, GError *
 }
 
 /* FILE.json -> FILE.STRATEGY.json when several strategies write dumps (as refit plan does). */
-static char *dump_path(const char *path, const char *strategy, gboolean several) {
-  if (!several) return g_strdup(path);
-  const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
-  if (!dot || (slash && dot < slash)) return g_strdup_printf("%s.%s", path, strategy);
-  return g_strdup_printf("%.*s.%s%s", (int)(dot - path), path, strategy, dot);
+static void json_row_at(JsonBuilder *b, int i, void *rows) {
+  json_row(b, &((const Row *)rows)[i]);
 }
 
 int rf_sim_command(int argc, char **argv) {
@@ -281,7 +279,7 @@ int rf_sim_command(int argc, char **argv) {
       plan = NULL;
     }
     if (plan && dump) {
-      char *path = dump_path(dump, rf_strategy_name(strategies[i]), ns > 1);
+      char *path = rf_strategy_path(dump, rf_strategy_name(strategies[i]), ns > 1);
       gboolean dumped = rf_plan_dump(plan, path, &pe);
       g_free(path);
       if (!dumped) {
@@ -308,27 +306,8 @@ int rf_sim_command(int argc, char **argv) {
   }
   if (a.json) {
     JsonBuilder *b = json_builder_new();
-    if (nrows == 1) {
-      json_row(b, &rows[0]);
-    } else {
-      json_builder_begin_object(b);
-      json_builder_set_member_name(b, "strategies");
-      json_builder_begin_array(b);
-      for (int i = 0; i < nrows; i++)
-        json_row(b, &rows[i]);
-      json_builder_end_array(b);
-      json_builder_end_object(b);
-    }
-    JsonGenerator *g = json_generator_new();
-    JsonNode *root = json_builder_get_root(b);
-    json_generator_set_root(g, root);
-    json_generator_set_pretty(g, TRUE);
-    char *s = json_generator_to_data(g, NULL);
-    printf("%s\n", s);
-    g_free(s);
-    json_node_unref(root);
-    g_object_unref(g);
-    g_object_unref(b);
+    rf_json_rows(b, nrows, json_row_at, rows);
+    rf_json_print(b);
   } else {
     print_header(stdout, &a, pb, &cal, found);
     for (int i = 0; i < nrows; i++)

@@ -1,0 +1,38 @@
+#include "report.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void rf_json_print(JsonBuilder *b) {
+  JsonGenerator *g = json_generator_new();
+  JsonNode *root = json_builder_get_root(b);
+  json_generator_set_root(g, root);
+  json_generator_set_pretty(g, TRUE);
+  char *s = json_generator_to_data(g, NULL);
+  printf("%s\n", s);
+  g_free(s);
+  json_node_unref(root);
+  g_object_unref(g);
+  g_object_unref(b);
+}
+
+void rf_json_rows(JsonBuilder *b, int n, void (*row)(JsonBuilder *b, int i, void *ud), void *ud) {
+  if (n == 1) {
+    row(b, 0, ud);
+    return;
+  }
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "strategies");
+  json_builder_begin_array(b);
+  for (int i = 0; i < n; i++) row(b, i, ud);
+  json_builder_end_array(b);
+  json_builder_end_object(b);
+}
+
+char *rf_strategy_path(const char *path, const char *strategy, gboolean several) {
+  if (!several) return g_strdup(path);
+  const char *dot = strrchr(path, '.');
+  const char *slash = strrchr(path, '/');
+  if (!dot || (slash && dot < slash)) return g_strdup_printf("%s.%s", path, strategy);
+  return g_strdup_printf("%.*s.%s%s", (int)(dot - path), path, strategy, dot);
+}
