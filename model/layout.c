@@ -717,18 +717,20 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
     char *ts = rf_parallel_format(&T), *is = rf_parallel_format(&I);
     int tdoms = first_dom;
     int idle = per ? (D - per * I.tp) : (span * D - I.tp);
+    char *fit = per ? g_strdup_printf("up to %d per domain", per)
+                    : g_strdup_printf("each spanning %d whole domains", span);
     pb->placement_note = g_strdup_printf(
         "training %s = %d GPUs on domains 0-%d; inference %s = %d GPUs (%d replica%s of TP%d, "
         "%s) on domains %d-%d; %d GPUs per domain (%s)%s",
-        ts, wt, tdoms - 1, is, wi, I.dp, I.dp == 1 ? "" : "s", I.tp,
-        per ? (per == 1 ? "1 per domain" : "several per domain") : "each spanning whole domains",
-        first_dom, last_dom, D, topo->name, idle > 0 ? "; idle GPUs in each inference domain" : "");
+        ts, wt, tdoms - 1, is, wi, I.dp, I.dp == 1 ? "" : "s", I.tp, fit, first_dom, last_dom, D,
+        topo->name, idle > 0 ? "; idle GPUs in each inference domain" : "");
+    g_free(fit);
     if (idle > 0) {
       char *n = g_strdup_printf("%s: %d", pb->placement_note, idle);
       g_free(pb->placement_note);
       pb->placement_note = n;
     }
-    if (!T.dp_given) {
+    if (!T.dp_given && T.ep * T.etp > 1) {
       char *n = g_strdup_printf("%s; training DP%d chosen as the smallest consistent with EP%d",
                                 pb->placement_note, T.dp, T.ep);
       g_free(pb->placement_note);
