@@ -4,6 +4,21 @@
 
 #define RF_ERROR g_quark_from_static_string("refit")
 
+/* --domain-size: an integer in 1..RF_MAX_RANKS-1 (0 in RfArgs means "not given"). */
+static gboolean parse_domain_size(const char *name, const char *value, gpointer data,
+                                  GError **error) {
+  RfArgs *a = data;
+  char *end = NULL;
+  long long v = g_ascii_strtoll(value, &end, 10);
+  if (!*value || *end || v < 1 || v >= RF_MAX_RANKS) {
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be 1..%d, got '%s'", name,
+                RF_MAX_RANKS - 1, value);
+    return FALSE;
+  }
+  a->domain_size = (int)v;
+  return TRUE;
+}
+
 GOptionGroup *rf_args_group(RfArgs *a) {
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
@@ -17,7 +32,7 @@ GOptionGroup *rf_args_group(RfArgs *a) {
        "Raw DTensor spec (JSON, docs/formats.md) instead of model and layouts", "FILE"},
       {"topology", 'T', 0, G_OPTION_ARG_STRING, &a->topology,
        "Cluster: dgx-h100, gb200-nvl72, gb200-nvl72-800g or a .topo file", "NAME|FILE"},
-      {"domain-size", 'D', 0, G_OPTION_ARG_INT, &a->domain_size,
+      {"domain-size", 'D', 0, G_OPTION_ARG_CALLBACK, (gpointer)parse_domain_size,
        "GPUs per NVLink domain (default 8, or the topology's)", "N"},
       {"strategy", 's', 0, G_OPTION_ARG_STRING, &a->strategy,
        "gather-broadcast, p2p, m2n, hybrid, a comma list of them, or all (default all)",
@@ -26,7 +41,7 @@ GOptionGroup *rf_args_group(RfArgs *a) {
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No placement notes on stderr", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionGroup *g = g_option_group_new("problem", "Model, layouts and cluster",
-                                       "Show model, layout and cluster options", NULL, NULL);
+                                       "Show model, layout and cluster options", a, NULL);
   g_option_group_add_entries(g, entries);
   return g;
 }
@@ -43,8 +58,8 @@ void rf_args_clear(RfArgs *a) {
 
 RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
   RfTopology *topo;
-  if (a->domain_size < 0) {
-    g_set_error(error, RF_ERROR, 1, "--domain-size must be >= 1");
+  if (a->domain_size < 0 || a->domain_size >= RF_MAX_RANKS) {
+    g_set_error(error, RF_ERROR, 1, "--domain-size must be 1..%d", RF_MAX_RANKS - 1);
     return NULL;
   }
   if (a->topology) {
@@ -94,6 +109,14 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
   int n = 0;
   char **tok = g_strsplit(a->strategy, ",", -1);
   for (int i = 0; tok[i]; i++) {
+    gboolean dup = FALSE;
+    if (n < RF_STRATEGY_COUNT && rf_strategy_parse(tok[i], &out[n], NULL))
+      for (int j = 0; j < n; j++) dup |= out[j] == out[n];
+    if (dup) {
+      g_set_error(error, RF_ERROR, 1, "strategy '%s' given twice", tok[i]);
+      g_strfreev(tok);
+      return -1;
+    }
     if (n == RF_STRATEGY_COUNT || !rf_strategy_parse(tok[i], &out[n], error)) {
       if (n == RF_STRATEGY_COUNT)
         g_set_error(error, RF_ERROR, 1, "too many strategies in '%s'", a->strategy);

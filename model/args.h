@@ -13,7 +13,7 @@ typedef struct {
   char *infer;        /* --infer LAYOUT (vLLM) */
   char *spec;         /* --spec FILE */
   char *topology;     /* --topology NAME|FILE */
-  int domain_size;    /* --domain-size N */
+  int domain_size;    /* --domain-size N; 0 when not given */
   char *strategy;     /* --strategy NAME|all */
   gboolean json;      /* --json */
   gboolean quiet;     /* --quiet: no placement notes on stderr */

@@ -82,6 +82,10 @@ RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GEr
       return NULL;
     }
     n *= dims[i];
+    if (n > RF_MAX_RANKS) {
+      g_set_error(error, RF_ERROR, 1, "mesh has more than %d positions", RF_MAX_RANKS);
+      return NULL;
+    }
   }
   if (n != nranks) {
     g_set_error(error, RF_ERROR, 1, "mesh of %lld positions has %d ranks", (long long)n, nranks);
@@ -94,8 +98,8 @@ RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GEr
   m->ranks = g_memdup2(ranks, sizeof(int) * nranks);
   m->by_rank = g_new(int, nranks);
   for (int i = 0; i < nranks; i++) {
-    if (ranks[i] < 0) {
-      g_set_error(error, RF_ERROR, 1, "rank id %d is negative", ranks[i]);
+    if (ranks[i] < 0 || ranks[i] >= RF_MAX_RANKS) {
+      g_set_error(error, RF_ERROR, 1, "rank id %d outside 0..%d", ranks[i], RF_MAX_RANKS - 1);
       rf_mesh_free(m);
       return NULL;
     }

@@ -16,6 +16,10 @@
 
 #define RF_MAX_DIMS 8
 #define RF_REPLICATE (-1)
+/* Limits every input is checked against: rank ids (and world sizes) stay below 2^24 so that a
+ * (stage, source, destination) key packs into 64 bits; a tensor has at most 2^56 elements. */
+#define RF_MAX_RANKS (1 << 24)
+#define RF_MAX_ELEMS (INT64_C(1) << 56)
 
 /* Half-open box [lo, hi) in global (logical) tensor coordinates. */
 typedef struct {

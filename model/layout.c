@@ -3,6 +3,8 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "jsonutil.h"
+
 #define RF_ERROR g_quark_from_static_string("refit")
 
 /* ---- layout strings -------------------------------------------------------------------- */
@@ -360,7 +362,15 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_ATTN_K:
   case RF_KIND_ATTN_V: {
     int64_t hd = a->head_dim, kv = a->kv_heads;
+    if (kv <= 0 || hd <= 0 || a->heads <= 0) {
+      /* a tensor listing: no head structure known, a plain row split in its own buffer */
+      place_tp(c, pi, D, 0);
+      set_own(c, pi);
+      return;
+    }
     need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp, (long long)a->heads);
+    need(c, a->heads % kv == 0, "%lld KV heads do not divide %lld attention heads", (long long)kv,
+         (long long)a->heads);
     if (t->kind == RF_KIND_ATTN_Q) {
       place_tp(c, pi, D, 0);
     } else if (tp <= kv) {
@@ -426,7 +436,8 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
     uint32_t other = gate ? part->tensor + 1 : part->tensor - 1;
     gboolean fused = other < m->ntensors &&
                      (m->tensors[other].kind == (gate ? t->kind + 1 : t->kind - 1)) &&
-                     m->tensors[other].layer == t->layer;
+                     m->tensors[other].layer == t->layer &&
+                     m->tensors[other].shape[0] == t->shape[0];
     if (!fused) {
       set_own(c, pi);
       return;
@@ -444,14 +455,18 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_GDN_PROJ:
   case RF_KIND_GDN_CONV: {
     place_tp(c, pi, D, 0);
-    if (!part->tag[0]) {
-      set_own(c, pi);
-      return;
-    }
     if (t->kind == RF_KIND_MAMBA_IN || t->kind == RF_KIND_MAMBA_CONV)
       need(c, a->mamba_groups % tp == 0 && a->mamba_heads % tp == 0,
            "TP%d does not divide Mamba groups (%lld) and heads (%lld)", tp,
            (long long)a->mamba_groups, (long long)a->mamba_heads);
+    else
+      need(c, a->lin_heads % tp == 0 && a->lin_kv_heads % tp == 0,
+           "TP%d does not divide GDN heads (%lld key, %lld value)", tp, (long long)a->lin_kv_heads,
+           (long long)a->lin_heads);
+    if (!part->tag[0]) {
+      set_own(c, pi);
+      return;
+    }
     if (c->failed) return;
     /* Per rank [z_r | x_r | B_r | C_r | dt_r] (and x | B | C for conv): the tensor's parts,
      * each split TP ways, laid side by side. */
@@ -475,6 +490,17 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_MLA_Q_B:
   case RF_KIND_MLA_KV_B:
   case RF_KIND_ATTN_GATE:
+    /* split by heads: the head count must divide, not only the rows */
+    if (t->kind == RF_KIND_MLA_Q_B || t->kind == RF_KIND_MLA_KV_B || t->kind == RF_KIND_ATTN_GATE)
+      need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp,
+           (long long)a->heads);
+    else if (t->kind >= RF_KIND_KDA_PROJ && t->kind <= RF_KIND_KDA_HEAD)
+      need(c, a->lin_heads % tp == 0, "TP%d does not divide %lld KDA heads", tp,
+           (long long)a->lin_heads);
+    else if (t->kind == RF_KIND_GDN_HEAD)
+      need(c, a->lin_heads % tp == 0 && a->lin_kv_heads % tp == 0,
+           "TP%d does not divide GDN heads (%lld key, %lld value)", tp, (long long)a->lin_kv_heads,
+           (long long)a->lin_heads);
     place_tp(c, pi, D, 0);
     set_own(c, pi);
     return;
@@ -668,6 +694,11 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
   /* Training: EP x ETP folds into the TP x CP x DP ranks of a PP stage. */
   {
     int64_t fold = (int64_t)T.ep * T.etp, base = (int64_t)T.tp * T.cp;
+    if (fold * base >= RF_MAX_RANKS) {
+      g_set_error(error, RF_ERROR, 1, "training layout %s needs more than %d ranks", train,
+                  RF_MAX_RANKS - 1);
+      goto fail;
+    }
     if (!T.dp_given) T.dp = (int)(fold / gcd64(fold, base));
     if ((base * T.dp) % fold) {
       g_set_error(error, RF_ERROR, 1,
@@ -688,45 +719,58 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
                 I.tp * I.dp, I.ep);
     goto fail;
   }
+  {
+    int64_t wt64 = (int64_t)T.tp * T.cp * T.dp * T.pp, wi64 = (int64_t)I.tp * I.dp;
+    if (wt64 + wi64 >= RF_MAX_RANKS || (int64_t)T.ep * T.etp >= RF_MAX_RANKS) {
+      g_set_error(error, RF_ERROR, 1, "layouts %s -> %s need %lld ranks, more than %d", train,
+                  infer, (long long)(wt64 + wi64), RF_MAX_RANKS - 1);
+      goto fail;
+    }
+  }
   int wt = T.tp * T.cp * T.dp * T.pp, wi = I.tp * I.dp;
+  if (topo->gpus_per_domain < 1 || topo->gpus_per_domain >= RF_MAX_RANKS) {
+    g_set_error(error, RF_ERROR, 1, "GPUs per domain must be 1..%d, got %d", RF_MAX_RANKS - 1,
+                topo->gpus_per_domain);
+    goto fail;
+  }
   if (!build_megatron(pb, &T, error)) goto fail;
   if (!build_vllm(pb, &I, wt, error)) goto fail;
   /* Placement: training fills domains from GPU 0; inference starts on a fresh domain and a
    * replica that fits in a domain never straddles two. */
   {
-    int D = topo->gpus_per_domain;
+    int64_t D = topo->gpus_per_domain;
     pb->nranks = wt + wi;
     pb->gpu = g_new(int, pb->nranks);
     for (int r = 0; r < wt; r++) pb->gpu[r] = r;
-    int first_dom = (wt + D - 1) / D;
-    int per = I.tp <= D ? D / I.tp : 0;
-    int span = I.tp <= D ? 1 : (I.tp + D - 1) / D;
-    int last_dom = first_dom;
+    int64_t first_dom = (wt + D - 1) / D;
+    int64_t per = I.tp <= D ? D / I.tp : 0;
+    int64_t span = I.tp <= D ? 1 : (I.tp + D - 1) / D;
+    int64_t last_dom = first_dom;
     for (int k = 0; k < I.dp; k++) {
-      int dom, slot;
-      if (per) {
-        dom = first_dom + k / per;
-        slot = (k % per) * I.tp;
-      } else {
-        dom = first_dom + k * span;
-        slot = 0;
+      int64_t dom = per ? first_dom + k / per : first_dom + k * span;
+      int64_t slot = per ? (k % per) * I.tp : 0;
+      if ((dom + span) * D > INT32_MAX) {
+        g_set_error(error, RF_ERROR, 1, "placement needs GPU ids beyond %d (domain size %lld)",
+                    INT32_MAX, (long long)D);
+        goto fail;
       }
-      for (int t = 0; t < I.tp; t++) pb->gpu[wt + k * I.tp + t] = dom * D + slot + t;
+      for (int t = 0; t < I.tp; t++) pb->gpu[wt + k * I.tp + t] = (int)(dom * D + slot + t);
       last_dom = dom + span - 1;
     }
     char *ts = rf_parallel_format(&T), *is = rf_parallel_format(&I);
-    int tdoms = first_dom;
-    int idle = per ? (D - per * I.tp) : (span * D - I.tp);
-    char *fit = per ? g_strdup_printf("up to %d per domain", per)
-                    : g_strdup_printf("each spanning %d whole domains", span);
+    /* GPUs of the first inference domain that no replica uses */
+    int64_t idle = per ? D - MIN(per, (int64_t)I.dp) * I.tp : span * D - I.tp;
+    char *fit = per ? g_strdup_printf("up to %lld per domain", (long long)per)
+                    : g_strdup_printf("each spanning %lld whole domains", (long long)span);
     pb->placement_note = g_strdup_printf(
-        "training %s = %d GPUs on domains 0-%d; inference %s = %d GPUs (%d replica%s of TP%d, "
-        "%s) on domains %d-%d; %d GPUs per domain (%s)%s",
-        ts, wt, tdoms - 1, is, wi, I.dp, I.dp == 1 ? "" : "s", I.tp, fit, first_dom, last_dom, D,
-        topo->name, idle > 0 ? "; idle GPUs in each inference domain" : "");
+        "training %s = %d GPUs on domains 0-%lld; inference %s = %d GPUs (%d replica%s of TP%d, "
+        "%s) on domains %lld-%lld; %lld GPUs per domain (%s)%s",
+        ts, wt, (long long)first_dom - 1, is, wi, I.dp, I.dp == 1 ? "" : "s", I.tp, fit,
+        (long long)first_dom, (long long)last_dom, (long long)D, topo->name,
+        idle > 0 ? "; idle GPUs in each inference domain" : "");
     g_free(fit);
     if (idle > 0) {
-      char *n = g_strdup_printf("%s: %d", pb->placement_note, idle);
+      char *n = g_strdup_printf("%s: %lld", pb->placement_note, (long long)idle);
       g_free(pb->placement_note);
       pb->placement_note = n;
     }
@@ -749,14 +793,11 @@ fail:
 
 static gboolean parse_side(JsonObject *o, const char *what, const char *tname, int ndim,
                            RfMesh **mesh, int8_t *place, GError **error) {
-  JsonArray *md = json_object_has_member(o, "mesh") ? json_object_get_array_member(o, "mesh") : NULL;
-  JsonArray *rk = json_object_has_member(o, "ranks") ? json_object_get_array_member(o, "ranks") : NULL;
-  JsonArray *pl = json_object_has_member(o, "placements")
-                      ? json_object_get_array_member(o, "placements")
-                      : NULL;
+  JsonArray *md = rf_json_array(o, "mesh"), *rk = rf_json_array(o, "ranks");
+  JsonArray *pl = rf_json_array(o, "placements");
   if (!md || !rk || !pl) {
-    g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: needs \"mesh\", \"ranks\" and \"placements\"",
-                tname, what);
+    g_set_error(error, RF_ERROR, 1,
+                "tensor '%s' %s: needs \"mesh\", \"ranks\" and \"placements\" lists", tname, what);
     return FALSE;
   }
   int nd = (int)json_array_get_length(md);
@@ -767,12 +808,34 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
     return FALSE;
   }
   int dims[RF_MAX_DIMS];
-  for (int i = 0; i < nd; i++) dims[i] = (int)json_array_get_int_element(md, i);
-  int n = (int)json_array_get_length(rk);
+  for (int i = 0; i < nd; i++) {
+    int64_t v;
+    if (!rf_json_array_int(md, i, 1, RF_MAX_RANKS, &v)) {
+      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: mesh[%d] must be an integer in 1..%d",
+                  tname, what, i, RF_MAX_RANKS);
+      return FALSE;
+    }
+    dims[i] = (int)v;
+  }
+  guint n = json_array_get_length(rk);
+  if (n > RF_MAX_RANKS) {
+    g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: more than %d ranks", tname, what,
+                RF_MAX_RANKS);
+    return FALSE;
+  }
   int *ranks = g_new(int, n > 0 ? n : 1);
-  for (int i = 0; i < n; i++) ranks[i] = (int)json_array_get_int_element(rk, i);
+  for (guint i = 0; i < n; i++) {
+    int64_t v;
+    if (!rf_json_array_int(rk, i, 0, RF_MAX_RANKS - 1, &v)) {
+      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: ranks[%u] must be an integer in 0..%d",
+                  tname, what, i, RF_MAX_RANKS - 1);
+      g_free(ranks);
+      return FALSE;
+    }
+    ranks[i] = (int)v;
+  }
   GError *e = NULL;
-  *mesh = rf_mesh_new(nd, dims, ranks, n, &e);
+  *mesh = rf_mesh_new(nd, dims, ranks, (int)n, &e);
   g_free(ranks);
   if (!*mesh) {
     g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: %s", tname, what, e->message);
@@ -780,8 +843,9 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
     return FALSE;
   }
   for (int i = 0; i < nd; i++) {
-    const char *s = json_array_get_string_element(pl, i);
-    if (!s || !rf_placement_parse(s, &place[i], &e)) {
+    const char *s = NULL;
+    if (!rf_json_node_string(json_array_get_element(pl, i), &s) ||
+        !rf_placement_parse(s, &place[i], &e)) {
       g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: %s", tname, what,
                   e ? e->message : "placement must be a string");
       g_clear_error(&e);
@@ -830,9 +894,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   }
   JsonNode *root = json_parser_get_root(parser);
   JsonObject *ro = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-  JsonArray *ta = ro && json_object_has_member(ro, "tensors")
-                      ? json_object_get_array_member(ro, "tensors")
-                      : NULL;
+  JsonArray *ta = rf_json_array(ro, "tensors");
   if (!ta || json_array_get_length(ta) == 0) {
     g_set_error(error, RF_ERROR, 1, "spec: expected {\"tensors\": [ ... ]} with at least one tensor");
     goto fail;
@@ -854,14 +916,10 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   for (guint i = 0; ok && i < nt; i++) {
     JsonNode *tn = json_array_get_element(ta, i);
     JsonObject *to = JSON_NODE_HOLDS_OBJECT(tn) ? json_node_get_object(tn) : NULL;
-    const char *name = to && json_object_has_member(to, "name")
-                           ? json_object_get_string_member(to, "name")
-                           : NULL;
-    JsonArray *sh = to && json_object_has_member(to, "shape")
-                        ? json_object_get_array_member(to, "shape")
-                        : NULL;
+    const char *name = rf_json_string(to, "name");
+    JsonArray *sh = rf_json_array(to, "shape");
     if (!name || !sh) {
-      g_set_error(error, RF_ERROR, 1, "spec: tensor %u needs \"name\" and \"shape\"", i);
+      g_set_error(error, RF_ERROR, 1, "spec: tensor %u needs a \"name\" string and a \"shape\" list", i);
       ok = FALSE;
       break;
     }
@@ -882,17 +940,21 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
       ok = FALSE;
       break;
     }
-    for (int d = 0; d < t->ndim; d++) {
-      t->shape[d] = json_array_get_int_element(sh, d);
-      if (t->shape[d] < 1) {
-        g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' dim %d is %lld (want >= 1)", name, d,
-                    (long long)t->shape[d]);
+    int64_t vol = 1;
+    for (int d = 0; d < t->ndim && ok; d++) {
+      if (!rf_json_array_int(sh, d, 1, RF_MAX_ELEMS, &t->shape[d]) ||
+          (vol *= t->shape[d]) > RF_MAX_ELEMS) {
+        g_set_error(error, RF_ERROR, 1,
+                    "spec: tensor '%s' dim %d must be an integer >= 1, and the tensor at most "
+                    "2^56 elements",
+                    name, d);
         ok = FALSE;
       }
     }
-    const char *dt = json_object_has_member(to, "dtype") ? json_object_get_string_member(to, "dtype")
-                                                         : "bf16";
-    if (ok && !rf_dtype_parse(dt ? dt : "?", &t->dtype, &e)) {
+    JsonNode *dtn = rf_json_member(to, "dtype");
+    const char *dt = "bf16";
+    if (ok && dtn && !rf_json_node_string(dtn, &dt)) dt = "?";
+    if (ok && !rf_dtype_parse(dt, &t->dtype, &e)) {
       g_set_error(error, RF_ERROR, 1, "spec: tensor '%s': %s", name, e->message);
       g_clear_error(&e);
       ok = FALSE;
@@ -905,8 +967,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     for (int s = 0; ok && s < 2; s++) {
       const char *what = s ? "dst" : "src";
       RfSide *side = s ? &pb->dst : &pb->src;
-      JsonObject *so = json_object_has_member(to, what) ? json_object_get_object_member(to, what)
-                                                        : NULL;
+      JsonObject *so = rf_json_object(to, what);
       RfMesh *mesh = NULL;
       int8_t pl[RF_MAX_DIMS];
       if (!so) {

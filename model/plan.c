@@ -265,7 +265,7 @@ static void chains_build(Builder *b, Chains *ch) {
   g_qsort_with_data(all, n, sizeof(int), cmp_rank_gpu, pb->gpu);
   int root = pb->src.ranks[0];
   ch->n = n;
-  ch->nchains = MAX(1, b->bcast_channels);
+  ch->nchains = MAX(1, MIN(b->bcast_channels, n)); /* more rings than ranks add nothing */
   ch->order = g_new(int *, ch->nchains);
   int *ring = g_new(int, n);
   for (int c = 0; c < ch->nchains; c++) {
@@ -507,6 +507,13 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     g_free(b.x.v);
     return NULL;
   }
+  if (b.x.n > UINT32_MAX) {
+    g_set_error(error, RF_ERROR, 1, "plan has %llu transfers, more than %u",
+                (unsigned long long)b.x.n, UINT32_MAX);
+    g_array_free(b.pieces, TRUE);
+    g_free(b.x.v);
+    return NULL;
+  }
   RfPlan *plan = g_new0(RfPlan, 1);
   plan->strategy = strategy;
   plan->problem = pb;
@@ -603,6 +610,31 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       g_hash_table_insert(by, g_memdup2(&key, sizeof key), a);
     }
     g_array_append_val(a, i);
+  }
+  /* Messages cover the transfers in order, each of one (stage, source, destination). */
+  uint64_t next = 0;
+  for (uint64_t i = 0; i < plan->nmsgs; i++) {
+    const RfMessage *mg = &plan->msgs[i];
+    uint64_t by = 0;
+    gboolean same = mg->first == next && mg->count > 0;
+    for (uint64_t j = mg->first; same && j < (uint64_t)mg->first + mg->count; j++) {
+      const RfTransfer *t = &plan->xfers[j];
+      same = t->stage == mg->stage && t->src == mg->src && t->dst == mg->dst;
+      by += plan->pieces[t->piece].bytes;
+    }
+    if (!same || by != mg->bytes) {
+      g_set_error(error, RF_ERROR, 1, "message %llu does not match its transfers",
+                  (unsigned long long)i);
+      ok = FALSE;
+      goto out;
+    }
+    next += mg->count;
+  }
+  if (next != plan->nxfers) {
+    g_set_error(error, RF_ERROR, 1, "messages cover %llu of %llu transfers",
+                (unsigned long long)next, (unsigned long long)plan->nxfers);
+    ok = FALSE;
+    goto out;
   }
   /* Every sender held what it sends: its source shard, or a box it received at an earlier
    * stage. Flags say the truth. */

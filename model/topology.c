@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "dtensor.h"
+
 const char *rf_data_dir(void) {
   const char *d = g_getenv("REFIT_DATA_DIR");
   return (d && *d) ? d : REFIT_SOURCE_DIR;
@@ -62,7 +64,7 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
                         int *out, GError **error) {
   double v;
   if (!get_num(kf, path, group, key, FALSE, &v, error)) return FALSE;
-  if (v != (double)(int)v) {
+  if (v > INT32_MAX || v != (double)(int)v) {
     g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
                 "%s: [%s] %s must be a whole number, got %g", path, group, key, v);
     return FALSE;
@@ -95,6 +97,11 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   if (!t->name) t->name = g_path_get_basename(path);
   t->description = g_key_file_get_string(kf, "cluster", "description", NULL);
   if (!get_int(kf, path, "cluster", "gpus_per_domain", &t->gpus_per_domain, error)) goto fail;
+  if (t->gpus_per_domain >= RF_MAX_RANKS) {
+    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                "%s: [cluster] gpus_per_domain must be below %d", path, RF_MAX_RANKS);
+    goto fail;
+  }
   if (!get_num(kf, path, "nvlink", "bandwidth_GBps", FALSE, &t->nvlink_GBps, error)) goto fail;
   if (!get_num(kf, path, "nvlink", "latency_us", TRUE, &t->nvlink_latency_us, error)) goto fail;
   if (!get_int(kf, path, "nic", "per_gpu", &t->nics_per_gpu, error)) goto fail;

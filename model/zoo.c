@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "topology.h"
 
 #define RF_ERROR g_quark_from_static_string("refit")
@@ -123,17 +124,19 @@ typedef struct {
   gboolean failed;
 } Cfg;
 
+/* Dims, counts and sizes of a config: integers in [0, 2^32). */
+#define CFG_MAX (INT64_C(1) << 32)
+
 static int64_t cfg_int(Cfg *c, const char *key) {
   if (c->failed) return 0;
-  JsonNode *n = json_object_get_member(c->o, key);
-  if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE ||
-      json_node_get_value_type(n) != G_TYPE_INT64 || json_node_get_int(n) < 0) {
-    g_set_error(c->error, RF_ERROR, 1, "%s: '%s' missing or not a non-negative integer",
-                c->file, key);
+  int64_t v;
+  if (!rf_json_node_int(json_object_get_member(c->o, key), 0, CFG_MAX - 1, &v)) {
+    g_set_error(c->error, RF_ERROR, 1, "%s: '%s' missing or not an integer in 0..%lld", c->file,
+                key, (long long)(CFG_MAX - 1));
     c->failed = TRUE;
     return 0;
   }
-  return json_node_get_int(n);
+  return v;
 }
 
 static int64_t cfg_int_or(Cfg *c, const char *key, int64_t def) {
@@ -143,15 +146,33 @@ static int64_t cfg_int_or(Cfg *c, const char *key, int64_t def) {
 
 static gboolean cfg_bool_or(Cfg *c, const char *key, gboolean def) {
   JsonNode *n = json_object_get_member(c->o, key);
-  if (!n || JSON_NODE_TYPE(n) != JSON_NODE_VALUE) return def;
+  if (!n || JSON_NODE_HOLDS_NULL(n) || c->failed) return def;
+  if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN) {
+    g_set_error(c->error, RF_ERROR, 1, "%s: '%s' must be true or false", c->file, key);
+    c->failed = TRUE;
+    return def;
+  }
   return json_node_get_boolean(n);
+}
+
+/* Counts that size loops and stacked entries stay in range (after the config was read). */
+static gboolean arch_sane(Cfg *c, const RfArch *a) {
+  if (c->failed) return FALSE;
+  if (a->layers > 100000 || a->experts > (1 << 20) || a->mtp_layers > 64) {
+    g_set_error(c->error, RF_ERROR, 1,
+                "%s: implausible config (%lld layers, %lld experts, %lld MTP layers)", c->file,
+                (long long)a->layers, (long long)a->experts, (long long)a->mtp_layers);
+    c->failed = TRUE;
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* Integer list member as a membership mask over [0, n); offset subtracts (1-based lists). */
 static gboolean *cfg_layer_set(Cfg *c, const char *key, int64_t n, int offset) {
   gboolean *set = g_new0(gboolean, n > 0 ? n : 1);
   JsonNode *node = json_object_get_member(c->o, key);
-  if (!node) return set;
+  if (!node || c->failed) return set;
   if (JSON_NODE_TYPE(node) != JSON_NODE_ARRAY) {
     g_set_error(c->error, RF_ERROR, 1, "%s: '%s' must be a list of layer indices", c->file, key);
     c->failed = TRUE;
@@ -159,14 +180,14 @@ static gboolean *cfg_layer_set(Cfg *c, const char *key, int64_t n, int offset) {
   }
   JsonArray *a = json_node_get_array(node);
   for (guint i = 0; i < json_array_get_length(a); i++) {
-    int64_t v = json_array_get_int_element(a, i) - offset;
-    if (v < 0 || v >= n) {
-      g_set_error(c->error, RF_ERROR, 1, "%s: '%s' has layer %lld outside 0..%lld", c->file, key,
-                  (long long)(v + offset), (long long)(n - 1));
+    int64_t v;
+    if (!rf_json_array_int(a, i, offset, n - 1 + offset, &v)) {
+      g_set_error(c->error, RF_ERROR, 1, "%s: '%s' entry %u is not a layer in %d..%lld", c->file,
+                  key, i, offset, (long long)(n - 1 + offset));
       c->failed = TRUE;
       return set;
     }
-    set[v] = TRUE;
+    set[v - offset] = TRUE;
   }
   return set;
 }
@@ -239,15 +260,16 @@ static void build_qwen3_moe(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
   a->heads = cfg_int(c, "num_attention_heads");
   a->kv_heads = cfg_int(c, "num_key_value_heads");
   a->head_dim = cfg_int_or(c, "head_dim", a->heads ? a->hidden / MAX(a->heads, 1) : 0);
-  a->experts = cfg_int(c, "num_experts");
-  a->top_k = cfg_int(c, "num_experts_per_tok");
-  a->expert_inter = cfg_int(c, "moe_intermediate_size");
-  a->dense_inter = cfg_int_or(c, "intermediate_size", 0);
+  /* dense Qwen3 (model_type qwen3) has no experts */
+  a->experts = cfg_int_or(c, "num_experts", 0);
+  a->top_k = cfg_int_or(c, "num_experts_per_tok", 0);
+  a->expert_inter = cfg_int_or(c, "moe_intermediate_size", 0);
+  a->dense_inter = a->experts ? cfg_int_or(c, "intermediate_size", 0) : cfg_int(c, "intermediate_size");
   a->vocab = cfg_int(c, "vocab_size");
   int64_t step = cfg_int_or(c, "decoder_sparse_step", 1);
   gboolean *dense = cfg_layer_set(c, "mlp_only_layers", a->layers, 0);
   gboolean tie = cfg_bool_or(c, "tie_word_embeddings", FALSE);
-  if (c->failed) goto out;
+  if (!arch_sane(c, a)) goto out;
   *nlayers = (int)a->layers;
   T2(b, RF_KIND_EMBEDDING, -1, a->vocab, a->hidden, "model.embed_tokens.weight");
   for (int L = 0; L < a->layers; L++) {
@@ -290,9 +312,8 @@ static void build_deepseek(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean
   gboolean gated_attn = cfg_bool_or(c, "gated_attention", FALSE);
   gboolean *kda = NULL;
   if (kimi) {
-    JsonObject *lin = json_object_has_member(c->o, "linear_attn_config")
-                          ? json_object_get_object_member(c->o, "linear_attn_config")
-                          : NULL;
+    JsonObject *lin = rf_json_object(c->o, "linear_attn_config");
+    if (c->failed) return;
     if (!lin) {
       g_set_error(c->error, RF_ERROR, 1, "%s: 'linear_attn_config' missing", c->file);
       c->failed = TRUE;
@@ -305,7 +326,7 @@ static void build_deepseek(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean
     kda = cfg_layer_set(&lc, "kda_layers", a->layers, 1); /* 1-based, as Kimi Linear writes it */
     if (lc.failed) c->failed = TRUE;
   }
-  if (c->failed) goto out;
+  if (!arch_sane(c, a)) goto out;
   *nlayers = (int)a->layers;
   T2(b, RF_KIND_EMBEDDING, -1, a->vocab, a->hidden, "model.embed_tokens.weight");
   for (int L = 0; L < a->layers + a->mtp_layers; L++) {
@@ -408,10 +429,8 @@ static void build_nemotron_h(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
   a->moe_latent = cfg_int_or(c, "moe_latent_size", 0);
   int64_t shared_inter = cfg_int_or(c, "moe_shared_expert_intermediate_size", 0);
   a->vocab = cfg_int(c, "vocab_size");
-  const char *pat = json_object_has_member(c->o, "hybrid_override_pattern")
-                        ? json_object_get_string_member(c->o, "hybrid_override_pattern")
-                        : NULL;
-  if (c->failed) return;
+  const char *pat = rf_json_string(c->o, "hybrid_override_pattern");
+  if (!arch_sane(c, a)) return;
   if (!pat || (int64_t)strlen(pat) != a->layers) {
     g_set_error(c->error, RF_ERROR, 1,
                 "%s: 'hybrid_override_pattern' missing or not num_hidden_layers long", c->file);
@@ -498,7 +517,7 @@ static void build_qwen3_next(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
   int64_t shared_inter = cfg_int_or(c, "shared_expert_intermediate_size", 0);
   a->vocab = cfg_int(c, "vocab_size");
   a->mtp_layers = cfg_int_or(c, "mtp_num_hidden_layers", 0);
-  if (c->failed) return;
+  if (!arch_sane(c, a)) return;
   if (interval < 1) {
     g_set_error(c->error, RF_ERROR, 1, "%s: full_attention_interval must be >= 1", c->file);
     c->failed = TRUE;
@@ -568,7 +587,9 @@ static RfKind kind_from_name(const char *n, int ndim) {
         if (strstr(n, "up_proj")) k = RF_KIND_SHARED_UP;
         else if (strstr(n, "down_proj")) k = RF_KIND_SHARED_DOWN;
       }
+      /* norms are vectors, vocabulary tables are matrices */
       if (k == RF_KIND_NORM && ndim != 1) continue;
+      if ((k == RF_KIND_EMBEDDING || k == RF_KIND_LM_HEAD) && ndim != 2) continue;
       return k;
     }
   return RF_KIND_OTHER;
@@ -584,12 +605,8 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
     if (!strcmp(n, "__metadata__")) continue;
     JsonNode *node = json_object_get_member(root, n);
     JsonObject *o = JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
-    JsonArray *shape = o && json_object_has_member(o, "shape")
-                           ? json_object_get_array_member(o, "shape")
-                           : NULL;
-    const char *dt = o && json_object_has_member(o, "dtype")
-                         ? json_object_get_string_member(o, "dtype")
-                         : NULL;
+    JsonArray *shape = rf_json_array(o, "shape");
+    const char *dt = rf_json_string(o, "dtype");
     guint nd = shape ? json_array_get_length(shape) : 0;
     if (!shape || !dt || nd < 1 || nd > RF_MAX_DIMS) {
       g_set_error(error, RF_ERROR, 1, "%s: tensor '%s' needs \"shape\" (1-%d dims) and \"dtype\"",
@@ -597,12 +614,12 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
       g_list_free(names);
       return FALSE;
     }
-    int64_t sh[RF_MAX_DIMS];
+    int64_t sh[RF_MAX_DIMS], vol = 1;
     for (guint d = 0; d < nd; d++) {
-      sh[d] = json_array_get_int_element(shape, d);
-      if (sh[d] < 1) {
-        g_set_error(error, RF_ERROR, 1, "%s: tensor '%s' has dim %u = %lld", file, n, d,
-                    (long long)sh[d]);
+      if (!rf_json_array_int(shape, d, 1, RF_MAX_ELEMS, &sh[d]) || (vol *= sh[d]) > RF_MAX_ELEMS) {
+        g_set_error(error, RF_ERROR, 1,
+                    "%s: tensor '%s' dim %u must be an integer >= 1 (at most 2^56 elements)", file,
+                    n, d);
         g_list_free(names);
         return FALSE;
       }
@@ -614,7 +631,10 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
     }
     int layer = -1;
     const char *lp = strstr(n, "layers.");
-    if (lp) layer = atoi(lp + 7);
+    if (lp && g_ascii_isdigit(lp[7])) {
+      guint64 v = g_ascii_strtoull(lp + 7, NULL, 10);
+      layer = v < 100000 ? (int)v : -1;
+    }
     if (layer > maxl) maxl = layer;
     add_parts(b, add_tensor(b, kind_from_name(n, (int)nd), layer, 0, (int)nd, sh, "%s", n), 0,
               NULL, NULL);
@@ -667,10 +687,14 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
   m->name = g_strdup(name);
   gboolean ok = TRUE;
   if (json_object_has_member(o, "model_type")) {
-    const char *mt = json_object_get_string_member(o, "model_type");
+    const char *mt = rf_json_string(o, "model_type");
+    const char *tdt = NULL;
     Cfg c = {o, name, error, FALSE};
     if (json_object_has_member(o, "torch_dtype") &&
-        !rf_dtype_parse(json_object_get_string_member(o, "torch_dtype"), &b.dtype, error)) {
+        !rf_json_node_string(json_object_get_member(o, "torch_dtype"), &tdt)) {
+      g_set_error(error, RF_ERROR, 1, "%s: 'torch_dtype' must be a string", name);
+      ok = FALSE;
+    } else if (tdt && !rf_dtype_parse(tdt, &b.dtype, error)) {
       ok = FALSE;
     } else if (!g_strcmp0(mt, "qwen3_moe") || !g_strcmp0(mt, "qwen3")) {
       m->family = g_strdup("qwen3_moe");
@@ -705,13 +729,24 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
   }
   for (guint i = 0; ok && i < b.tensors->len; i++) {
     RfTensor *t = &g_array_index(b.tensors, RfTensor, i);
-    for (int d = 0; d < t->ndim; d++)
-      if (t->shape[d] < 1) {
-        g_set_error(error, RF_ERROR, 1, "%s: tensor %s has an empty dim %d (check the config)",
-                    name, t->name, d);
+    int64_t vol = 1;
+    for (int d = 0; d < t->ndim && ok; d++) {
+      if (t->shape[d] < 1 || vol > RF_MAX_ELEMS / t->shape[d]) {
+        g_set_error(error, RF_ERROR, 1,
+                    "%s: tensor %s has an empty dim or more than 2^56 elements (check the config)",
+                    name, t->name);
         ok = FALSE;
-        break;
       }
+      vol *= t->shape[d];
+    }
+  }
+  for (guint i = 0; ok && i < b.parts->len; i++) {
+    const RfPart *p = &g_array_index(b.parts, RfPart, i);
+    if (p->shape[0] < 1) {
+      g_set_error(error, RF_ERROR, 1, "%s: %s has an empty segment '%s' (check the config)", name,
+                  g_array_index(b.tensors, RfTensor, p->tensor).name, p->tag);
+      ok = FALSE;
+    }
   }
   m->ntensors = b.tensors->len;
   m->tensors = (RfTensor *)g_array_free(b.tensors, FALSE);

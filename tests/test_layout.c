@@ -97,6 +97,11 @@ static void test_bad_layouts(void) {
       {"tiny-moe", "PP9", "TP2", "exceeds"},
       {"tiny-moe", "TP2", "TP8x", "bad layout"},
       {"tiny-hybrid", "TP4", "TP2", "Mamba"},
+      {"tiny-mla", "TP1", "TP8", "attention heads"},       /* 4 MLA heads over TP8 */
+      {"tiny-next", "TP1", "TP4", "GDN heads"},            /* 2 key heads over TP4 */
+      {"tiny-kimi", "TP8", "TP1", "heads"},                /* 4 heads over TP8 */
+      {"tiny-moe", "EP1048576xETP1048576", "TP1", "ranks"},
+      {"tiny-moe", "TP1", "TP32768xDP65536", "ranks"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
     GError *e = NULL;

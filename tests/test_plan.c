@@ -118,7 +118,7 @@ static void test_presets(void) {
       {"tiny-moe", "TP2xCP2xPP2", "TP1xDP3"},  {"tiny-mla", "TP2xPP2xEP4", "TP4xDP2"},
       {"tiny-mla", "PP3xEP8", "TP2xDP4xEP8"},  {"tiny-hybrid", "TP2xPP2", "TP2xDP2"},
       {"tiny-hybrid", "TP2xEP4xPP2", "TP2xDP3"}, {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"},
-      {"tiny-kimi", "TP4xEP6xDP3", "TP2xDP3xEP6"}, {"tiny-next", "TP2xPP2xEP4", "TP4xDP2"},
+      {"tiny-kimi", "TP4xEP6xDP3", "TP2xDP3xEP6"}, {"tiny-next", "TP2xPP2xEP4", "TP2xDP4"},
       {"tiny-next", "TP2xPP3", "TP2xDP2xEP4"},
       {"qwen3-30b-a3b", "TP2xPP4xEP8", "TP4xDP2"}, /* a full-size model: 48 layers, 128 experts */
   };
@@ -263,6 +263,20 @@ static void test_bad_specs(void) {
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
       "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[-1],\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      /* rank ids at or above 2^24, wrong JSON types, overflowing meshes and shapes */
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[16777216],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[\"a\"],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4.5],\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":\"ab\",\"src\":{\"mesh\":2,\"ranks\":[0],\"placements\":[\"R\"]},"
+      "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[65536,65536,65536,65536],\"ranks\":[],"
+      "\"placements\":[\"R\",\"R\",\"R\",\"R\"]},\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4611686018427387904,7],\"src\":{\"mesh\":[1],\"ranks\":[0],"
+      "\"placements\":[\"R\"]},\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":{}}",
   };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     GError *e = NULL;

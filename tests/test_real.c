@@ -150,7 +150,7 @@ static void test_models(void) {
       {"tiny-moe", "TP2xPP2", "TP4"},        {"tiny-moe", "TP2xEP2", "TP2xDP2"},
       {"tiny-mla", "TP2xPP2", "TP4"},        {"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
       {"tiny-hybrid", "TP2xEP2", "TP2xDP2"}, {"tiny-kimi", "TP1xPP2xEP2", "TP4"},
-      {"tiny-next", "TP2xPP2", "TP2xDP4"},   {"tiny-next", "TP4", "TP2xDP2"},
+      {"tiny-next", "TP2xPP2", "TP2xDP4"},   {"tiny-next", "TP2xEP4", "TP2xDP2"},
   };
   GRand *r = g_rand_new_with_seed(99);
   Tally t = {0};

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "plan.h"
 #include "zoo.h"
 
 static RfModel *load(const char *n) {
@@ -122,6 +123,17 @@ static void test_listing(void) {
       g_assert_cmpint(m->tensors[i].kind, ==, RF_KIND_LM_HEAD);
   }
   rf_model_free(m);
+  /* a listing has no head structure: its attention plans as plain row splits */
+  m = rf_model_from_json("listing", js, -1, &e);
+  RfProblem *pb = rf_problem_new_preset(m, "TP2", "TP2", rf_topology_new_domains(8), &e);
+  g_assert_no_error(e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    RfPlan *p = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_true(rf_plan_verify(p, NULL));
+    rf_plan_free(p);
+  }
+  rf_problem_free(pb);
 }
 
 static void test_bad(void) {
@@ -134,6 +146,11 @@ static void test_bad(void) {
       "{\"w\":{\"dtype\":\"bf16\"}}",
       "{\"w\":{\"dtype\":\"int7\",\"shape\":[4]}}",
       "{\"w\":{\"dtype\":\"bf16\",\"shape\":[0]}}",
+      "{\"w\":{\"dtype\":5,\"shape\":[4]}}",
+      "{\"model_type\":\"qwen3_moe\",\"torch_dtype\":5,\"hidden_size\":8}",
+      "{\"model_type\":\"qwen3_moe\",\"hidden_size\":\"96\",\"num_hidden_layers\":1}",
+      "{\"model_type\":\"qwen3\",\"hidden_size\":8,\"num_hidden_layers\":2147483648,\"num_attention_heads\":2,"
+      "\"num_key_value_heads\":1,\"intermediate_size\":8,\"vocab_size\":10}",
       "{\"model_type\":\"nemotron_h\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
       "\"num_key_value_heads\":1,\"mamba_num_heads\":2,\"mamba_head_dim\":2,\"n_groups\":1,"
       "\"ssm_state_size\":2,\"conv_kernel\":2,\"vocab_size\":10,\"hybrid_override_pattern\":\"MX\"}",
