@@ -96,6 +96,10 @@ int rf_cmd_plan(int argc, char **argv) {
       char *p = rf_strategy_path(dump, rf_strategy_name(st[i]), nst > 1);
       ok = rf_plan_dump(plan, p, &e);
       g_free(p);
+      if (!ok) {
+        rf_plan_free(plan);
+        break;
+      }
     }
     if (!a.json) {
       printf("%-17s %12.3f %12.3f %12.3f %10llu %11llu %7d %10.4f %8.2f\n",
