@@ -285,7 +285,6 @@ int rf_run_command(int argc, char **argv) {
   if (ns < 0) goto report;
   pb = rf_args_problem(&a, &e);
   if (!pb) goto report;
-  if (root && !a.quiet && pb->placement_note) fprintf(stderr, "%s\n", pb->placement_note);
   if (!o.local && b->world != pb->nranks) {
     if (root)
       fprintf(stderr,
@@ -301,6 +300,9 @@ int rf_run_command(int argc, char **argv) {
     if (root || e->code != RF_REAL_ERR_PEER) fprintf(stderr, "refit run: %s\n", e->message);
     goto out;
   }
+  /* after the checks and the set-up, so that a bad input gets exactly one line */
+  if (root && !a.quiet && pb->placement_note)
+    fprintf(stderr, "# placement: %s\n", pb->placement_note);
   if (!o.local) {
     /* collective: every rank takes part, rank 0 reports */
     char *hosts = rf_boot_hosts(o.timeout_s);

@@ -253,10 +253,6 @@ int rf_sim_command(int argc, char **argv) {
   } else if (!rf_calibration_for_topology(&cal, pb->topo, &found, &e)) {
     goto fail;
   }
-  if (!found && !a.quiet)
-    g_printerr("sim: no calibration file for topology '%s': neutral calibration (efficiency 1, "
-               "no software latency)\n",
-               pb->topo->name);
   if (overlap) cal.hybrid_overlap = TRUE;
   if (sequential) cal.hybrid_overlap = FALSE;
   RfSimOptions so = {0};
@@ -266,6 +262,10 @@ int rf_sim_command(int argc, char **argv) {
   so.keep_platform = keep;
   ex = rf_sim_executor_new(&so);
   if (!ex->prepare(ex, pb, &e)) goto fail;
+  if (!found && !a.quiet) /* a note, once the topology is known to be usable */
+    g_printerr("sim: no calibration file for topology '%s': neutral calibration (efficiency 1, "
+               "no software latency)\n",
+               pb->topo->name);
   rows = g_new0(Row, ns);
   for (int i = 0; i < ns; i++) {
     Row *r = &rows[nrows++];
