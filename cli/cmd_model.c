@@ -82,7 +82,8 @@ static int model_show(const char *name, gboolean json) {
     printf("# refit model show %s\n", name);
     printf("# family %s, %d layers, hidden %lld, vocab %lld\n", m->family, m->nlayers,
            (long long)m->arch.hidden, (long long)m->arch.vocab);
-    printf("params     %18lld  (%.3f B)\n", (long long)rf_model_params(m), rf_model_params(m) / 1e9);
+    printf("params     %18lld  (%.3f B)\n", (long long)rf_model_params(m),
+           rf_model_params(m) / 1e9);
     printf("bytes      %18lld  (%.3f GB)\n", (long long)total, total / 1e9);
     printf("tensors    %18lld  (checkpoint tensors; %u entries with experts stacked)\n",
            (long long)rf_model_checkpoint_tensors(m), m->ntensors);
@@ -104,8 +105,9 @@ int rf_cmd_model(int argc, char **argv) {
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_set_prgname("refit model");
   GOptionContext *ctx = g_option_context_new("list | show NAME");
-  g_option_context_set_summary(ctx, "Models in the zoo. NAME may also be a path to a config.json or "
-                                    "a tensor listing {name: {shape, dtype}}.");
+  g_option_context_set_summary(ctx,
+                               "Models in the zoo. NAME may also be a path to a config.json or "
+                               "a tensor listing {name: {shape, dtype}}.");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &e)) {

@@ -26,9 +26,10 @@ int rf_cmd_plan(int argc, char **argv) {
   g_set_prgname("refit plan");
   GOptionContext *ctx = g_option_context_new("- exact transfer plans of refit strategies");
   g_option_context_set_summary(
-      ctx, "Plan the refit of a model from a Megatron training layout to a vLLM inference layout\n"
-           "(or of a raw DTensor spec) and print, per strategy, bytes over the network and NVLink,\n"
-           "the busiest NIC, messages, transfers and the network lower bound.");
+      ctx,
+      "Plan the refit of a model from a Megatron training layout to a vLLM inference layout\n"
+      "(or of a raw DTensor spec) and print, per strategy, bytes over the network and NVLink,\n"
+      "the busiest NIC, messages, transfers and the network lower bound.");
   g_option_context_set_main_group(ctx, rf_args_group(&a));
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
@@ -58,8 +59,8 @@ int rf_cmd_plan(int argc, char **argv) {
     if (!a.spec)
       printf("# train %s (%s, %d ranks) -> infer %s (%s, %d ranks)\n", a.train, pb->src.framework,
              pb->src.nranks, a.infer, pb->dst.framework, pb->dst.nranks);
-    printf("# topology %s: %d GPUs per NVLink domain, %d x %.0f Gb/s NIC per GPU\n",
-           pb->topo->name, pb->topo->gpus_per_domain, pb->topo->nics_per_gpu, pb->topo->nic_Gbps);
+    printf("# topology %s: %d GPUs per NVLink domain, %d x %.0f Gb/s NIC per GPU\n", pb->topo->name,
+           pb->topo->gpus_per_domain, pb->topo->nics_per_gpu, pb->topo->nic_Gbps);
     printf("# placement: %s\n", pb->placement_note);
     printf("%-17s %12s %12s %12s %10s %11s %7s %10s %8s\n", "strategy", "network", "nvlink",
            "max_nic", "messages", "transfers", "stages", "lower_bd", "net/model");
@@ -102,11 +103,10 @@ int rf_cmd_plan(int argc, char **argv) {
       }
     }
     if (!a.json) {
-      printf("%-17s %12.3f %12.3f %12.3f %10llu %11llu %7d %10.4f %8.2f\n",
-             rf_strategy_name(st[i]), s->network_bytes / 1e9, s->nvlink_bytes / 1e9,
-             s->max_nic_bytes / 1e9, (unsigned long long)s->messages,
-             (unsigned long long)s->transfers, s->stages, s->lower_bound_s,
-             model_bytes ? (double)s->network_bytes / model_bytes : 0);
+      printf("%-17s %12.3f %12.3f %12.3f %10llu %11llu %7d %10.4f %8.2f\n", rf_strategy_name(st[i]),
+             s->network_bytes / 1e9, s->nvlink_bytes / 1e9, s->max_nic_bytes / 1e9,
+             (unsigned long long)s->messages, (unsigned long long)s->transfers, s->stages,
+             s->lower_bound_s, model_bytes ? (double)s->network_bytes / model_bytes : 0);
     }
     json_builder_begin_object(jb);
     json_builder_set_member_name(jb, "strategy");

@@ -12,24 +12,25 @@
 #endif
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: refit COMMAND [OPTIONS]\n"
-          "\n"
-          "commands:\n"
-          "  model list                 models in the zoo\n"
-          "  model show NAME [--json]   parameters, bytes, tensors and byte share per kind\n"
-          "  plan ARGS                  exact transfer plan of each strategy: bytes, messages, bound\n"
+  fprintf(
+      f,
+      "usage: refit COMMAND [OPTIONS]\n"
+      "\n"
+      "commands:\n"
+      "  model list                 models in the zoo\n"
+      "  model show NAME [--json]   parameters, bytes, tensors and byte share per kind\n"
+      "  plan ARGS                  exact transfer plan of each strategy: bytes, messages, bound\n"
 #ifdef REFIT_HAVE_SIM
-          "  sim ARGS                   predicted refit time on a SimGrid model of the cluster\n"
-          "  calibrate ARGS             fit calibration parameters to measurements\n"
+      "  sim ARGS                   predicted refit time on a SimGrid model of the cluster\n"
+      "  calibrate ARGS             fit calibration parameters to measurements\n"
 #endif
 #ifdef REFIT_HAVE_REAL
-          "  run ARGS                   run the plan under MPI (host memory or CUDA/NCCL), verified\n"
+      "  run ARGS                   run the plan under MPI (host memory or CUDA/NCCL), verified\n"
 #endif
-          "\n"
-          "ARGS: --model NAME --train LAYOUT --infer LAYOUT | --spec FILE, [--topology NAME]\n"
-          "      [--domain-size N] [--strategy gather-broadcast|p2p|m2n|hybrid|all] [--json]\n"
-          "'refit COMMAND --help' lists every option of a command.\n");
+      "\n"
+      "ARGS: --model NAME --train LAYOUT --infer LAYOUT | --spec FILE, [--topology NAME]\n"
+      "      [--domain-size N] [--strategy gather-broadcast|p2p|m2n|hybrid|all] [--json]\n"
+      "'refit COMMAND --help' lists every option of a command.\n");
 }
 
 int main(int argc, char **argv) {

@@ -24,7 +24,8 @@ GOptionGroup *rf_args_group(RfArgs *a) {
       {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
        "Model: a zoo name (refit model list) or a config.json / tensor listing", "NAME|FILE"},
       {"train", 't', 0, G_OPTION_ARG_STRING, &a->train,
-       "Megatron training layout, e.g. TP4xPP8xEP16 (DP omitted: smallest world consistent with EP)",
+       "Megatron training layout, e.g. TP4xPP8xEP16 (DP omitted: smallest world consistent with "
+       "EP)",
        "LAYOUT"},
       {"infer", 'i', 0, G_OPTION_ARG_STRING, &a->infer,
        "vLLM inference layout, e.g. TP8xDP16 (EP, if given, must be TP x DP)", "LAYOUT"},
@@ -35,8 +36,7 @@ GOptionGroup *rf_args_group(RfArgs *a) {
       {"domain-size", 'D', 0, G_OPTION_ARG_CALLBACK, (gpointer)parse_domain_size,
        "GPUs per NVLink domain (default 8, or the topology's)", "N"},
       {"strategy", 's', 0, G_OPTION_ARG_STRING, &a->strategy,
-       "gather-broadcast, p2p, m2n, hybrid, a comma list of them, or all (default all)",
-       "NAME"},
+       "gather-broadcast, p2p, m2n, hybrid, a comma list of them, or all (default all)", "NAME"},
       {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON instead of a table", NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No placement notes on stderr", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -71,7 +71,8 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
   }
   if (a->spec) {
     if (a->model || a->train || a->infer) {
-      g_set_error(error, RF_ERROR, 1, "--spec replaces --model, --train and --infer; give one or the other");
+      g_set_error(error, RF_ERROR, 1,
+                  "--spec replaces --model, --train and --infer; give one or the other");
       rf_topology_free(topo);
       return NULL;
     }
@@ -103,7 +104,8 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
 
 int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GError **error) {
   if (!a->strategy || !strcmp(a->strategy, "all")) {
-    for (int i = 0; i < RF_STRATEGY_COUNT; i++) out[i] = (RfStrategy)i;
+    for (int i = 0; i < RF_STRATEGY_COUNT; i++)
+      out[i] = (RfStrategy)i;
     return RF_STRATEGY_COUNT;
   }
   int n = 0;
@@ -111,7 +113,8 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
   for (int i = 0; tok[i]; i++) {
     gboolean dup = FALSE;
     if (n < RF_STRATEGY_COUNT && rf_strategy_parse(tok[i], &out[n], NULL))
-      for (int j = 0; j < n; j++) dup |= out[j] == out[n];
+      for (int j = 0; j < n; j++)
+        dup |= out[j] == out[n];
     if (dup) {
       g_set_error(error, RF_ERROR, 1, "strategy '%s' given twice", tok[i]);
       g_strfreev(tok);

@@ -8,15 +8,15 @@
 #include <glib.h>
 
 typedef struct {
-  char *model;        /* --model NAME|FILE */
-  char *train;        /* --train LAYOUT (Megatron) */
-  char *infer;        /* --infer LAYOUT (vLLM) */
-  char *spec;         /* --spec FILE */
-  char *topology;     /* --topology NAME|FILE */
-  int domain_size;    /* --domain-size N; 0 when not given */
-  char *strategy;     /* --strategy NAME|all */
-  gboolean json;      /* --json */
-  gboolean quiet;     /* --quiet: no placement notes on stderr */
+  char *model;     /* --model NAME|FILE */
+  char *train;     /* --train LAYOUT (Megatron) */
+  char *infer;     /* --infer LAYOUT (vLLM) */
+  char *spec;      /* --spec FILE */
+  char *topology;  /* --topology NAME|FILE */
+  int domain_size; /* --domain-size N; 0 when not given */
+  char *strategy;  /* --strategy NAME|all */
+  gboolean json;   /* --json */
+  gboolean quiet;  /* --quiet: no placement notes on stderr */
 } RfArgs;
 
 /* Option group with the entries above; args must outlive the context. */

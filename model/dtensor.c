@@ -51,7 +51,8 @@ gboolean rf_box_contains(const RfBox *outer, const RfBox *inner, int ndim) {
 
 void rf_box_full(RfBox *b, const int64_t *shape, int ndim) {
   memset(b, 0, sizeof *b);
-  for (int d = 0; d < ndim; d++) b->hi[d] = shape[d];
+  for (int d = 0; d < ndim; d++)
+    b->hi[d] = shape[d];
 }
 
 char *rf_box_format(const RfBox *b, int ndim, char *buf, size_t len) {
@@ -108,8 +109,7 @@ RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GEr
   g_qsort_with_data(m->by_rank, nranks, sizeof(int), cmp_pos_by_rank, m->ranks);
   for (int i = 1; i < nranks; i++)
     if (m->ranks[m->by_rank[i]] == m->ranks[m->by_rank[i - 1]]) {
-      g_set_error(error, RF_ERROR, 1, "rank %d appears twice in one mesh",
-                  m->ranks[m->by_rank[i]]);
+      g_set_error(error, RF_ERROR, 1, "rank %d appears twice in one mesh", m->ranks[m->by_rank[i]]);
       rf_mesh_free(m);
       return NULL;
     }
@@ -129,8 +129,10 @@ int rf_mesh_position(const RfMesh *m, int rank) {
     int mid = (lo + hi) / 2;
     int r = m->ranks[m->by_rank[mid]];
     if (r == rank) return m->by_rank[mid];
-    if (r < rank) lo = mid + 1;
-    else hi = mid - 1;
+    if (r < rank)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
   }
   return -1;
 }
@@ -230,8 +232,10 @@ void rf_placement_locate(const RfPlacement *p, int pos, int *shard, int *replica
   }
   int s = 0, r = 0;
   for (int i = 0; i < p->mesh->ndim; i++) {
-    if (p->place[i] == RF_REPLICATE) r = r * p->mesh->dims[i] + coord[i];
-    else s = s * p->mesh->dims[i] + coord[i];
+    if (p->place[i] == RF_REPLICATE)
+      r = r * p->mesh->dims[i] + coord[i];
+    else
+      s = s * p->mesh->dims[i] + coord[i];
   }
   if (shard) *shard = s;
   if (replica) *replica = r;

@@ -32,17 +32,17 @@ typedef struct {
   int ndim;
   int dims[RF_MAX_DIMS];
   int nranks;
-  int *ranks; /* owned */
+  int *ranks;   /* owned */
   int *by_rank; /* owned: positions sorted by rank id, for lookups */
 } RfMesh;
 
 /* Placement of one logical tensor. The mesh is borrowed (shared by many tensors). */
 typedef struct {
   const RfMesh *mesh;
-  int ndim;                      /* tensor rank */
-  int64_t shape[RF_MAX_DIMS];    /* logical shape */
+  int ndim;                       /* tensor rank */
+  int64_t shape[RF_MAX_DIMS];     /* logical shape */
   int64_t pad_shape[RF_MAX_DIMS]; /* extent chunked by the placement, >= shape */
-  int8_t place[RF_MAX_DIMS];     /* per mesh dim: tensor dim it shards, or RF_REPLICATE */
+  int8_t place[RF_MAX_DIMS];      /* per mesh dim: tensor dim it shards, or RF_REPLICATE */
 } RfPlacement;
 
 /* torch.chunk: [*lo, *hi) of chunk i when n elements are split into m chunks. */

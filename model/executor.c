@@ -4,7 +4,8 @@
 
 void rf_result_clear(RfResult *r) {
   if (!r) return;
-  for (int i = 0; i < r->nstages; i++) g_free(r->stages[i].name);
+  for (int i = 0; i < r->nstages; i++)
+    g_free(r->stages[i].name);
   g_free(r->stages);
   g_free(r->executor);
   g_free(r->bound_by);

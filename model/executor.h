@@ -7,22 +7,22 @@
 #include <glib.h>
 
 typedef struct {
-  char *name;      /* "export", "broadcast", "inject", "forward", "fanout", "p2p", or a stage label */
+  char *name; /* "export", "broadcast", "inject", "forward", "fanout", "p2p", or a stage label */
   double start_s;
   double end_s;
   uint64_t bytes;
 } RfStageTime;
 
 typedef struct {
-  char *executor;        /* "sim" or "real:host" / "real:cuda" */
+  char *executor; /* "sim" or "real:host" / "real:cuda" */
   RfStrategy strategy;
-  double total_s;        /* predicted or measured (median) refit time */
-  double min_s, max_s;   /* spread over iterations (== total_s for a prediction) */
-  double lower_bound_s;  /* network lower bound of the plan */
+  double total_s;       /* predicted or measured (median) refit time */
+  double min_s, max_s;  /* spread over iterations (== total_s for a prediction) */
+  double lower_bound_s; /* network lower bound of the plan */
   RfStageTime *stages;
   int nstages;
   uint64_t wrong_elements; /* real executors: elements that failed verification */
-  char *bound_by;        /* what limits the run, e.g. "NIC gpu17" or "NVLink" (may be NULL) */
+  char *bound_by;          /* what limits the run, e.g. "NIC gpu17" or "NVLink" (may be NULL) */
 } RfResult;
 
 typedef struct RfExecutor RfExecutor;
@@ -38,6 +38,7 @@ struct RfExecutor {
 
 void rf_result_clear(RfResult *r);
 /* Append a stage (name copied). */
-void rf_result_add_stage(RfResult *r, const char *name, double start_s, double end_s, uint64_t bytes);
+void rf_result_add_stage(RfResult *r, const char *name, double start_s, double end_s,
+                         uint64_t bytes);
 
 #endif

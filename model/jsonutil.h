@@ -42,7 +42,8 @@ static inline gboolean rf_json_node_int(JsonNode *n, int64_t lo, int64_t hi, int
 
 static inline gboolean rf_json_array_int(JsonArray *a, guint i, int64_t lo, int64_t hi,
                                          int64_t *out) {
-  return i < json_array_get_length(a) && rf_json_node_int(json_array_get_element(a, i), lo, hi, out);
+  return i < json_array_get_length(a) &&
+         rf_json_node_int(json_array_get_element(a, i), lo, hi, out);
 }
 
 #endif

@@ -22,7 +22,8 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
     static const char *const names[] = {"TP", "PP", "EP", "ETP", "CP", "DP"};
     const char *t = tok[i];
     size_t n = 0;
-    while (g_ascii_isalpha(t[n])) n++;
+    while (g_ascii_isalpha(t[n]))
+      n++;
     int which = -1;
     for (int k = 0; k < 6; k++)
       if (strlen(names[k]) == n && !g_ascii_strncasecmp(t, names[k], n)) which = k;
@@ -97,14 +98,15 @@ int rf_side_index(const RfSide *side, int rank) {
   while (lo <= hi) {
     int mid = (lo + hi) / 2;
     if (side->ranks[mid] == rank) return mid;
-    if (side->ranks[mid] < rank) lo = mid + 1;
-    else hi = mid - 1;
+    if (side->ranks[mid] < rank)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
   }
   return -1;
 }
 
-gboolean rf_side_rank_shard(const RfSide *side, uint32_t part, int rank, RfBox *box,
-                            RfBox *chunk) {
+gboolean rf_side_rank_shard(const RfSide *side, uint32_t part, int rank, RfBox *box, RfBox *chunk) {
   const RfPlacement *p = &side->place[part];
   if (!p->mesh) return FALSE;
   int pos = rf_mesh_position(p->mesh, rank);
@@ -117,7 +119,8 @@ gboolean rf_side_rank_shard(const RfSide *side, uint32_t part, int rank, RfBox *
 /* Local buffer extents of a part's shard: the chunk, widened along the fuse dim. */
 static void local_extents(const RfLocal *l, const RfPlacement *p, const RfBox *chunk,
                           int64_t *ext) {
-  for (int d = 0; d < p->ndim; d++) ext[d] = chunk->hi[d] - chunk->lo[d];
+  for (int d = 0; d < p->ndim; d++)
+    ext[d] = chunk->hi[d] - chunk->lo[d];
   if (l->period > 0) {
     int f = l->fuse_dim;
     int64_t nblk = l->blk > 0 ? (ext[f] + l->blk - 1) / l->blk : 1;
@@ -137,7 +140,8 @@ int64_t rf_side_buffer_elems(const RfSide *side, int buf, int rank) {
   rf_placement_shard_box(p, s, NULL, &chunk);
   int64_t ext[RF_MAX_DIMS], v = 1;
   local_extents(&side->local[part], p, &chunk, ext);
-  for (int d = 0; d < p->ndim; d++) v *= ext[d];
+  for (int d = 0; d < p->ndim; d++)
+    v *= ext[d];
   return v;
 }
 
@@ -153,7 +157,8 @@ int64_t rf_local_offset(const RfSide *side, uint32_t part, const RfBox *chunk, c
   int64_t ext[RF_MAX_DIMS];
   local_extents(l, p, chunk, ext);
   int64_t off = 0;
-  for (int d = 0; d < p->ndim; d++) off = off * ext[d] + fused_index(l, d, g[d] - chunk->lo[d]);
+  for (int d = 0; d < p->ndim; d++)
+    off = off * ext[d] + fused_index(l, d, g[d] - chunk->lo[d]);
   return off;
 }
 
@@ -164,7 +169,8 @@ int64_t rf_local_runs(const RfSide *side, uint32_t part, const RfBox *chunk, con
   int nd = p->ndim, last = nd - 1;
   if (rf_box_empty(sub, nd)) return 0;
   int64_t g[RF_MAX_DIMS];
-  for (int d = 0; d < nd; d++) g[d] = sub->lo[d];
+  for (int d = 0; d < nd; d++)
+    g[d] = sub->lo[d];
   int64_t runs = 0, pend_off = -1, pend_len = 0;
   /* Along the last dim a run breaks only at fused block boundaries. */
   int64_t brk = (l->period > 0 && l->fuse_dim == last && l->blk > 0) ? l->blk : 0;
@@ -220,15 +226,17 @@ typedef struct {
   RfMesh **dense;  /* per PP stage: [DP, CP, TP] */
   RfMesh **expert; /* per PP stage: [EDP, EP, ETP] */
   /* vLLM */
-  RfMesh *inf;     /* [DP, TP] */
+  RfMesh *inf;           /* [DP, TP] */
   GHashTable *kv_meshes; /* base mesh -> mesh with TP split as [kv, TP / kv] */
-  RfMesh *inf_ep;  /* [EP] when expert parallel */
+  RfMesh *inf_ep;        /* [EP] when expert parallel */
 } Ctx;
 
 static RfMesh *mesh_add(Ctx *c, int ndim, const int *dims, const int *ranks, int n) {
   RfMesh *m = rf_mesh_new(ndim, dims, ranks, n, c->error);
-  if (m) g_ptr_array_add(c->side->meshes, m);
-  else c->failed = TRUE;
+  if (m)
+    g_ptr_array_add(c->side->meshes, m);
+  else
+    c->failed = TRUE;
   return m;
 }
 
@@ -278,7 +286,8 @@ static void set_place(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *place)
   p->ndim = part->ndim;
   memcpy(p->shape, part->shape, sizeof(int64_t) * part->ndim);
   memcpy(p->pad_shape, part->shape, sizeof(int64_t) * part->ndim);
-  for (int i = 0; i < RF_MAX_DIMS; i++) p->place[i] = RF_REPLICATE;
+  for (int i = 0; i < RF_MAX_DIMS; i++)
+    p->place[i] = RF_REPLICATE;
   memcpy(p->place, place, m->ndim);
 }
 
@@ -331,7 +340,8 @@ typedef struct {
 
 static void place_tp(Ctx *c, uint32_t pi, const Dense *D, int tdim) {
   int8_t pl[RF_MAX_DIMS];
-  for (int i = 0; i < D->mesh->ndim; i++) pl[i] = RF_REPLICATE;
+  for (int i = 0; i < D->mesh->ndim; i++)
+    pl[i] = RF_REPLICATE;
   if (tdim >= 0) pl[D->mesh->ndim - 1] = (int8_t)tdim;
   set_place(c, pi, D->mesh, pl);
   if (tdim >= 0) need_div(c, pi, tdim, D->tp, "TP");
@@ -351,7 +361,8 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
     RfPlacement *p = &c->side->place[pi];
     p->place[D->mesh->ndim - 1] = 0;
     /* Megatron pads the vocab to a multiple of 128 x TP; vLLM to a multiple of 64, then / TP. */
-    int64_t padded = D->megatron ? round_up(part->shape[0], 128LL * tp) : round_up(part->shape[0], 64);
+    int64_t padded =
+        D->megatron ? round_up(part->shape[0], 128LL * tp) : round_up(part->shape[0], 64);
     need(c, padded % tp == 0, "TP%d does not divide the padded vocabulary of %s (%lld)", tp,
          t->name, (long long)padded);
     p->pad_shape[0] = padded;
@@ -368,7 +379,8 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
       set_own(c, pi);
       return;
     }
-    need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp, (long long)a->heads);
+    need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp,
+         (long long)a->heads);
     need(c, a->heads % kv == 0, "%lld KV heads do not divide %lld attention heads", (long long)kv,
          (long long)a->heads);
     if (t->kind == RF_KIND_ATTN_Q) {
@@ -384,14 +396,17 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
       const RfMesh *km = kv_mesh(c, D->mesh, (int)kv);
       if (!km) return;
       int8_t pl[RF_MAX_DIMS];
-      for (int i = 0; i < km->ndim; i++) pl[i] = RF_REPLICATE;
+      for (int i = 0; i < km->ndim; i++)
+        pl[i] = RF_REPLICATE;
       pl[km->ndim - 2] = 0;
       set_place(c, pi, km, pl);
     }
     if (c->failed) return;
     /* q_proj rows (with a per-head output gate, 2 x heads x hd): q, k, v are consecutive
      * tensors of one layer in every family. */
-    uint32_t qi = part->tensor - (t->kind == RF_KIND_ATTN_K ? 1 : t->kind == RF_KIND_ATTN_V ? 2 : 0);
+    uint32_t qi = part->tensor - (t->kind == RF_KIND_ATTN_K   ? 1
+                                  : t->kind == RF_KIND_ATTN_V ? 2
+                                                              : 0);
     int64_t qk_rows_total = m->tensors[qi].shape[0];
     int64_t qpg = qk_rows_total / kv; /* q rows per KV group */
     char *blk = block_of(t->name);
@@ -408,7 +423,7 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
       /* vLLM: [q_local | k_local | v_local]; a replicated KV head is one head per rank. */
       int64_t q_loc_rows = qk_rows_total / tp;
       int64_t kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
-      int64_t off = t->kind == RF_KIND_ATTN_Q ? 0
+      int64_t off = t->kind == RF_KIND_ATTN_Q   ? 0
                     : t->kind == RF_KIND_ATTN_K ? q_loc_rows
                                                 : q_loc_rows + kv_loc_rows;
       set_fused(c, pi, bname, 0, off, 0, q_loc_rows + 2 * kv_loc_rows);
@@ -434,10 +449,9 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
     gboolean gate = t->kind == RF_KIND_DENSE_GATE || t->kind == RF_KIND_SHARED_GATE;
     /* Gated MLPs keep [gate_r; up_r] in one buffer per rank; relu2 MLPs have only up. */
     uint32_t other = gate ? part->tensor + 1 : part->tensor - 1;
-    gboolean fused = other < m->ntensors &&
-                     (m->tensors[other].kind == (gate ? t->kind + 1 : t->kind - 1)) &&
-                     m->tensors[other].layer == t->layer &&
-                     m->tensors[other].shape[0] == t->shape[0];
+    gboolean fused =
+        other < m->ntensors && (m->tensors[other].kind == (gate ? t->kind + 1 : t->kind - 1)) &&
+        m->tensors[other].layer == t->layer && m->tensors[other].shape[0] == t->shape[0];
     if (!fused) {
       set_own(c, pi);
       return;
@@ -598,7 +612,8 @@ static void ctx_finish(Ctx *c) {
 static void side_ranks(RfSide *s, int first, int n) {
   s->nranks = n;
   s->ranks = g_new(int, n);
-  for (int i = 0; i < n; i++) s->ranks[i] = first + i;
+  for (int i = 0; i < n; i++)
+    s->ranks[i] = first + i;
 }
 
 /* Megatron training side: global ranks [0, world), order tp-cp-ep-dp-pp (TP fastest). */
@@ -613,8 +628,7 @@ static gboolean build_megatron(RfProblem *pb, RfParallel *P, GError **error) {
   int world = stage * P->pp;
   side_ranks(side, 0, world);
   int edp = stage / (P->ep * P->etp);
-  need(&c, P->pp <= m->nlayers || m->nlayers == 0, "PP%d exceeds the %d layers", P->pp,
-       m->nlayers);
+  need(&c, P->pp <= m->nlayers || m->nlayers == 0, "PP%d exceeds the %d layers", P->pp, m->nlayers);
   c.nstages = P->pp;
   c.dense = g_new0(RfMesh *, P->pp);
   c.expert = g_new0(RfMesh *, P->pp);
@@ -701,9 +715,10 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
     }
     if (!T.dp_given) T.dp = (int)(fold / gcd64(fold, base));
     if ((base * T.dp) % fold) {
-      g_set_error(error, RF_ERROR, 1,
-                  "training layout %s: EP%d x ETP%d does not divide TP%d x CP%d x DP%d = %lld ranks",
-                  train, T.ep, T.etp, T.tp, T.cp, T.dp, (long long)(base * T.dp));
+      g_set_error(
+          error, RF_ERROR, 1,
+          "training layout %s: EP%d x ETP%d does not divide TP%d x CP%d x DP%d = %lld ranks", train,
+          T.ep, T.etp, T.tp, T.cp, T.dp, (long long)(base * T.dp));
       goto fail;
     }
   }
@@ -741,7 +756,8 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
     int64_t D = topo->gpus_per_domain;
     pb->nranks = wt + wi;
     pb->gpu = g_new(int, pb->nranks);
-    for (int r = 0; r < wt; r++) pb->gpu[r] = r;
+    for (int r = 0; r < wt; r++)
+      pb->gpu[r] = r;
     int64_t first_dom = (wt + D - 1) / D;
     int64_t per = I.tp <= D ? D / I.tp : 0;
     int64_t span = I.tp <= D ? 1 : (I.tp + D - 1) / D;
@@ -754,7 +770,8 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
                     INT32_MAX, (long long)D);
         goto fail;
       }
-      for (int t = 0; t < I.tp; t++) pb->gpu[wt + k * I.tp + t] = (int)(dom * D + slot + t);
+      for (int t = 0; t < I.tp; t++)
+        pb->gpu[wt + k * I.tp + t] = (int)(dom * D + slot + t);
       last_dom = dom + span - 1;
     }
     char *ts = rf_parallel_format(&T), *is = rf_parallel_format(&I);
@@ -811,8 +828,8 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
   for (int i = 0; i < nd; i++) {
     int64_t v;
     if (!rf_json_array_int(md, i, 1, RF_MAX_RANKS, &v)) {
-      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: mesh[%d] must be an integer in 1..%d",
-                  tname, what, i, RF_MAX_RANKS);
+      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: mesh[%d] must be an integer in 1..%d", tname,
+                  what, i, RF_MAX_RANKS);
       return FALSE;
     }
     dims[i] = (int)v;
@@ -877,7 +894,8 @@ static void side_ranks_from_meshes(RfSide *s) {
   gpointer k;
   int i = 0;
   g_hash_table_iter_init(&it, set);
-  while (g_hash_table_iter_next(&it, &k, NULL)) s->ranks[i++] = GPOINTER_TO_INT(k) - 1;
+  while (g_hash_table_iter_next(&it, &k, NULL))
+    s->ranks[i++] = GPOINTER_TO_INT(k) - 1;
   qsort(s->ranks, s->nranks, sizeof(int), cmp_int);
   g_hash_table_destroy(set);
 }
@@ -896,7 +914,8 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   JsonObject *ro = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
   JsonArray *ta = rf_json_array(ro, "tensors");
   if (!ta || json_array_get_length(ta) == 0) {
-    g_set_error(error, RF_ERROR, 1, "spec: expected {\"tensors\": [ ... ]} with at least one tensor");
+    g_set_error(error, RF_ERROR, 1,
+                "spec: expected {\"tensors\": [ ... ]} with at least one tensor");
     goto fail;
   }
   guint nt = json_array_get_length(ta);
@@ -919,7 +938,8 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     const char *name = rf_json_string(to, "name");
     JsonArray *sh = rf_json_array(to, "shape");
     if (!name || !sh) {
-      g_set_error(error, RF_ERROR, 1, "spec: tensor %u needs a \"name\" string and a \"shape\" list", i);
+      g_set_error(error, RF_ERROR, 1,
+                  "spec: tensor %u needs a \"name\" string and a \"shape\" list", i);
       ok = FALSE;
       break;
     }
@@ -986,7 +1006,8 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
       P->ndim = t->ndim;
       memcpy(P->shape, t->shape, sizeof t->shape);
       memcpy(P->pad_shape, t->shape, sizeof t->shape);
-      for (int k = 0; k < RF_MAX_DIMS; k++) P->place[k] = RF_REPLICATE;
+      for (int k = 0; k < RF_MAX_DIMS; k++)
+        P->place[k] = RF_REPLICATE;
       memcpy(P->place, pl, mesh->ndim);
       RfLocal l = {(int32_t)i, 0, 0, 0, 0};
       side->local[i] = l;
@@ -1006,11 +1027,14 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     side_ranks_from_meshes(side);
   }
   int maxr = 0;
-  for (int i = 0; i < pb->src.nranks; i++) maxr = MAX(maxr, pb->src.ranks[i]);
-  for (int i = 0; i < pb->dst.nranks; i++) maxr = MAX(maxr, pb->dst.ranks[i]);
+  for (int i = 0; i < pb->src.nranks; i++)
+    maxr = MAX(maxr, pb->src.ranks[i]);
+  for (int i = 0; i < pb->dst.nranks; i++)
+    maxr = MAX(maxr, pb->dst.ranks[i]);
   pb->nranks = maxr + 1;
   pb->gpu = g_new(int, pb->nranks);
-  for (int r = 0; r < pb->nranks; r++) pb->gpu[r] = r;
+  for (int r = 0; r < pb->nranks; r++)
+    pb->gpu[r] = r;
   pb->placement_note = g_strdup_printf("spec: rank r on GPU r, %d GPUs per domain (%s)",
                                        topo->gpus_per_domain, topo->name);
   g_object_unref(parser);

@@ -27,33 +27,33 @@ char *rf_parallel_format(const RfParallel *p); /* "TP4xPP8xEP16xDP4"; caller fre
  * interleaved: a shard index x along fuse_dim goes to (x / blk) * period + off + x % blk.
  * blk == 0 means one block (x goes to off + x). Parts with the same buf share memory. */
 typedef struct {
-  int32_t buf;     /* buffer index into RfSide.buf_names */
+  int32_t buf; /* buffer index into RfSide.buf_names */
   int8_t fuse_dim;
-  int64_t off;     /* rows (indices along fuse_dim) before this part in a block */
-  int64_t blk;     /* rows of this part per block, 0 = one block */
-  int64_t period;  /* rows per block of the whole buffer (>= off + blk) */
+  int64_t off;    /* rows (indices along fuse_dim) before this part in a block */
+  int64_t blk;    /* rows of this part per block, 0 = one block */
+  int64_t period; /* rows per block of the whole buffer (>= off + blk) */
 } RfLocal;
 
 typedef struct {
-  char *framework;        /* "megatron", "vllm" or "spec" */
-  RfParallel par;         /* zero for spec */
-  int nranks;             /* ranks of this side */
-  int *ranks;             /* global rank ids, ascending */
-  RfPlacement *place;     /* per part; place[i].mesh == NULL: the part is absent on this side */
-  RfLocal *local;         /* per part */
-  char **buf_names;       /* local buffer names, nbufs */
-  uint32_t *buf_part;     /* one part stored in each buffer (they share its shape rules) */
+  char *framework;    /* "megatron", "vllm" or "spec" */
+  RfParallel par;     /* zero for spec */
+  int nranks;         /* ranks of this side */
+  int *ranks;         /* global rank ids, ascending */
+  RfPlacement *place; /* per part; place[i].mesh == NULL: the part is absent on this side */
+  RfLocal *local;     /* per part */
+  char **buf_names;   /* local buffer names, nbufs */
+  uint32_t *buf_part; /* one part stored in each buffer (they share its shape rules) */
   int nbufs;
-  GPtrArray *meshes;      /* owned RfMesh */
+  GPtrArray *meshes; /* owned RfMesh */
 } RfSide;
 
 typedef struct {
-  RfModel *model;         /* owned */
-  RfTopology *topo;       /* owned */
+  RfModel *model;   /* owned */
+  RfTopology *topo; /* owned */
   RfSide src, dst;
-  int nranks;             /* global ranks: max rank id + 1 */
-  int *gpu;               /* per global rank: GPU index in the cluster, -1 for unused ids */
-  char *placement_note;   /* human-readable: how ranks were put on domains */
+  int nranks;           /* global ranks: max rank id + 1 */
+  int *gpu;             /* per global rank: GPU index in the cluster, -1 for unused ids */
+  char *placement_note; /* human-readable: how ranks were put on domains */
 } RfProblem;
 
 /* Model + Megatron training layout + vLLM inference layout on a topology.

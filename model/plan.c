@@ -8,7 +8,7 @@
 #define MAX_STAGE 65535
 
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
-                                                               "hybrid"};
+                                                              "hybrid"};
 static const char *const phase_names[RF_PHASE_COUNT] = {"export", "broadcast", "inject", "forward",
                                                         "fanout"};
 
@@ -92,8 +92,7 @@ static gboolean relay_for(const Builder *b, uint32_t pi, int r, const RfBox *box
 static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                  gboolean relay) {
   if (stage > MAX_STAGE) {
-    if (!b->failed)
-      g_set_error(b->error, RF_ERROR, 1, "plan needs more than %d stages", MAX_STAGE);
+    if (!b->failed) g_set_error(b->error, RF_ERROR, 1, "plan needs more than %d stages", MAX_STAGE);
     b->failed = TRUE;
     return;
   }
@@ -105,7 +104,7 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
 typedef struct {
   int n;
   RfBox *box;
-  int *idx;   /* shard index in the placement */
+  int *idx; /* shard index in the placement */
   int nrep;
   const RfPlacement *p;
 } Shards;
@@ -145,8 +144,8 @@ typedef struct {
   const RfBox *box;
   const int *hold;
   int nhold;
-  int stage;      /* stage of the first hop */
-  RfPhase phase;  /* RF_PHASE_EXPORT keeps every hop in the export phase */
+  int stage;     /* stage of the first hop */
+  RfPhase phase; /* RF_PHASE_EXPORT keeps every hop in the export phase */
   int rot;
 } Delivery;
 
@@ -172,7 +171,8 @@ static int domain_holder(const Builder *b, const Delivery *dv, int d) {
 /* End of the run of ranks in dst[i..n) that share dst[i]'s domain. */
 static int domain_end(const Builder *b, const int *dst, int n, int i) {
   int d = dom(b, dst[i]), j = i;
-  while (j < n && dom(b, dst[j]) == d) j++;
+  while (j < n && dom(b, dst[j]) == d)
+    j++;
   return j;
 }
 
@@ -181,8 +181,10 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
     for (int j = 0; j < n; j++) {
       int r = dst[j], src = -1;
       for (int h = 0; h < dv->nhold && src != r; h++) {
-        if (dv->hold[h] == r) src = r;
-        else if (src < 0 && dom(b, dv->hold[h]) == dom(b, r)) src = dv->hold[h];
+        if (dv->hold[h] == r)
+          src = r;
+        else if (src < 0 && dom(b, dv->hold[h]) == dom(b, r))
+          src = dv->hold[h];
       }
       if (src < 0) src = dv->hold[(j + dv->rot) % dv->nhold];
       send1(b, dv, src, r, dv->stage, RF_PHASE_DIRECT);
@@ -227,8 +229,10 @@ static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *
     for (int sk = 0; sk < S->n; sk++) {
       RfBox box;
       if (!rf_box_intersect(&S->box[sk], &D->box[dk], nd, &box)) continue;
-      for (int j = 0; j < S->nrep; j++) hold[j] = holder(S, sk, j);
-      for (int j = 0; j < D->nrep; j++) dst[j] = holder(D, dk, j);
+      for (int j = 0; j < S->nrep; j++)
+        hold[j] = holder(S, sk, j);
+      for (int j = 0; j < D->nrep; j++)
+        dst[j] = holder(D, dk, j);
       Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, sk + dk};
       deliver(b, &dv, dst, D->nrep, m2n);
     }
@@ -243,9 +247,9 @@ static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *
  * inference rank domain by domain, entering each domain at a different GPU (so rings spread
  * over the NICs); the chain is ring c read from the root around to the rank before it. */
 typedef struct {
-  int n;        /* ranks in a chain */
+  int n; /* ranks in a chain */
   int nchains;
-  int **order;  /* per chain: ranks in chain order, root first */
+  int **order; /* per chain: ranks in chain order, root first */
 } Chains;
 
 static int cmp_rank_gpu(const void *a, const void *b, void *ud) {
@@ -258,7 +262,8 @@ static void chains_build(Builder *b, Chains *ch) {
   const RfProblem *pb = b->pb;
   int n = pb->src.nranks + pb->dst.nranks;
   int *all = g_new(int, n), k = 0;
-  for (int i = 0; i < pb->src.nranks; i++) all[k++] = pb->src.ranks[i];
+  for (int i = 0; i < pb->src.nranks; i++)
+    all[k++] = pb->src.ranks[i];
   for (int i = 0; i < pb->dst.nranks; i++)
     if (rf_side_index(&pb->src, pb->dst.ranks[i]) < 0) all[k++] = pb->dst.ranks[i];
   n = k;
@@ -272,7 +277,8 @@ static void chains_build(Builder *b, Chains *ch) {
     int w = 0, at = 0;
     for (int i = 0; i < n;) {
       int d = dom(b, all[i]), j = i;
-      while (j < n && dom(b, all[j]) == d) j++;
+      while (j < n && dom(b, all[j]) == d)
+        j++;
       int cnt = j - i;
       int rot = (int)(((int64_t)c * cnt) / ch->nchains) % cnt;
       for (int t = 0; t < cnt; t++) {
@@ -283,14 +289,16 @@ static void chains_build(Builder *b, Chains *ch) {
       i = j;
     }
     int *o = ch->order[c] = g_new(int, n);
-    for (int t = 0; t < n; t++) o[t] = ring[(at + t) % n];
+    for (int t = 0; t < n; t++)
+      o[t] = ring[(at + t) % n];
   }
   g_free(ring);
   g_free(all);
 }
 
 static void chains_clear(Chains *ch) {
-  for (int c = 0; c < ch->nchains; c++) g_free(ch->order[c]);
+  for (int c = 0; c < ch->nchains; c++)
+    g_free(ch->order[c]);
   g_free(ch->order);
 }
 
@@ -339,7 +347,8 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
       int n = 0;
       for (int i = 0; i < src->nranks; i++)
         if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) dst[n++] = src->ranks[i];
-      for (int j = 0; j < nrep; j++) hold[j] = holder(S, k, j);
+      for (int j = 0; j < nrep; j++)
+        hold[j] = holder(S, k, j);
       Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, k};
       deliver(b, &dv, dst, n, TRUE);
     }
@@ -352,7 +361,8 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   if (nch > part->shape[0]) nch = (int)part->shape[0];
   /* The broadcast of this part starts once its export is complete. */
   int first_stage = 0;
-  for (uint64_t i = first_xfer; i < b->x.n; i++) first_stage = MAX(first_stage, b->x.v[i].stage + 1);
+  for (uint64_t i = first_xfer; i < b->x.n; i++)
+    first_stage = MAX(first_stage, b->x.v[i].stage + 1);
   for (int c = 0; c < nch; c++) {
     RfBox box;
     rf_box_full(&box, part->shape, nd);
@@ -384,7 +394,8 @@ static void sort_xfers(RfTransfer *v, uint64_t n) {
   for (int pass = 0; pass < 4; pass++) {
     int sh = pass * 16;
     memset(cnt, 0, sizeof(uint32_t) * 65536);
-    for (uint64_t i = 0; i < n; i++) cnt[(xkey(&v[i]) >> sh) & 0xffff]++;
+    for (uint64_t i = 0; i < n; i++)
+      cnt[(xkey(&v[i]) >> sh) & 0xffff]++;
     if (cnt[(xkey(&v[0]) >> sh) & 0xffff] == n) continue;
     uint32_t sum = 0;
     for (int i = 0; i < 65536; i++) {
@@ -392,7 +403,8 @@ static void sort_xfers(RfTransfer *v, uint64_t n) {
       cnt[i] = sum;
       sum += c;
     }
-    for (uint64_t i = 0; i < n; i++) tmp[cnt[(xkey(&v[i]) >> sh) & 0xffff]++] = v[i];
+    for (uint64_t i = 0; i < n; i++)
+      tmp[cnt[(xkey(&v[i]) >> sh) & 0xffff]++] = v[i];
     memcpy(v, tmp, sizeof(RfTransfer) * n);
   }
   g_free(cnt);
@@ -433,7 +445,8 @@ static void finish(RfPlan *plan) {
     }
   }
   uint64_t mx = 0;
-  for (int r = 0; r < pb->nranks; r++) mx = MAX(mx, MAX(tx[r], rx[r]));
+  for (int r = 0; r < pb->nranks; r++)
+    mx = MAX(mx, MAX(tx[r], rx[r]));
   st->max_nic_bytes = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
     memset(tx, 0, sizeof(uint64_t) * pb->nranks);
@@ -447,7 +460,8 @@ static void finish(RfPlan *plan) {
       rx[t->dst] += by;
     }
     mx = 0;
-    for (int r = 0; r < pb->nranks; r++) mx = MAX(mx, MAX(tx[r], rx[r]));
+    for (int r = 0; r < pb->nranks; r++)
+      mx = MAX(mx, MAX(tx[r], rx[r]));
     st->phase_max_nic_bytes[ph] = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
   }
   g_free(tx);
@@ -476,7 +490,8 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   b.pb = pb;
   b.pieces = g_array_new(FALSE, FALSE, sizeof(RfPiece));
   b.error = error;
-  b.bcast_channels = opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
+  b.bcast_channels =
+      opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
   const RfModel *m = pb->model;
   Chains ch = {0};
   gboolean need_chains = strategy == RF_STRATEGY_GATHER_BROADCAST || strategy == RF_STRATEGY_HYBRID;
@@ -496,8 +511,10 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     RfStrategy st = strategy;
     if (st == RF_STRATEGY_HYBRID)
       st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
-    if (st == RF_STRATEGY_GATHER_BROADCAST) plan_gather_broadcast(&b, pi, &S, &ch);
-    else plan_direct(&b, pi, &S, &D, st == RF_STRATEGY_M2N);
+    if (st == RF_STRATEGY_GATHER_BROADCAST)
+      plan_gather_broadcast(&b, pi, &S, &ch);
+    else
+      plan_direct(&b, pi, &S, &D, st == RF_STRATEGY_M2N);
     shards_clear(&S);
     shards_clear(&D);
   }
@@ -571,8 +588,8 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
   const RfModel *m = pb->model;
   char b1[256], b2[256];
   /* index transfers by (part, dst) */
-  GHashTable *by = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
-                                         (GDestroyNotify)g_array_unref);
+  GHashTable *by =
+      g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)g_array_unref);
   gboolean ok = TRUE;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *t = &plan->xfers[i];
@@ -595,8 +612,8 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     }
     if (i > 0) {
       const RfTransfer *p = &plan->xfers[i - 1];
-      if (p->stage > t->stage || (p->stage == t->stage && (p->src > t->src ||
-                                                           (p->src == t->src && p->dst > t->dst)))) {
+      if (p->stage > t->stage ||
+          (p->stage == t->stage && (p->src > t->src || (p->src == t->src && p->dst > t->dst)))) {
         g_set_error(error, RF_ERROR, 1, "transfers not sorted by (stage, src, dst) at %llu",
                     (unsigned long long)i);
         ok = FALSE;
@@ -667,8 +684,10 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       ok = FALSE;
       goto out;
     }
-    if (!!(t->flags & RF_XFER_NET) != (rf_problem_domain(pb, t->src) != rf_problem_domain(pb, t->dst))) {
-      g_set_error(error, RF_ERROR, 1, "transfer %llu: network flag is wrong", (unsigned long long)i);
+    if (!!(t->flags & RF_XFER_NET) !=
+        (rf_problem_domain(pb, t->src) != rf_problem_domain(pb, t->dst))) {
+      g_set_error(error, RF_ERROR, 1, "transfer %llu: network flag is wrong",
+                  (unsigned long long)i);
       ok = FALSE;
       goto out;
     }
@@ -707,8 +726,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
           RfBox x;
           if (rf_box_intersect(&g_array_index(clips, RfBox, k), &ov, nd, &x)) {
             g_set_error(error, RF_ERROR, 1, "rank %d receives %s of %s twice", r,
-                        rf_box_format(&x, nd, b1, sizeof b1),
-                        m->tensors[m->parts[pi].tensor].name);
+                        rf_box_format(&x, nd, b1, sizeof b1), m->tensors[m->parts[pi].tensor].name);
             g_array_free(clips, TRUE);
             ok = FALSE;
             goto out;

@@ -39,7 +39,7 @@ enum {
 typedef struct {
   uint32_t part;
   uint32_t pad_;
-  RfBox box;      /* global coordinates of the part (add seg_off along seg_dim for the tensor) */
+  RfBox box; /* global coordinates of the part (add seg_off along seg_dim for the tensor) */
   uint64_t bytes;
 } RfPiece;
 
@@ -47,29 +47,29 @@ typedef struct {
   uint32_t piece;
   int32_t src, dst; /* global ranks */
   uint16_t stage;
-  uint8_t phase;    /* RfPhase */
-  uint8_t flags;    /* RF_XFER_* */
+  uint8_t phase; /* RfPhase */
+  uint8_t flags; /* RF_XFER_* */
 } RfTransfer;
 
 typedef struct {
   uint16_t stage;
-  uint8_t phase;    /* phase of its first transfer (a message never mixes phases) */
-  uint8_t flags;    /* RF_XFER_NET when it crosses domains */
+  uint8_t phase; /* phase of its first transfer (a message never mixes phases) */
+  uint8_t flags; /* RF_XFER_NET when it crosses domains */
   int32_t src, dst;
   uint64_t bytes;
-  uint32_t first;   /* its transfers: plan->xfers[first .. first + count) */
+  uint32_t first; /* its transfers: plan->xfers[first .. first + count) */
   uint32_t count;
 } RfMessage;
 
 typedef struct {
   uint64_t network_bytes;
   uint64_t nvlink_bytes;
-  uint64_t max_nic_bytes;  /* max over NICs of max(sent, received) */
+  uint64_t max_nic_bytes; /* max over NICs of max(sent, received) */
   uint64_t messages;
   uint64_t transfers;
-  uint64_t payload_bytes;  /* bytes the destination side must end with (sum of its shards) */
+  uint64_t payload_bytes; /* bytes the destination side must end with (sum of its shards) */
   int stages;
-  double lower_bound_s;    /* max_nic_bytes / NIC bandwidth */
+  double lower_bound_s; /* max_nic_bytes / NIC bandwidth */
   uint64_t phase_network_bytes[RF_PHASE_COUNT];
   uint64_t phase_max_nic_bytes[RF_PHASE_COUNT]; /* busiest NIC counting that phase alone */
 } RfPlanStats;
@@ -79,9 +79,9 @@ typedef struct {
   const RfProblem *problem; /* borrowed: must outlive the plan */
   RfPiece *pieces;
   uint32_t npieces;
-  RfTransfer *xfers;        /* sorted by (stage, src, dst) */
+  RfTransfer *xfers; /* sorted by (stage, src, dst) */
   uint64_t nxfers;
-  RfMessage *msgs;          /* in the same order */
+  RfMessage *msgs; /* in the same order */
   uint64_t nmsgs;
   int nstages;
   RfPlanStats stats;

@@ -24,7 +24,8 @@ void rf_json_rows(JsonBuilder *b, int n, void (*row)(JsonBuilder *b, int i, void
   json_builder_begin_object(b);
   json_builder_set_member_name(b, "strategies");
   json_builder_begin_array(b);
-  for (int i = 0; i < n; i++) row(b, i, ud);
+  for (int i = 0; i < n; i++)
+    row(b, i, ud);
   json_builder_end_array(b);
   json_builder_end_object(b);
 }

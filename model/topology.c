@@ -46,8 +46,8 @@ static gboolean get_num(GKeyFile *kf, const char *path, const char *group, const
   GError *e = NULL;
   double v = g_key_file_get_double(kf, group, key, &e);
   if (e) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                "%s: [%s] %s: %s", path, group, key, e->message);
+    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE, "%s: [%s] %s: %s", path,
+                group, key, e->message);
     g_error_free(e);
     return FALSE;
   }
@@ -80,8 +80,8 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   else
     path = g_strdup_printf("%s/topologies/%s.topo", rf_data_dir(), name_or_path);
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
-                "unknown topology '%s' (no file %s)", name_or_path, path);
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT, "unknown topology '%s' (no file %s)",
+                name_or_path, path);
     g_free(path);
     return NULL;
   }
@@ -115,8 +115,10 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
                   "%s: [fabric] kind is missing (rail-optimized or fat-tree)", path);
       goto fail;
     }
-    if (!strcmp(kind, "rail-optimized")) t->fabric = RF_FABRIC_RAIL_OPTIMIZED;
-    else if (!strcmp(kind, "fat-tree")) t->fabric = RF_FABRIC_FAT_TREE;
+    if (!strcmp(kind, "rail-optimized"))
+      t->fabric = RF_FABRIC_RAIL_OPTIMIZED;
+    else if (!strcmp(kind, "fat-tree"))
+      t->fabric = RF_FABRIC_FAT_TREE;
     else {
       g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
                   "%s: [fabric] kind must be rail-optimized or fat-tree, got '%s'", path, kind);

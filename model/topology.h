@@ -11,22 +11,24 @@ typedef enum { RF_FABRIC_RAIL_OPTIMIZED, RF_FABRIC_FAT_TREE } RfFabric;
 typedef struct {
   char *name;
   char *description;
-  int gpus_per_domain;        /* GPUs in one NVLink domain */
-  double nvlink_GBps;         /* per GPU per direction, peak */
-  double nvlink_latency_us;   /* per hop */
+  int gpus_per_domain;      /* GPUs in one NVLink domain */
+  double nvlink_GBps;       /* per GPU per direction, peak */
+  double nvlink_latency_us; /* per hop */
   int nics_per_gpu;
-  double nic_Gbps;            /* per NIC per direction, line rate */
-  double nic_latency_us;      /* per network hop (NIC + cable) */
-  double pcie_GBps;           /* GPU <-> NIC, per direction */
+  double nic_Gbps;       /* per NIC per direction, line rate */
+  double nic_latency_us; /* per network hop (NIC + cable) */
+  double pcie_GBps;      /* GPU <-> NIC, per direction */
   RfFabric fabric;
-  double oversubscription;    /* leaf uplink : downlink bandwidth ratio denominator (1 = non-blocking) */
-  int gpus_per_leaf;          /* GPUs (or rails x nodes) below one leaf switch */
+  double
+      oversubscription; /* leaf uplink : downlink bandwidth ratio denominator (1 = non-blocking) */
+  int gpus_per_leaf;    /* GPUs (or rails x nodes) below one leaf switch */
   double switch_latency_us;
-  double hbm_GBps;            /* device memory bandwidth for pack/unpack */
-  int bcast_channels;         /* rings NCCL spreads a broadcast over (gather-broadcast plans) */
+  double hbm_GBps;    /* device memory bandwidth for pack/unpack */
+  int bcast_channels; /* rings NCCL spreads a broadcast over (gather-broadcast plans) */
 } RfTopology;
 
-/* Directory holding topologies/ and model/configs/: $REFIT_DATA_DIR, else the build-time source dir. */
+/* Directory holding topologies/ and model/configs/: $REFIT_DATA_DIR, else the build-time source
+ * dir. */
 const char *rf_data_dir(void);
 
 /* Load NAME (a shipped topology: topologies/NAME.topo) or a path to a .topo file.

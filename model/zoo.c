@@ -24,10 +24,10 @@ gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error) {
   static const struct {
     const char *name;
     RfDtype dt;
-  } alias[] = {{"bf16", RF_DT_BF16},     {"bfloat16", RF_DT_BF16},   {"fp16", RF_DT_FP16},
-               {"f16", RF_DT_FP16},      {"float16", RF_DT_FP16},    {"fp32", RF_DT_FP32},
-               {"f32", RF_DT_FP32},      {"float32", RF_DT_FP32},    {"fp8", RF_DT_FP8},
-               {"f8_e4m3", RF_DT_FP8},   {"float8_e4m3fn", RF_DT_FP8}, {"f8_e5m2", RF_DT_FP8}};
+  } alias[] = {{"bf16", RF_DT_BF16},   {"bfloat16", RF_DT_BF16},     {"fp16", RF_DT_FP16},
+               {"f16", RF_DT_FP16},    {"float16", RF_DT_FP16},      {"fp32", RF_DT_FP32},
+               {"f32", RF_DT_FP32},    {"float32", RF_DT_FP32},      {"fp8", RF_DT_FP8},
+               {"f8_e4m3", RF_DT_FP8}, {"float8_e4m3fn", RF_DT_FP8}, {"f8_e5m2", RF_DT_FP8}};
   for (size_t i = 0; i < G_N_ELEMENTS(alias); i++)
     if (!g_ascii_strcasecmp(s, alias[i].name)) {
       *out = alias[i].dt;
@@ -38,13 +38,13 @@ gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error) {
 }
 
 static const char *const kind_names[RF_KIND_COUNT] = {
-    "embedding",   "lm_head",     "norm",        "attn_qkv",    "attn_q",     "attn_k",
-    "attn_v",      "attn_o",      "attn_gate",   "mla_q_a",     "mla_kv_a",   "mla_q_b",
-    "mla_kv_b",    "mamba_in",    "mamba_conv",  "mamba_head",  "mamba_norm", "mamba_out",
-    "kda_proj",    "kda_conv",    "kda_head",    "kda_repl",    "kda_o",      "gdn_proj",
-    "gdn_conv",    "gdn_head",    "gdn_o",       "router",      "moe_latent", "dense_gate",
-    "dense_up",    "dense_down",  "expert_gate", "expert_up",   "expert_down", "shared_gate",
-    "shared_up",   "shared_down", "mtp_proj",    "other"};
+    "embedding", "lm_head",     "norm",        "attn_qkv",   "attn_q",      "attn_k",
+    "attn_v",    "attn_o",      "attn_gate",   "mla_q_a",    "mla_kv_a",    "mla_q_b",
+    "mla_kv_b",  "mamba_in",    "mamba_conv",  "mamba_head", "mamba_norm",  "mamba_out",
+    "kda_proj",  "kda_conv",    "kda_head",    "kda_repl",   "kda_o",       "gdn_proj",
+    "gdn_conv",  "gdn_head",    "gdn_o",       "router",     "moe_latent",  "dense_gate",
+    "dense_up",  "dense_down",  "expert_gate", "expert_up",  "expert_down", "shared_gate",
+    "shared_up", "shared_down", "mtp_proj",    "other"};
 
 const char *rf_kind_name(RfKind k) {
   return kind_names[k];
@@ -61,7 +61,7 @@ typedef struct {
   GArray *tensors; /* RfTensor */
   GArray *parts;   /* RfPart */
   RfDtype dtype;
-  gboolean mtp;    /* tensors added now belong to the MTP block */
+  gboolean mtp; /* tensors added now belong to the MTP block */
 } Builder;
 
 static uint32_t add_tensor(Builder *b, RfKind kind, int layer, int nexperts, int ndim,
@@ -106,13 +106,12 @@ static void add_parts(Builder *b, uint32_t ti, int n, const int64_t *len, const 
   }
 }
 
-#define T1(b, kind, layer, d0, ...) \
+#define T1(b, kind, layer, d0, ...)                                                                \
   add_parts(b, add_tensor(b, kind, layer, 0, 1, (int64_t[]){d0}, __VA_ARGS__), 0, NULL, NULL)
-#define T2(b, kind, layer, d0, d1, ...)                                                      \
-  add_parts(b, add_tensor(b, kind, layer, 0, 2, (int64_t[]){d0, d1}, __VA_ARGS__), 0, NULL, \
-            NULL)
-#define TE(b, kind, layer, e, d0, d1, ...)                                                      \
-  add_parts(b, add_tensor(b, kind, layer, (int)(e), 3, (int64_t[]){e, d0, d1}, __VA_ARGS__), 0, \
+#define T2(b, kind, layer, d0, d1, ...)                                                            \
+  add_parts(b, add_tensor(b, kind, layer, 0, 2, (int64_t[]){d0, d1}, __VA_ARGS__), 0, NULL, NULL)
+#define TE(b, kind, layer, e, d0, d1, ...)                                                         \
+  add_parts(b, add_tensor(b, kind, layer, (int)(e), 3, (int64_t[]){e, d0, d1}, __VA_ARGS__), 0,    \
             NULL, NULL)
 
 /* ---- config access --------------------------------------------------------------------- */
@@ -230,8 +229,7 @@ static void add_dense_mlp(Builder *b, int64_t h, int64_t inter, int L, const cha
 
 /* Routed experts (stacked), router, shared experts. lat: expert width (hidden or MoE latent). */
 static void add_moe(Builder *b, const RfArch *a, int L, const char *pre, const char *blk,
-                    const char *shared_name,
-                    gboolean gated, gboolean router_bias) {
+                    const char *shared_name, gboolean gated, gboolean router_bias) {
   int64_t E = a->experts, I = a->expert_inter, h = a->hidden;
   int64_t lat = a->moe_latent ? a->moe_latent : h;
   T2(b, RF_KIND_ROUTER, L, E, h, "%s%sgate.weight", pre, blk);
@@ -264,7 +262,8 @@ static void build_qwen3_moe(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
   a->experts = cfg_int_or(c, "num_experts", 0);
   a->top_k = cfg_int_or(c, "num_experts_per_tok", 0);
   a->expert_inter = cfg_int_or(c, "moe_intermediate_size", 0);
-  a->dense_inter = a->experts ? cfg_int_or(c, "intermediate_size", 0) : cfg_int(c, "intermediate_size");
+  a->dense_inter =
+      a->experts ? cfg_int_or(c, "intermediate_size", 0) : cfg_int(c, "intermediate_size");
   a->vocab = cfg_int(c, "vocab_size");
   int64_t step = cfg_int_or(c, "decoder_sparse_step", 1);
   gboolean *dense = cfg_layer_set(c, "mlp_only_layers", a->layers, 0);
@@ -443,7 +442,9 @@ static void build_nemotron_h(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
     char *pre = g_strdup_printf("backbone.layers.%d.", L);
     T1(b, RF_KIND_NORM, L, a->hidden, "%snorm.weight", pre);
     switch (pat[L]) {
-    case 'M': add_mamba(b, a, L, pre); break;
+    case 'M':
+      add_mamba(b, a, L, pre);
+      break;
     case '*': {
       int64_t q = a->heads * a->head_dim, kv = a->kv_heads * a->head_dim;
       T2(b, RF_KIND_ATTN_Q, L, q, a->hidden, "%smixer.q_proj.weight", pre);
@@ -479,7 +480,7 @@ static void build_nemotron_h(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
 
 static void add_gdn(Builder *b, const RfArch *a, int L, const char *pre) {
   int64_t nk = a->lin_kv_heads * a->lin_head_dim; /* key heads x key dim */
-  int64_t nv = a->lin_heads * a->head_dim;         /* value heads x value dim (head_dim reused) */
+  int64_t nv = a->lin_heads * a->head_dim;        /* value heads x value dim (head_dim reused) */
   static const char *const tags[] = {"q", "k", "v"};
   int64_t len[] = {nk, nk, nv};
   add_parts(b,
@@ -545,7 +546,8 @@ static void build_qwen3_next(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
     }
     T1(b, RF_KIND_NORM, L, a->hidden, "%spost_attention_layernorm.weight", pre);
     add_moe(b, &moe, L, pre, "mlp.", "shared_expert", TRUE, FALSE);
-    if (shared_inter) T2(b, RF_KIND_ROUTER, L, 1, a->hidden, "%smlp.shared_expert_gate.weight", pre);
+    if (shared_inter)
+      T2(b, RF_KIND_ROUTER, L, 1, a->hidden, "%smlp.shared_expert_gate.weight", pre);
     g_free(pre);
   }
   if (a->mtp_layers) {
@@ -566,26 +568,39 @@ static RfKind kind_from_name(const char *n, int ndim) {
     const char *needle;
     RfKind kind;
   } rules[] = {
-      {"embed", RF_KIND_EMBEDDING},          {"lm_head", RF_KIND_LM_HEAD},
-      {"experts.", RF_KIND_EXPERT_GATE},     {"shared_expert", RF_KIND_SHARED_GATE},
-      {"q_a_proj", RF_KIND_MLA_Q_A},         {"kv_a_proj", RF_KIND_MLA_KV_A},
-      {"q_b_proj", RF_KIND_MLA_Q_B},         {"kv_b_proj", RF_KIND_MLA_KV_B},
-      {"qkv_proj", RF_KIND_ATTN_QKV},        {"q_proj", RF_KIND_ATTN_Q},
-      {"k_proj", RF_KIND_ATTN_K},            {"v_proj", RF_KIND_ATTN_V},
-      {"o_proj", RF_KIND_ATTN_O},            {"gate_proj", RF_KIND_DENSE_GATE},
-      {"up_proj", RF_KIND_DENSE_UP},         {"down_proj", RF_KIND_DENSE_DOWN},
-      {"mlp.gate.", RF_KIND_ROUTER},         {"router", RF_KIND_ROUTER},
+      {"embed", RF_KIND_EMBEDDING},
+      {"lm_head", RF_KIND_LM_HEAD},
+      {"experts.", RF_KIND_EXPERT_GATE},
+      {"shared_expert", RF_KIND_SHARED_GATE},
+      {"q_a_proj", RF_KIND_MLA_Q_A},
+      {"kv_a_proj", RF_KIND_MLA_KV_A},
+      {"q_b_proj", RF_KIND_MLA_Q_B},
+      {"kv_b_proj", RF_KIND_MLA_KV_B},
+      {"qkv_proj", RF_KIND_ATTN_QKV},
+      {"q_proj", RF_KIND_ATTN_Q},
+      {"k_proj", RF_KIND_ATTN_K},
+      {"v_proj", RF_KIND_ATTN_V},
+      {"o_proj", RF_KIND_ATTN_O},
+      {"gate_proj", RF_KIND_DENSE_GATE},
+      {"up_proj", RF_KIND_DENSE_UP},
+      {"down_proj", RF_KIND_DENSE_DOWN},
+      {"mlp.gate.", RF_KIND_ROUTER},
+      {"router", RF_KIND_ROUTER},
       {"norm", RF_KIND_NORM},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(rules); i++)
     if (strstr(n, rules[i].needle)) {
       RfKind k = rules[i].kind;
       if (k == RF_KIND_EXPERT_GATE) {
-        if (strstr(n, "up_proj") || strstr(n, "w3")) k = RF_KIND_EXPERT_UP;
-        else if (strstr(n, "down_proj") || strstr(n, "w2")) k = RF_KIND_EXPERT_DOWN;
+        if (strstr(n, "up_proj") || strstr(n, "w3"))
+          k = RF_KIND_EXPERT_UP;
+        else if (strstr(n, "down_proj") || strstr(n, "w2"))
+          k = RF_KIND_EXPERT_DOWN;
       } else if (k == RF_KIND_SHARED_GATE) {
-        if (strstr(n, "up_proj")) k = RF_KIND_SHARED_UP;
-        else if (strstr(n, "down_proj")) k = RF_KIND_SHARED_DOWN;
+        if (strstr(n, "up_proj"))
+          k = RF_KIND_SHARED_UP;
+        else if (strstr(n, "down_proj"))
+          k = RF_KIND_SHARED_DOWN;
       }
       /* norms are vectors, vocabulary tables are matrices */
       if (k == RF_KIND_NORM && ndim != 1) continue;
@@ -636,8 +651,8 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
       layer = v < 100000 ? (int)v : -1;
     }
     if (layer > maxl) maxl = layer;
-    add_parts(b, add_tensor(b, kind_from_name(n, (int)nd), layer, 0, (int)nd, sh, "%s", n), 0,
-              NULL, NULL);
+    add_parts(b, add_tensor(b, kind_from_name(n, (int)nd), layer, 0, (int)nd, sh, "%s", n), 0, NULL,
+              NULL);
   }
   g_list_free(names);
   *nlayers = maxl + 1;
@@ -647,10 +662,9 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
 /* ---- public ---------------------------------------------------------------------------- */
 
 static const char *const zoo_names[] = {
-    "qwen3-235b-a22b", "qwen3-30b-a3b", "deepseek-v3",     "deepseek-v3-mtp",
-    "nemotron-3-ultra", "kimi-k3",      "qwen3.8-2.4t-a95b", "tiny-moe",
-    "tiny-mla",         "tiny-hybrid",  "tiny-kimi",        "tiny-next",
-    NULL};
+    "qwen3-235b-a22b", "qwen3-30b-a3b",     "deepseek-v3", "deepseek-v3-mtp", "nemotron-3-ultra",
+    "kimi-k3",         "qwen3.8-2.4t-a95b", "tiny-moe",    "tiny-mla",        "tiny-hybrid",
+    "tiny-kimi",       "tiny-next",         NULL};
 
 const char *const *rf_zoo_names(void) {
   return zoo_names;
@@ -658,7 +672,8 @@ const char *const *rf_zoo_names(void) {
 
 void rf_model_free(RfModel *m) {
   if (!m) return;
-  for (uint32_t i = 0; i < m->ntensors; i++) g_free(m->tensors[i].name);
+  for (uint32_t i = 0; i < m->ntensors; i++)
+    g_free(m->tensors[i].name);
   g_free(m->tensors);
   g_free(m->parts);
   g_free(m->name);
@@ -681,8 +696,8 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
     goto out;
   }
   JsonObject *o = json_node_get_object(root);
-  Builder b = {g_array_new(FALSE, FALSE, sizeof(RfTensor)), g_array_new(FALSE, FALSE, sizeof(RfPart)),
-               RF_DT_BF16, FALSE};
+  Builder b = {g_array_new(FALSE, FALSE, sizeof(RfTensor)),
+               g_array_new(FALSE, FALSE, sizeof(RfPart)), RF_DT_BF16, FALSE};
   m = g_new0(RfModel, 1);
   m->name = g_strdup(name);
   gboolean ok = TRUE;
@@ -770,7 +785,8 @@ RfModel *rf_model_load(const char *name_or_path, GError **error) {
     if (g_str_has_suffix(label, ".json")) label[strlen(label) - 5] = 0;
   } else {
     gboolean known = FALSE;
-    for (int i = 0; zoo_names[i]; i++) known |= !strcmp(zoo_names[i], name_or_path);
+    for (int i = 0; zoo_names[i]; i++)
+      known |= !strcmp(zoo_names[i], name_or_path);
     if (!known) {
       char *list = g_strjoinv(", ", (char **)zoo_names);
       g_set_error(error, RF_ERROR, 1, "unknown model '%s' (known: %s; or a path to a config.json)",
@@ -803,19 +819,22 @@ int64_t rf_tensor_count(const RfTensor *t) {
 
 int64_t rf_tensor_elems(const RfTensor *t) {
   int64_t v = 1;
-  for (int d = 0; d < t->ndim; d++) v *= t->shape[d];
+  for (int d = 0; d < t->ndim; d++)
+    v *= t->shape[d];
   return v;
 }
 
 int64_t rf_part_elems(const RfPart *p) {
   int64_t v = 1;
-  for (int d = 0; d < p->ndim; d++) v *= p->shape[d];
+  for (int d = 0; d < p->ndim; d++)
+    v *= p->shape[d];
   return v;
 }
 
 int64_t rf_model_params(const RfModel *m) {
   int64_t n = 0;
-  for (uint32_t i = 0; i < m->ntensors; i++) n += rf_tensor_elems(&m->tensors[i]);
+  for (uint32_t i = 0; i < m->ntensors; i++)
+    n += rf_tensor_elems(&m->tensors[i]);
   return n;
 }
 
@@ -828,7 +847,8 @@ int64_t rf_model_bytes(const RfModel *m) {
 
 int64_t rf_model_checkpoint_tensors(const RfModel *m) {
   int64_t n = 0;
-  for (uint32_t i = 0; i < m->ntensors; i++) n += rf_tensor_count(&m->tensors[i]);
+  for (uint32_t i = 0; i < m->ntensors; i++)
+    n += rf_tensor_count(&m->tensors[i]);
   return n;
 }
 

@@ -13,13 +13,7 @@
 #include <glib.h>
 #include <stdint.h>
 
-typedef enum {
-  RF_DT_BF16,
-  RF_DT_FP16,
-  RF_DT_FP32,
-  RF_DT_FP8,
-  RF_DT_COUNT
-} RfDtype;
+typedef enum { RF_DT_BF16, RF_DT_FP16, RF_DT_FP32, RF_DT_FP8, RF_DT_COUNT } RfDtype;
 
 typedef enum {
   RF_KIND_EMBEDDING,
@@ -30,27 +24,27 @@ typedef enum {
   RF_KIND_ATTN_K,
   RF_KIND_ATTN_V,
   RF_KIND_ATTN_O,
-  RF_KIND_ATTN_GATE,   /* per-head output gate (gated attention) */
-  RF_KIND_MLA_Q_A,     /* replicated low-rank down projections */
+  RF_KIND_ATTN_GATE, /* per-head output gate (gated attention) */
+  RF_KIND_MLA_Q_A,   /* replicated low-rank down projections */
   RF_KIND_MLA_KV_A,
-  RF_KIND_MLA_Q_B,     /* column-parallel up projections */
+  RF_KIND_MLA_Q_B, /* column-parallel up projections */
   RF_KIND_MLA_KV_B,
-  RF_KIND_MAMBA_IN,    /* in_proj parts z | x | B | C | dt */
-  RF_KIND_MAMBA_CONV,  /* conv1d parts x | B | C */
-  RF_KIND_MAMBA_HEAD,  /* A_log, D, dt_bias: per head */
-  RF_KIND_MAMBA_NORM,  /* grouped RMSNorm over d_inner */
+  RF_KIND_MAMBA_IN,   /* in_proj parts z | x | B | C | dt */
+  RF_KIND_MAMBA_CONV, /* conv1d parts x | B | C */
+  RF_KIND_MAMBA_HEAD, /* A_log, D, dt_bias: per head */
+  RF_KIND_MAMBA_NORM, /* grouped RMSNorm over d_inner */
   RF_KIND_MAMBA_OUT,
-  RF_KIND_KDA_PROJ,    /* KDA / GDN column-parallel projections (q, k, v, gates) */
+  RF_KIND_KDA_PROJ, /* KDA / GDN column-parallel projections (q, k, v, gates) */
   RF_KIND_KDA_CONV,
-  RF_KIND_KDA_HEAD,    /* per-head A_log, dt_bias */
-  RF_KIND_KDA_REPL,    /* low-rank or tiny projections kept whole on every rank */
+  RF_KIND_KDA_HEAD, /* per-head A_log, dt_bias */
+  RF_KIND_KDA_REPL, /* low-rank or tiny projections kept whole on every rank */
   RF_KIND_KDA_O,
   RF_KIND_GDN_PROJ,
   RF_KIND_GDN_CONV,
   RF_KIND_GDN_HEAD,
   RF_KIND_GDN_O,
   RF_KIND_ROUTER,
-  RF_KIND_MOE_LATENT,  /* latent MoE down / up projections around the experts */
+  RF_KIND_MOE_LATENT, /* latent MoE down / up projections around the experts */
   RF_KIND_DENSE_GATE,
   RF_KIND_DENSE_UP,
   RF_KIND_DENSE_DOWN,
@@ -60,29 +54,29 @@ typedef enum {
   RF_KIND_SHARED_GATE,
   RF_KIND_SHARED_UP,
   RF_KIND_SHARED_DOWN,
-  RF_KIND_MTP_PROJ,    /* MTP eh_proj */
-  RF_KIND_OTHER,       /* unknown: replicated everywhere */
+  RF_KIND_MTP_PROJ, /* MTP eh_proj */
+  RF_KIND_OTHER,    /* unknown: replicated everywhere */
   RF_KIND_COUNT
 } RfKind;
 
 typedef struct {
-  char *name;      /* checkpoint name; "{e}" marks the expert index of a stacked entry */
+  char *name; /* checkpoint name; "{e}" marks the expert index of a stacked entry */
   int ndim;
   int64_t shape[RF_MAX_DIMS];
   RfDtype dtype;
   RfKind kind;
-  int layer;       /* decoder layer, -1 for embedding / final norm / lm_head */
-  int nexperts;    /* > 0: stacked routed experts, shape[0] == nexperts */
-  gboolean mtp;    /* part of the multi-token-prediction block */
+  int layer;    /* decoder layer, -1 for embedding / final norm / lm_head */
+  int nexperts; /* > 0: stacked routed experts, shape[0] == nexperts */
+  gboolean mtp; /* part of the multi-token-prediction block */
 } RfTensor;
 
 typedef struct {
-  uint32_t tensor;             /* index into RfModel.tensors */
+  uint32_t tensor; /* index into RfModel.tensors */
   int ndim;
-  int64_t shape[RF_MAX_DIMS];  /* the part's own shape */
-  int seg_dim;                 /* the part covers [seg_off, seg_off + shape[seg_dim]) ... */
-  int64_t seg_off;             /* ... of its tensor along seg_dim; other dims whole */
-  const char *tag;             /* static: "z", "x", "B", "C", "dt", or "" for a whole tensor */
+  int64_t shape[RF_MAX_DIMS]; /* the part's own shape */
+  int seg_dim;                /* the part covers [seg_off, seg_off + shape[seg_dim]) ... */
+  int64_t seg_off;            /* ... of its tensor along seg_dim; other dims whole */
+  const char *tag;            /* static: "z", "x", "B", "C", "dt", or "" for a whole tensor */
 } RfPart;
 
 /* Architecture numbers the presets need. 0 where a family has no such thing. */

@@ -1029,7 +1029,8 @@ static char *stage_label(const RfPlan *plan, int k) {
   unsigned mask = stage_mask(plan, k);
   GString *s = g_string_new(NULL);
   for (int p = 0; p < RF_PHASE_COUNT; p++)
-    if (mask & (1u << p)) g_string_append_printf(s, "%s%s", s->len ? "+" : "", rf_phase_name((RfPhase)p));
+    if (mask & (1u << p))
+      g_string_append_printf(s, "%s%s", s->len ? "+" : "", rf_phase_name((RfPhase)p));
   if (!s->len) g_string_append(s, "idle");
   return g_string_free(s, FALSE);
 }
@@ -1232,8 +1233,8 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
         lo = MIN(lo, t1[i] - t0[i]);
         hi = MAX(hi, t1[i] - t0[i]);
       }
-      rf_result_add_stage(out, rf_phase_name((RfPhase)p), median_of(t0, timed, 1), median_of(t1, timed, 1),
-                          lbytes[p]);
+      rf_result_add_stage(out, rf_phase_name((RfPhase)p), median_of(t0, timed, 1),
+                          median_of(t1, timed, 1), lbytes[p]);
       st->spread.min_s = g_renew(double, st->spread.min_s, out->nstages);
       st->spread.max_s = g_renew(double, st->spread.max_s, out->nstages);
       st->spread.min_s[out->nstages - 1] = lo;

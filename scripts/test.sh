@@ -4,6 +4,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
+echo "# clang-format (.clang-format)"
+# shellcheck disable=SC2046
+clang-format --dry-run --Werror $(git ls-files '*.c' '*.h' 2>/dev/null || find model sim real cli tests -name '*.[ch]')
 sh scripts/build.sh build
 sh scripts/build.sh build-asan -DREFIT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 log=$(mktemp)

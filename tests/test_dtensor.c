@@ -62,8 +62,8 @@ static void test_nested(void) {
 static void test_rank_maps(void) {
   int ranks[4] = {7, 3, 9, 1};
   RfMesh *m = rf_mesh_new(2, (int[]){2, 2}, ranks, 4, NULL);
-  RfPlacement p = {.mesh = m, .ndim = 2, .shape = {4, 6}, .pad_shape = {4, 6},
-                   .place = {RF_REPLICATE, 1}};
+  RfPlacement p = {
+      .mesh = m, .ndim = 2, .shape = {4, 6}, .pad_shape = {4, 6}, .place = {RF_REPLICATE, 1}};
   g_assert_cmpint(rf_placement_rank(&p, 1, 0), ==, 3);
   g_assert_cmpint(rf_placement_rank(&p, 1, 1), ==, 1);
   g_assert_cmpint(rf_placement_rank(&p, 0, 1), ==, 9);
@@ -96,9 +96,11 @@ static void test_random_tiling(void) {
   for (int it = 0; it < 2000; it++) {
     int nd = g_rand_int_range(rng, 1, 5), md = g_rand_int_range(rng, 1, 4);
     int dims[RF_MAX_DIMS], n = 1;
-    for (int i = 0; i < md; i++) n *= dims[i] = g_rand_int_range(rng, 1, 5);
+    for (int i = 0; i < md; i++)
+      n *= dims[i] = g_rand_int_range(rng, 1, 5);
     int *ranks = g_new(int, n);
-    for (int i = 0; i < n; i++) ranks[i] = i * 3 + 1;
+    for (int i = 0; i < n; i++)
+      ranks[i] = i * 3 + 1;
     RfMesh *m = rf_mesh_new(md, dims, ranks, n, NULL);
     RfPlacement p = {.mesh = m, .ndim = nd};
     int64_t vol = 1;
@@ -106,7 +108,8 @@ static void test_random_tiling(void) {
       p.shape[d] = p.pad_shape[d] = g_rand_int_range(rng, 1, 9);
       vol *= p.shape[d];
     }
-    for (int i = 0; i < RF_MAX_DIMS; i++) p.place[i] = RF_REPLICATE;
+    for (int i = 0; i < RF_MAX_DIMS; i++)
+      p.place[i] = RF_REPLICATE;
     for (int i = 0; i < md; i++)
       p.place[i] = g_rand_boolean(rng) ? RF_REPLICATE : (int8_t)g_rand_int_range(rng, 0, nd);
     g_assert_true(rf_placement_check(&p, NULL));

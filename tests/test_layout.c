@@ -88,18 +88,18 @@ static void test_bad_layouts(void) {
   static const struct {
     const char *model, *train, *infer, *needle;
   } c[] = {
-      {"tiny-moe", "TP2xEP4xDP3", "TP2", "does not divide"},  /* EP4 over TP2 x DP3 = 6 */
+      {"tiny-moe", "TP2xEP4xDP3", "TP2", "does not divide"}, /* EP4 over TP2 x DP3 = 6 */
       {"tiny-moe", "TP2", "TP2xDP2xEP3", "EP = TP x DP"},
       {"tiny-moe", "TP2", "TP2xPP2", "generation PP"},
-      {"tiny-moe", "TP3", "TP2", "does not divide"},          /* 8 heads over TP3 */
-      {"tiny-moe", "TP2", "TP16", "does not divide"},         /* 8 heads over TP16 */
-      {"tiny-moe", "TP2xEP4", "TP2", "does not divide"},      /* 6 experts over EP4 */
+      {"tiny-moe", "TP3", "TP2", "does not divide"},     /* 8 heads over TP3 */
+      {"tiny-moe", "TP2", "TP16", "does not divide"},    /* 8 heads over TP16 */
+      {"tiny-moe", "TP2xEP4", "TP2", "does not divide"}, /* 6 experts over EP4 */
       {"tiny-moe", "PP9", "TP2", "exceeds"},
       {"tiny-moe", "TP2", "TP8x", "bad layout"},
       {"tiny-hybrid", "TP4", "TP2", "Mamba"},
-      {"tiny-mla", "TP1", "TP8", "attention heads"},       /* 4 MLA heads over TP8 */
-      {"tiny-next", "TP1", "TP4", "GDN heads"},            /* 2 key heads over TP4 */
-      {"tiny-kimi", "TP8", "TP1", "heads"},                /* 4 heads over TP8 */
+      {"tiny-mla", "TP1", "TP8", "attention heads"}, /* 4 MLA heads over TP8 */
+      {"tiny-next", "TP1", "TP4", "GDN heads"},      /* 2 key heads over TP4 */
+      {"tiny-kimi", "TP8", "TP1", "heads"},          /* 4 heads over TP8 */
       {"tiny-moe", "EP1048576xETP1048576", "TP1", "ranks"},
       {"tiny-moe", "TP1", "TP32768xDP65536", "ranks"},
   };

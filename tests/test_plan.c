@@ -13,8 +13,7 @@ static void verify_all(const RfProblem *pb, const char *what) {
     GError *e = NULL;
     RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
     if (!plan) g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
-    if (!rf_plan_verify(plan, &e))
-      g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
+    if (!rf_plan_verify(plan, &e)) g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
     /* messages partition the transfers and carry their bytes */
     uint64_t n = 0, by = 0, tb = 0;
     for (uint64_t i = 0; i < plan->nmsgs; i++) {
@@ -22,7 +21,8 @@ static void verify_all(const RfProblem *pb, const char *what) {
       n += plan->msgs[i].count;
       by += plan->msgs[i].bytes;
     }
-    for (uint64_t i = 0; i < plan->nxfers; i++) tb += plan->pieces[plan->xfers[i].piece].bytes;
+    for (uint64_t i = 0; i < plan->nxfers; i++)
+      tb += plan->pieces[plan->xfers[i].piece].bytes;
     g_assert_cmpuint(n, ==, plan->nxfers);
     g_assert_cmpuint(by, ==, tb);
     g_assert_cmpuint(plan->stats.network_bytes + plan->stats.nvlink_bytes, <=, tb);
@@ -32,7 +32,8 @@ static void verify_all(const RfProblem *pb, const char *what) {
 
 static void append_side(GString *s, GRand *rng, int nd, const int *pool, int npool) {
   int md = g_rand_int_range(rng, 1, 4), dims[3], n = 1;
-  for (int i = 0; i < md; i++) n *= dims[i] = g_rand_int_range(rng, 1, 4);
+  for (int i = 0; i < md; i++)
+    n *= dims[i] = g_rand_int_range(rng, 1, 4);
   while (n > npool) { /* shrink to fit the pool */
     for (int i = 0; i < md && n > npool; i++)
       if (dims[i] > 1) {
@@ -50,15 +51,20 @@ static void append_side(GString *s, GRand *rng, int nd, const int *pool, int npo
     perm[j] = t;
   }
   g_string_append(s, "{\"mesh\":[");
-  for (int i = 0; i < md; i++) g_string_append_printf(s, "%s%d", i ? "," : "", dims[i]);
+  for (int i = 0; i < md; i++)
+    g_string_append_printf(s, "%s%d", i ? "," : "", dims[i]);
   g_string_append(s, "],\"ranks\":[");
-  for (int i = 0; i < n; i++) g_string_append_printf(s, "%s%d", i ? "," : "", perm[i]);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(s, "%s%d", i ? "," : "", perm[i]);
   g_string_append(s, "],\"placements\":[");
   for (int i = 0; i < md; i++) {
     int p = g_rand_int_range(rng, -1, nd);
-    if (p < 0) g_string_append_printf(s, "%s\"R\"", i ? "," : "");
-    else if (g_rand_boolean(rng)) g_string_append_printf(s, "%s\"S%d\"", i ? "," : "", p);
-    else g_string_append_printf(s, "%s\"Shard(%d)\"", i ? "," : "", p);
+    if (p < 0)
+      g_string_append_printf(s, "%s\"R\"", i ? "," : "");
+    else if (g_rand_boolean(rng))
+      g_string_append_printf(s, "%s\"S%d\"", i ? "," : "", p);
+    else
+      g_string_append_printf(s, "%s\"Shard(%d)\"", i ? "," : "", p);
   }
   g_string_append(s, "]}");
   g_free(perm);
@@ -75,8 +81,10 @@ static void test_random_specs(void) {
     int src_pool[24], dst_pool[24];
     int ns = g_rand_int_range(rng, 1, 13), ndp = g_rand_int_range(rng, 1, 13);
     gboolean overlap = g_rand_int_range(rng, 0, 5) == 0;
-    for (int i = 0; i < ns; i++) src_pool[i] = i;
-    for (int i = 0; i < ndp; i++) dst_pool[i] = overlap ? g_rand_int_range(rng, 0, 16) * 0 + i : ns + i;
+    for (int i = 0; i < ns; i++)
+      src_pool[i] = i;
+    for (int i = 0; i < ndp; i++)
+      dst_pool[i] = overlap ? g_rand_int_range(rng, 0, 16) * 0 + i : ns + i;
     for (int t = 0; t < nt; t++) {
       int nd = g_rand_int_range(rng, 1, 5);
       g_string_append_printf(s, "%s{\"name\":\"t%d\",\"dtype\":\"%s\",\"shape\":[", t ? "," : "", t,
@@ -113,12 +121,18 @@ static void test_presets(void) {
   static const struct {
     const char *model, *train, *infer;
   } cases[] = {
-      {"tiny-moe", "TP2xPP2", "TP4"},          {"tiny-moe", "TP2xPP3xEP3", "TP2xDP3"},
-      {"tiny-moe", "PP2xEP2xDP2", "TP8xDP2"},  {"tiny-moe", "TP2xEP2xETP2", "TP2xDP3xEP6"},
-      {"tiny-moe", "TP2xCP2xPP2", "TP1xDP3"},  {"tiny-mla", "TP2xPP2xEP4", "TP4xDP2"},
-      {"tiny-mla", "PP3xEP8", "TP2xDP4xEP8"},  {"tiny-hybrid", "TP2xPP2", "TP2xDP2"},
-      {"tiny-hybrid", "TP2xEP4xPP2", "TP2xDP3"}, {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"},
-      {"tiny-kimi", "TP4xEP6xDP3", "TP2xDP3xEP6"}, {"tiny-next", "TP2xPP2xEP4", "TP2xDP4"},
+      {"tiny-moe", "TP2xPP2", "TP4"},
+      {"tiny-moe", "TP2xPP3xEP3", "TP2xDP3"},
+      {"tiny-moe", "PP2xEP2xDP2", "TP8xDP2"},
+      {"tiny-moe", "TP2xEP2xETP2", "TP2xDP3xEP6"},
+      {"tiny-moe", "TP2xCP2xPP2", "TP1xDP3"},
+      {"tiny-mla", "TP2xPP2xEP4", "TP4xDP2"},
+      {"tiny-mla", "PP3xEP8", "TP2xDP4xEP8"},
+      {"tiny-hybrid", "TP2xPP2", "TP2xDP2"},
+      {"tiny-hybrid", "TP2xEP4xPP2", "TP2xDP3"},
+      {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"},
+      {"tiny-kimi", "TP4xEP6xDP3", "TP2xDP3xEP6"},
+      {"tiny-next", "TP2xPP2xEP4", "TP2xDP4"},
       {"tiny-next", "TP2xPP3", "TP2xDP2xEP4"},
       {"qwen3-30b-a3b", "TP2xPP4xEP8", "TP4xDP2"}, /* a full-size model: 48 layers, 128 experts */
   };
@@ -127,8 +141,10 @@ static void test_presets(void) {
       if (cases[i].model[0] != 't' && dsz == 4) continue; /* full-size models: once */
       GError *e = NULL;
       RfProblem *pb = preset(cases[i].model, cases[i].train, cases[i].infer, dsz, &e);
-      if (!pb) g_error("%s %s -> %s: %s", cases[i].model, cases[i].train, cases[i].infer, e->message);
-      char *what = g_strdup_printf("%s %s->%s D%d", cases[i].model, cases[i].train, cases[i].infer, dsz);
+      if (!pb)
+        g_error("%s %s -> %s: %s", cases[i].model, cases[i].train, cases[i].infer, e->message);
+      char *what =
+          g_strdup_printf("%s %s->%s D%d", cases[i].model, cases[i].train, cases[i].infer, dsz);
       verify_all(pb, what);
       g_free(what);
       rf_problem_free(pb);
@@ -167,9 +183,10 @@ static void test_known_small(void) {
 /* m2n on replicas in separate domains: every piece crosses the network once per domain; with
  * 4 replicas packed two per domain, half the copies go over NVLink. */
 static void test_m2n_domains(void) {
-  const char *js = "{\"tensors\":[{\"name\":\"w\",\"shape\":[16,4],\"dtype\":\"fp32\","
-                   "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
-                   "\"dst\":{\"mesh\":[4,2],\"ranks\":[4,5,6,7,8,9,10,11],\"placements\":[\"R\",\"S0\"]}}]}";
+  const char *js =
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[16,4],\"dtype\":\"fp32\","
+      "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+      "\"dst\":{\"mesh\":[4,2],\"ranks\":[4,5,6,7,8,9,10,11],\"placements\":[\"R\",\"S0\"]}}]}";
   GError *e = NULL;
   RfProblem *pb = spec_problem(js, 4, &e); /* domains: {0-3} {4-7} {8-11} */
   g_assert_no_error(e);
@@ -251,30 +268,43 @@ static void test_bad_specs(void) {
       "{",
       "{\"tensors\":[]}",
       "{\"tensors\":[{\"name\":\"w\",\"shape\":[4]}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[2],\"ranks\":[0],\"placements\":[\"S0\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[2],\"ranks\":[0],"
+      "\"placements\":[\"S0\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"S1\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[0],"
+      "\"placements\":[\"S1\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[0],\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[0],\"src\":{\"mesh\":[1],\"ranks\":[0],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"dtype\":\"int3\",\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"dtype\":\"int3\",\"src\":{\"mesh\":[1],"
+      "\"ranks\":[0],\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[2],\"ranks\":[0,0],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[2],\"ranks\":[0,0],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[-1],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[-1],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
       /* rank ids at or above 2^24, wrong JSON types, overflowing meshes and shapes */
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[16777216],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[16777216],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[\"a\"],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[1],\"ranks\":[\"a\"],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4.5],\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4.5],\"src\":{\"mesh\":[1],\"ranks\":[0],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":\"ab\",\"src\":{\"mesh\":2,\"ranks\":[0],\"placements\":[\"R\"]},"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":\"ab\",\"src\":{\"mesh\":2,\"ranks\":[0],"
+      "\"placements\":[\"R\"]},"
       "\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[65536,65536,65536,65536],\"ranks\":[],"
-      "\"placements\":[\"R\",\"R\",\"R\",\"R\"]},\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4611686018427387904,7],\"src\":{\"mesh\":[1],\"ranks\":[0],"
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4],\"src\":{\"mesh\":[65536,65536,65536,65536],"
+      "\"ranks\":[],"
+      "\"placements\":[\"R\",\"R\",\"R\",\"R\"]},\"dst\":{\"mesh\":[1],\"ranks\":[3],"
+      "\"placements\":[\"R\"]}}]}",
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[4611686018427387904,7],\"src\":{\"mesh\":[1],"
+      "\"ranks\":[0],"
       "\"placements\":[\"R\"]},\"dst\":{\"mesh\":[1],\"ranks\":[3],\"placements\":[\"R\"]}}]}",
       "{\"tensors\":{}}",
   };

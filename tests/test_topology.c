@@ -36,10 +36,11 @@ static char *write_tmp(const char *text) {
 }
 
 static void test_bad(void) {
-  const char *good = "[cluster]\ngpus_per_domain=4\n[nvlink]\nbandwidth_GBps=100\nlatency_us=1\n"
-                     "[nic]\nper_gpu=1\nbandwidth_Gbps=200\nlatency_us=2\npcie_GBps=32\n"
-                     "[fabric]\nkind=fat-tree\noversubscription=2\ngpus_per_leaf=16\nswitch_latency_us=0.5\n"
-                     "[gpu]\nhbm_GBps=2000\n";
+  const char *good =
+      "[cluster]\ngpus_per_domain=4\n[nvlink]\nbandwidth_GBps=100\nlatency_us=1\n"
+      "[nic]\nper_gpu=1\nbandwidth_Gbps=200\nlatency_us=2\npcie_GBps=32\n"
+      "[fabric]\nkind=fat-tree\noversubscription=2\ngpus_per_leaf=16\nswitch_latency_us=0.5\n"
+      "[gpu]\nhbm_GBps=2000\n";
   char *p = write_tmp(good);
   GError *e = NULL;
   RfTopology *t = rf_topology_load(p, &e);

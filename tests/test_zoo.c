@@ -19,9 +19,9 @@ static void test_public_totals(void) {
     const char *name;
     double params, tol;
   } want[] = {
-      {"qwen3-235b-a22b", 235.1e9, 0.01}, {"deepseek-v3", 671.0e9, 0.01},
-      {"deepseek-v3-mtp", 682.6e9, 0.01}, {"qwen3-30b-a3b", 30.5e9, 0.01},
-      {"nemotron-3-ultra", 549e9, 0.03}, {"kimi-k3", 2.8e12, 0.03},
+      {"qwen3-235b-a22b", 235.1e9, 0.01},  {"deepseek-v3", 671.0e9, 0.01},
+      {"deepseek-v3-mtp", 682.6e9, 0.01},  {"qwen3-30b-a3b", 30.5e9, 0.01},
+      {"nemotron-3-ultra", 549e9, 0.03},   {"kimi-k3", 2.8e12, 0.03},
       {"qwen3.8-2.4t-a95b", 2.4e12, 0.03},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
@@ -108,7 +108,8 @@ static void test_expert_names(void) {
 
 static void test_listing(void) {
   const char *js = "{\"__metadata__\":{\"format\":\"pt\"},"
-                   "\"model.layers.0.self_attn.q_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[64,32],\"data_offsets\":[0,4096]},"
+                   "\"model.layers.0.self_attn.q_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[64,"
+                   "32],\"data_offsets\":[0,4096]},"
                    "\"model.layers.0.input_layernorm.weight\":{\"dtype\":\"F32\",\"shape\":[32]},"
                    "\"lm_head.weight\":{\"dtype\":\"bf16\",\"shape\":[100,32]}}";
   GError *e = NULL;
@@ -149,11 +150,14 @@ static void test_bad(void) {
       "{\"w\":{\"dtype\":5,\"shape\":[4]}}",
       "{\"model_type\":\"qwen3_moe\",\"torch_dtype\":5,\"hidden_size\":8}",
       "{\"model_type\":\"qwen3_moe\",\"hidden_size\":\"96\",\"num_hidden_layers\":1}",
-      "{\"model_type\":\"qwen3\",\"hidden_size\":8,\"num_hidden_layers\":2147483648,\"num_attention_heads\":2,"
+      "{\"model_type\":\"qwen3\",\"hidden_size\":8,\"num_hidden_layers\":2147483648,\"num_"
+      "attention_heads\":2,"
       "\"num_key_value_heads\":1,\"intermediate_size\":8,\"vocab_size\":10}",
-      "{\"model_type\":\"nemotron_h\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+      "{\"model_type\":\"nemotron_h\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_"
+      "heads\":2,"
       "\"num_key_value_heads\":1,\"mamba_num_heads\":2,\"mamba_head_dim\":2,\"n_groups\":1,"
-      "\"ssm_state_size\":2,\"conv_kernel\":2,\"vocab_size\":10,\"hybrid_override_pattern\":\"MX\"}",
+      "\"ssm_state_size\":2,\"conv_kernel\":2,\"vocab_size\":10,\"hybrid_override_pattern\":"
+      "\"MX\"}",
   };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     GError *e = NULL;
