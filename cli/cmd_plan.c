@@ -42,8 +42,8 @@ int rf_cmd_plan(int argc, char **argv) {
     g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument '%s'", argv[1]);
     goto out;
   }
-  if (channels < 0) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--bcast-channels must be >= 1");
+  if (channels < 0 || channels > 1024) {
+    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--bcast-channels must be 1..1024");
     goto out;
   }
   nst = rf_args_strategies(&a, st, &e);

@@ -1,5 +1,6 @@
 #include "topology.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "dtensor.h"
@@ -51,9 +52,10 @@ static gboolean get_num(GKeyFile *kf, const char *path, const char *group, const
     g_error_free(e);
     return FALSE;
   }
-  if (v < 0 || (!zero_ok && v == 0) || v != v) {
+  if (!isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e12) {
     g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                "%s: [%s] %s must be %s, got %g", path, group, key, zero_ok ? ">= 0" : "> 0", v);
+                "%s: [%s] %s must be a finite number %s, got %g", path, group, key,
+                zero_ok ? ">= 0" : "> 0", v);
     return FALSE;
   }
   *out = v;
@@ -141,6 +143,11 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   if (g_key_file_has_key(kf, "nccl", "bcast_channels", NULL) &&
       !get_int(kf, path, "nccl", "bcast_channels", &t->bcast_channels, error))
     goto fail;
+  if (t->bcast_channels > 1024) {
+    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                "%s: [nccl] bcast_channels must be 1..1024, got %d", path, t->bcast_channels);
+    goto fail;
+  }
   g_key_file_free(kf);
   g_free(path);
   return t;

@@ -58,6 +58,8 @@ static void test_bad(void) {
       {"bandwidth_GBps=100", "bandwidth_GBps=fast", "bandwidth_GBps"},
       {"kind=fat-tree", "kind=torus", "rail-optimized or fat-tree"},
       {"oversubscription=2", "oversubscription=0.5", ">= 1"},
+      {"bandwidth_Gbps=200", "bandwidth_Gbps=inf", "finite"},
+      {"hbm_GBps=2000", "hbm_GBps=2000\n[nccl]\nbcast_channels=1000000000", "bcast_channels"},
       {"hbm_GBps=2000", "", "hbm_GBps"},
       {"[nic]", "[nic", "refit"},
   };
