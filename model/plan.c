@@ -176,18 +176,27 @@ static int domain_end(const Builder *b, const int *dst, int n, int i) {
   return j;
 }
 
+/* Source for rank r over NVLink: r itself when it holds the piece, else the j-th (round robin,
+ * so one GPU does not serve its whole domain) of the holders in r's domain; -1 if none. */
+static int near_source(const Builder *b, const Delivery *dv, int r, int j) {
+  int d = dom(b, r), n = 0;
+  for (int h = 0; h < dv->nhold; h++) {
+    if (dv->hold[h] == r) return r;
+    n += dom(b, dv->hold[h]) == d;
+  }
+  if (n == 0) return -1;
+  int want = (j + dv->rot) % n;
+  for (int h = 0; h < dv->nhold; h++)
+    if (dom(b, dv->hold[h]) == d && want-- == 0) return dv->hold[h];
+  return -1;
+}
+
 static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hier) {
   if (!hier) {
     for (int j = 0; j < n; j++) {
-      int r = dst[j], src = -1;
-      for (int h = 0; h < dv->nhold && src != r; h++) {
-        if (dv->hold[h] == r)
-          src = r;
-        else if (src < 0 && dom(b, dv->hold[h]) == dom(b, r))
-          src = dv->hold[h];
-      }
+      int src = near_source(b, dv, dst[j], j);
       if (src < 0) src = dv->hold[(j + dv->rot) % dv->nhold];
-      send1(b, dv, src, r, dv->stage, RF_PHASE_DIRECT);
+      send1(b, dv, src, dst[j], dv->stage, RF_PHASE_DIRECT);
     }
     return;
   }
@@ -199,14 +208,9 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
   int K = MIN(dv->nhold, nremote), k = 0;
   for (int i = 0, j; i < n; i = j) {
     j = domain_end(b, dst, n, i);
-    int local = domain_holder(b, dv, dom(b, dst[i]));
-    if (local >= 0) {
-      for (int t = i; t < j; t++) {
-        int src = local;
-        for (int h = 0; h < dv->nhold; h++)
-          if (dv->hold[h] == dst[t]) src = dst[t];
-        send1(b, dv, src, dst[t], dv->stage, RF_PHASE_DIRECT);
-      }
+    if (domain_holder(b, dv, dom(b, dst[i])) >= 0) {
+      for (int t = i; t < j; t++)
+        send1(b, dv, near_source(b, dv, dst[t], t - i), dst[t], dv->stage, RF_PHASE_DIRECT);
     } else {
       int cnt = j - i;
       int lead = dst[i + (dv->rot + k) % cnt];
