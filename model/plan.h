@@ -33,7 +33,8 @@ typedef enum {
 
 enum {
   RF_XFER_NET = 1u << 0,   /* crosses NVLink domains */
-  RF_XFER_RELAY = 1u << 1, /* the destination keeps none of the piece, only forwards it */
+  RF_XFER_RELAY = 1u << 1, /* the receiver keeps none of it as inference weights: it forwards
+                              it (broadcast chains) or uses it transiently (export gathers) */
 };
 
 typedef struct {
