@@ -241,6 +241,7 @@ int rf_run_command(int argc, char **argv) {
       {"test-drop", 0, 0, G_OPTION_ARG_INT, &o.corrupt_rank,
        "Test hook: RANK loses one received chunk in the last refit", "RANK"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_set_prgname("refit run");
   GOptionContext *ctx =
       g_option_context_new("- run the refit on real memory, verify every element");
   g_option_context_set_main_group(ctx, rf_args_group(&a));

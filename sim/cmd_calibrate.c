@@ -224,6 +224,7 @@ int rf_calibrate_command(int argc, char **argv) {
       {"iterations", 0, 0, G_OPTION_ARG_INT, &iters, "Golden-section steps per parameter (12)",
        "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_set_prgname("refit calibrate");
   GOptionContext *ctx =
       g_option_context_new("- fit calibration parameters, report leave-one-out error");
   g_option_context_add_main_entries(ctx, entries, NULL);

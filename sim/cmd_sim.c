@@ -221,6 +221,7 @@ int rf_sim_command(int argc, char **argv) {
        "Hybrid: run m2n, then gather-broadcast", NULL},
       {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the generated SimGrid XML", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
   g_option_context_set_main_group(ctx, rf_args_group(&a));
   g_option_context_add_main_entries(ctx, entries, NULL);
