@@ -41,9 +41,8 @@ double rf_topology_nic_Bps(const RfTopology *t) {
   return t->nic_Gbps * 1e9 / 8.0;
 }
 
-/* Read a double that must be > 0 (or >= 0 when zero_ok). */
-static gboolean get_num(GKeyFile *kf, const char *path, const char *group, const char *key,
-                        gboolean zero_ok, double *out, GError **error) {
+gboolean rf_keyfile_number(GKeyFile *kf, const char *path, const char *group, const char *key,
+                           double lo, double hi, double *out, GError **error) {
   GError *e = NULL;
   double v = g_key_file_get_double(kf, group, key, &e);
   if (e) {
@@ -52,14 +51,23 @@ static gboolean get_num(GKeyFile *kf, const char *path, const char *group, const
     g_error_free(e);
     return FALSE;
   }
-  if (!isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e12) {
+  if (!isfinite(v) || v < lo || v > hi) {
     g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                "%s: [%s] %s must be a finite number %s, got %g", path, group, key,
-                zero_ok ? ">= 0" : "> 0", v);
+                "%s: [%s] %s must be a finite number in [%g, %g], got %g", path, group, key, lo, hi,
+                v);
     return FALSE;
   }
   *out = v;
   return TRUE;
+}
+
+/* Topology figures: bandwidths and counts strictly positive, latencies may be 0. */
+#define TOPO_MAX 1e12
+#define TOPO_POSITIVE 1e-9
+
+static gboolean get_num(GKeyFile *kf, const char *path, const char *group, const char *key,
+                        gboolean zero_ok, double *out, GError **error) {
+  return rf_keyfile_number(kf, path, group, key, zero_ok ? 0 : TOPO_POSITIVE, TOPO_MAX, out, error);
 }
 
 static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const char *key,

@@ -38,6 +38,12 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error);
 RfTopology *rf_topology_new_domains(int gpus_per_domain);
 void rf_topology_free(RfTopology *t);
 
+/* A number that must be present in [lo, hi] (and finite) under [group] key of a GKeyFile read
+ * from path: FALSE + a one-line error naming the file, group and key otherwise. Topology and
+ * calibration files both read their numbers with it. */
+gboolean rf_keyfile_number(GKeyFile *kf, const char *path, const char *group, const char *key,
+                           double lo, double hi, double *out, GError **error);
+
 /* NIC bandwidth in bytes per second for the lower bound. */
 double rf_topology_nic_Bps(const RfTopology *t);
 

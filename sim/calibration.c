@@ -30,26 +30,6 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
   return b < c->bucket_max_bytes ? b : c->bucket_max_bytes;
 }
 
-/* A key that must be present, a number, and in [lo, hi]. */
-static gboolean cal_num(GKeyFile *kf, const char *path, const char *group, const char *key,
-                        double lo, double hi, double *out, GError **error) {
-  GError *e = NULL;
-  double v = g_key_file_get_double(kf, group, key, &e);
-  if (e) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE, "%s: [%s] %s: %s", path,
-                group, key, e->message);
-    g_error_free(e);
-    return FALSE;
-  }
-  if (!(v >= lo && v <= hi)) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                "%s: [%s] %s must be in [%g, %g], got %g", path, group, key, lo, hi, v);
-    return FALSE;
-  }
-  *out = v;
-  return TRUE;
-}
-
 gboolean rf_calibration_load(RfCalibration *c, const char *name_or_path, GError **error) {
   char *path;
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".cal"))
@@ -67,26 +47,30 @@ gboolean rf_calibration_load(RfCalibration *c, const char *name_or_path, GError 
     g_error_free(e);
     goto fail;
   }
-  if (!cal_num(kf, path, "efficiency", "nic", 0.01, 1.0, &n.nic_efficiency, error) ||
-      !cal_num(kf, path, "efficiency", "nvlink", 0.01, 1.0, &n.nvlink_efficiency, error) ||
-      !cal_num(kf, path, "efficiency", "allgather_net", 0.01, 1.0, &n.allgather_efficiency,
-               error) ||
-      !cal_num(kf, path, "efficiency", "broadcast_net", 0.01, 1.0, &n.broadcast_efficiency,
-               error) ||
-      !cal_num(kf, path, "efficiency", "hbm", 0.01, 1.0, &n.hbm_efficiency, error) ||
-      !cal_num(kf, path, "latency", "message_s", 0, 1.0, &n.message_latency_s, error) ||
-      !cal_num(kf, path, "latency", "collective_base_s", 0, 1.0, &n.collective_base_s, error) ||
-      !cal_num(kf, path, "latency", "chunk_bytes", 1, 1e12, &n.chunk_bytes, error) ||
-      !cal_num(kf, path, "export", "tensor_overhead_s", 0, 1.0, &n.export_tensor_overhead_s,
-               error) ||
-      !cal_num(kf, path, "m2n", "tensor_overhead_s", 0, 1.0, &n.m2n_tensor_overhead_s, error) ||
-      !cal_num(kf, path, "bucket", "gpu_memory_bytes", 1e6, 1e15, &n.gpu_memory_bytes, error) ||
-      !cal_num(kf, path, "bucket", "memory_fraction", 1e-6, 1.0, &n.bucket_memory_fraction,
-               error) ||
-      !cal_num(kf, path, "bucket", "max_bytes", 1, 1e15, &n.bucket_max_bytes, error) ||
-      !cal_num(kf, path, "bucket", "buffers", 1, 64, &buffers, error) ||
-      !cal_num(kf, path, "hybrid", "overlap", 0, 1, &overlap, error) ||
-      !cal_num(kf, path, "refit", "fixed_s", 0, 1e3, &n.fixed_s, error))
+  if (!rf_keyfile_number(kf, path, "efficiency", "nic", 0.01, 1.0, &n.nic_efficiency, error) ||
+      !rf_keyfile_number(kf, path, "efficiency", "nvlink", 0.01, 1.0, &n.nvlink_efficiency,
+                         error) ||
+      !rf_keyfile_number(kf, path, "efficiency", "allgather_net", 0.01, 1.0,
+                         &n.allgather_efficiency, error) ||
+      !rf_keyfile_number(kf, path, "efficiency", "broadcast_net", 0.01, 1.0,
+                         &n.broadcast_efficiency, error) ||
+      !rf_keyfile_number(kf, path, "efficiency", "hbm", 0.01, 1.0, &n.hbm_efficiency, error) ||
+      !rf_keyfile_number(kf, path, "latency", "message_s", 0, 1.0, &n.message_latency_s, error) ||
+      !rf_keyfile_number(kf, path, "latency", "collective_base_s", 0, 1.0, &n.collective_base_s,
+                         error) ||
+      !rf_keyfile_number(kf, path, "latency", "chunk_bytes", 1, 1e12, &n.chunk_bytes, error) ||
+      !rf_keyfile_number(kf, path, "export", "tensor_overhead_s", 0, 1.0,
+                         &n.export_tensor_overhead_s, error) ||
+      !rf_keyfile_number(kf, path, "m2n", "tensor_overhead_s", 0, 1.0, &n.m2n_tensor_overhead_s,
+                         error) ||
+      !rf_keyfile_number(kf, path, "bucket", "gpu_memory_bytes", 1e6, 1e15, &n.gpu_memory_bytes,
+                         error) ||
+      !rf_keyfile_number(kf, path, "bucket", "memory_fraction", 1e-6, 1.0,
+                         &n.bucket_memory_fraction, error) ||
+      !rf_keyfile_number(kf, path, "bucket", "max_bytes", 1, 1e15, &n.bucket_max_bytes, error) ||
+      !rf_keyfile_number(kf, path, "bucket", "buffers", 1, 64, &buffers, error) ||
+      !rf_keyfile_number(kf, path, "hybrid", "overlap", 0, 1, &overlap, error) ||
+      !rf_keyfile_number(kf, path, "refit", "fixed_s", 0, 1e3, &n.fixed_s, error))
     goto fail;
   n.buffers = (int)buffers;
   n.hybrid_overlap = overlap != 0;
