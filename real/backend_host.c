@@ -18,18 +18,7 @@ struct RfDev {
   GArray *marks; /* double, seconds */
 };
 
-#define MPICHECK(cmd)                                                                              \
-  do {                                                                                             \
-    int e_ = (cmd);                                                                                \
-    if (e_ != MPI_SUCCESS) {                                                                       \
-      char s_[MPI_MAX_ERROR_STRING];                                                               \
-      int l_ = 0;                                                                                  \
-      MPI_Error_string(e_, s_, &l_);                                                               \
-      RF_REAL_REPORT(s_);                                                                          \
-      status = RF_REAL_ERR_MPI;                                                                    \
-      goto out;                                                                                    \
-    }                                                                                              \
-  } while (0)
+#define MPICHECK(cmd) RF_MPICHECK(cmd, status = RF_REAL_ERR_MPI; goto out)
 
 static RfRealStatus host_open(const RfDevConfig *cfg, RfDev **out) {
   RfDev *d = g_new0(RfDev, 1);

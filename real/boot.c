@@ -18,17 +18,7 @@ const RfDevOps *const rf_dev_cuda = NULL;
 
 static RfBoot boot = {.rank = 0, .world = 1, .local_rank = 0, .mpi = FALSE, .host = "localhost"};
 
-#define MPICHECK(cmd)                                                                              \
-  do {                                                                                             \
-    int e_ = (cmd);                                                                                \
-    if (e_ != MPI_SUCCESS) {                                                                       \
-      char s_[MPI_MAX_ERROR_STRING];                                                               \
-      int l_ = 0;                                                                                  \
-      MPI_Error_string(e_, s_, &l_);                                                               \
-      RF_REAL_REPORT(s_);                                                                          \
-      return RF_REAL_ERR_MPI;                                                                      \
-    }                                                                                              \
-  } while (0)
+#define MPICHECK(cmd) RF_MPICHECK(cmd, return RF_REAL_ERR_MPI)
 
 const char *rf_real_status_string(RfRealStatus s) {
   switch (s) {

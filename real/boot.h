@@ -22,6 +22,20 @@ typedef struct {
   fprintf(stderr, "%s %d %s:%d '%s'\n", rf_boot()->host, rf_boot()->rank, __FILE__, __LINE__,      \
           (what))
 
+/* Check an MPI call where mpi.h is included: on failure report it (RF_REAL_REPORT) and run
+ * on_fail, a statement such as `return RF_REAL_ERR_MPI` or `goto out`. */
+#define RF_MPICHECK(cmd, on_fail)                                                                  \
+  do {                                                                                             \
+    int e_ = (cmd);                                                                                \
+    if (e_ != MPI_SUCCESS) {                                                                       \
+      char s_[MPI_MAX_ERROR_STRING];                                                               \
+      int l_ = 0;                                                                                  \
+      MPI_Error_string(e_, s_, &l_);                                                               \
+      RF_REAL_REPORT(s_);                                                                          \
+      on_fail;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
 /* MPI_Init (unless local), world, hostname, node-local rank. FALSE + error on failure. */
 gboolean rf_boot_init(int *argc, char ***argv, gboolean local, GError **error);
 const RfBoot *rf_boot(void);
