@@ -1,4 +1,5 @@
 """Helpers shared by the experiment scripts: run `refit sim --json` and read its answer."""
+import csv
 import json
 import os
 import subprocess
@@ -6,6 +7,14 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write_csv(path, rows):
+    """Rows (dicts with the same keys) as a CSV file with a header."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def default_refit():

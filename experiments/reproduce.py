@@ -9,13 +9,12 @@ usage: /usr/bin/python3 experiments/reproduce.py [--refit build/cli/refit] [--ou
 """
 import argparse
 import csv
-import json
 import os
-import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, sim, write_csv  # noqa: E402
+
 TABLE = os.path.join(ROOT, "experiments", "reported-refit.csv")
 
 
@@ -27,19 +26,6 @@ def read_table(path):
                 continue
             rows.append(line.strip())
     return list(csv.DictReader(rows))
-
-
-def simulate(refit, row, strategies, extra):
-    cmd = [refit, "sim", "-q", "--json", "-m", row["model"], "-t", row["train_layout"], "-i",
-           row["infer_layout"], "-T", row["platform"], "-s", ",".join(strategies)] + extra
-    env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
-    t0 = time.time()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit("refit sim failed: %s\n%s" % (" ".join(cmd), out.stderr))
-    d = json.loads(out.stdout)
-    res = d["strategies"] if "strategies" in d else [d]
-    return {r["strategy"]: r for r in res}, time.time() - t0
 
 
 def dominant(r):
@@ -65,7 +51,8 @@ def main():
         "m2n(s)", "bound(s)", "what dominates"))
     errors = []
     for row in table:
-        res, wall = simulate(a.refit, row, ["gather-broadcast", "hybrid", "m2n"], extra)
+        res, wall = sim(a.refit, row["model"], row["train_layout"], row["infer_layout"],
+                        row["platform"], ["gather-broadcast", "hybrid", "m2n"], extra)
         for strat, col in (("gather-broadcast", "baseline_s"), ("hybrid", "reshard_s")):
             r = res[strat]
             rep = float(row[col])
@@ -89,10 +76,7 @@ def main():
           % (sum(errors) / len(errors), max(errors), sum(e <= 25 for e in errors), len(errors),
              sum(e <= 10 for e in errors), len(errors)))
     csv_path = os.path.join(a.out, "reproduce.csv")
-    with open(csv_path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(out_rows[0].keys()))
-        w.writeheader()
-        w.writerows(out_rows)
+    write_csv(csv_path, out_rows)
     png = os.path.join(a.out, "reproduce.png")
     plot(out_rows, png)
     print("# wrote %s and %s" % (csv_path, png))

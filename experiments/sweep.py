@@ -8,13 +8,12 @@ vLLM TP in {2, 4, 8, 16, 32} (DP = 128 / TP), NVLink domains of {4, 8, 18, 36, 7
 usage: /usr/bin/python3 experiments/sweep.py [--refit build/cli/refit] [--out experiments/results]
 """
 import argparse
-import csv
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, default_refit, sim  # noqa: E402
+from common import ROOT, default_refit, sim, write_csv  # noqa: E402
 
 
 def main():
@@ -50,10 +49,7 @@ def main():
                 k, total, d, infer, " ".join("%s %.3f s" % (s, res[s]["predicted_s"]) for s in strats),
                 el, el / k * (total - k)), file=sys.stderr, flush=True)
     path = os.path.join(a.out, "sweep.csv")
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(path, rows)
     png = os.path.join(a.out, "sweep.png")
     plot(rows, tps, doms, strats, png, a)
     print("# wrote %s and %s" % (path, png))

@@ -9,12 +9,11 @@ published). Writes CSV.
 usage: /usr/bin/python3 experiments/whatif.py [--refit build/cli/refit] [--out experiments/results]
 """
 import argparse
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, default_refit, sim  # noqa: E402
+from common import ROOT, default_refit, sim, write_csv  # noqa: E402
 
 CASES = [
     ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32"),
@@ -54,10 +53,7 @@ def main():
                 print("  %-18s %-16s %-14s %-10s %-17s %10.3f %10.3f %7.2f  %s" % (
                     model, topo, train, infer, s, r["predicted_s"], r["lower_bound_s"], ratio, rep))
     path = os.path.join(a.out, "whatif.csv")
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(path, rows)
     print("# wrote %s" % path)
 
 
