@@ -10,19 +10,9 @@
 
 int rf_cmd_plan(int argc, char **argv) {
   RfArgs a = {0};
-  char *dump = NULL;
-  gboolean verify = FALSE;
-  int channels = 0;
-  GOptionEntry entries[] = {
-      {"dump", 0, 0, G_OPTION_ARG_FILENAME, &dump,
-       "Write every transfer as JSON (with several strategies, FILE gets .STRATEGY before its "
-       "extension)",
-       "FILE"},
-      {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
-       "Check the plan's invariants (exactly-once delivery, senders hold what they send)", NULL},
-      {"bcast-channels", 0, 0, G_OPTION_ARG_INT, &channels,
-       "Rings of the gather-broadcast root broadcast (default: the topology's)", "N"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  RfPlanArgs pa = {0};
+  GOptionEntry entries[RF_PLAN_ARGS_NENTRIES];
+  rf_plan_args_entries(&pa, entries);
   g_set_prgname("refit plan");
   GOptionContext *ctx = g_option_context_new("- exact transfer plans of refit strategies");
   g_option_context_set_summary(
@@ -42,15 +32,11 @@ int rf_cmd_plan(int argc, char **argv) {
     g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument '%s'", argv[1]);
     goto out;
   }
-  if (channels < 0 || channels > 1024) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--bcast-channels must be 1..1024");
-    goto out;
-  }
+  if (!rf_plan_args_check(&pa, &e)) goto out;
   nst = rf_args_strategies(&a, st, &e);
   if (nst < 0) goto out;
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
-  RfPlanOptions opt = {channels};
   const RfModel *m = pb->model;
   uint64_t model_bytes = (uint64_t)rf_model_bytes(m);
   if (!a.json) {
@@ -81,27 +67,12 @@ int rf_cmd_plan(int argc, char **argv) {
   json_builder_begin_array(jb);
   gboolean ok = TRUE;
   for (int i = 0; i < nst && ok; i++) {
-    RfPlan *plan = rf_plan_build(pb, st[i], &opt, &e);
+    RfPlan *plan = rf_plan_args_build(&pa, pb, st[i], nst > 1, &e);
     if (!plan) {
       ok = FALSE;
       break;
     }
     const RfPlanStats *s = &plan->stats;
-    if (verify && !rf_plan_verify(plan, &e)) {
-      g_prefix_error(&e, "%s plan fails verification: ", rf_strategy_name(st[i]));
-      rf_plan_free(plan);
-      ok = FALSE;
-      break;
-    }
-    if (dump) {
-      char *p = rf_strategy_path(dump, rf_strategy_name(st[i]), nst > 1);
-      ok = rf_plan_dump(plan, p, &e);
-      g_free(p);
-      if (!ok) {
-        rf_plan_free(plan);
-        break;
-      }
-    }
     if (!a.json) {
       printf("%-17s %12.3f %12.3f %12.3f %10llu %11llu %7d %10.4f %8.2f\n", rf_strategy_name(st[i]),
              s->network_bytes / 1e9, s->nvlink_bytes / 1e9, s->max_nic_bytes / 1e9,
@@ -148,7 +119,7 @@ int rf_cmd_plan(int argc, char **argv) {
   json_builder_end_object(jb);
   if (ok && a.json) {
     rf_json_print(g_object_ref(jb));
-  } else if (ok && verify) {
+  } else if (ok && pa.verify) {
     printf("# verified: every destination element received exactly once; OK\n");
   }
   g_object_unref(jb);
@@ -161,7 +132,7 @@ out:
   }
   rf_problem_free(pb);
   rf_args_clear(&a);
-  g_free(dump);
+  rf_plan_args_clear(&pa);
   g_option_context_free(ctx);
   return rc;
 }

@@ -1,5 +1,7 @@
 #include "args.h"
 
+#include "report.h"
+
 #include <string.h>
 
 #define RF_ERROR g_quark_from_static_string("refit")
@@ -134,4 +136,53 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
     return -1;
   }
   return n;
+}
+
+void rf_plan_args_entries(RfPlanArgs *p, GOptionEntry *entries) {
+  const GOptionEntry e[RF_PLAN_ARGS_NENTRIES] = {
+      {"dump", 0, 0, G_OPTION_ARG_FILENAME, &p->dump,
+       "Write every transfer as JSON (with several strategies, FILE gets .STRATEGY before its "
+       "extension)",
+       "FILE"},
+      {"verify", 0, 0, G_OPTION_ARG_NONE, &p->verify,
+       "Check each plan's invariants (exactly-once delivery, senders hold what they send)", NULL},
+      {"bcast-channels", 0, 0, G_OPTION_ARG_INT, &p->bcast_channels,
+       "Rings of the gather-broadcast root broadcast, 1..1024 (default: the topology's)", "N"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  memcpy(entries, e, sizeof e);
+}
+
+void rf_plan_args_clear(RfPlanArgs *p) {
+  g_free(p->dump);
+  memset(p, 0, sizeof *p);
+}
+
+gboolean rf_plan_args_check(const RfPlanArgs *p, GError **error) {
+  if (p->bcast_channels < 0 || p->bcast_channels > 1024) {
+    g_set_error(error, RF_ERROR, 1, "--bcast-channels must be 1..1024");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+RfPlan *rf_plan_args_build(const RfPlanArgs *p, const RfProblem *pb, RfStrategy s, gboolean several,
+                           GError **error) {
+  if (!rf_plan_args_check(p, error)) return NULL;
+  RfPlanOptions opt = {p->bcast_channels};
+  RfPlan *plan = rf_plan_build(pb, s, &opt, error);
+  if (plan && p->verify && !rf_plan_verify(plan, error)) {
+    g_prefix_error(error, "%s plan fails verification: ", rf_strategy_name(s));
+    rf_plan_free(plan);
+    return NULL;
+  }
+  if (plan && p->dump) {
+    char *path = rf_strategy_path(p->dump, rf_strategy_name(s), several);
+    gboolean ok = rf_plan_dump(plan, path, error);
+    g_free(path);
+    if (!ok) {
+      rf_plan_free(plan);
+      return NULL;
+    }
+  }
+  return plan;
 }

@@ -29,4 +29,24 @@ RfProblem *rf_args_problem(const RfArgs *args, GError **error);
 /* Strategies selected by --strategy (default: all for plan). Returns the count written to out. */
 int rf_args_strategies(const RfArgs *args, RfStrategy out[RF_STRATEGY_COUNT], GError **error);
 
+/* Options of the commands that build plans (`refit plan`, `refit sim`): dump, verify, rings. */
+typedef struct {
+  char *dump;         /* --dump FILE */
+  gboolean verify;    /* --verify */
+  int bcast_channels; /* --bcast-channels N (0: the topology's) */
+} RfPlanArgs;
+
+#define RF_PLAN_ARGS_NENTRIES 4 /* with the terminator */
+/* Fill entries[RF_PLAN_ARGS_NENTRIES] (terminated) for g_option_context_add_main_entries. */
+void rf_plan_args_entries(RfPlanArgs *p, GOptionEntry *entries);
+void rf_plan_args_clear(RfPlanArgs *p);
+/* Check the values once parsed: FALSE + one-line error when out of range. */
+gboolean rf_plan_args_check(const RfPlanArgs *p, GError **error);
+
+/* The plan of one strategy, verified and dumped as the options ask (several: the dump file gets
+ * the strategy in its name). NULL + one-line error when it cannot be built, fails
+ * verification, or cannot be written. */
+RfPlan *rf_plan_args_build(const RfPlanArgs *p, const RfProblem *pb, RfStrategy s, gboolean several,
+                           GError **error);
+
 #endif

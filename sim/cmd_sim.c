@@ -195,16 +195,13 @@ static void json_row_at(JsonBuilder *b, int i, void *rows) {
 
 int rf_sim_command(int argc, char **argv) {
   RfArgs a = {0};
-  char *calib_path = NULL, *timeline = NULL, *dump = NULL;
-  int group = 0, max_flows = 0, channels = 0;
-  gboolean keep = FALSE, overlap = FALSE, sequential = FALSE, verify = FALSE;
+  RfPlanArgs pa = {0};
+  GOptionEntry plan_entries[RF_PLAN_ARGS_NENTRIES];
+  rf_plan_args_entries(&pa, plan_entries);
+  char *calib_path = NULL, *timeline = NULL;
+  int group = 0, max_flows = 0;
+  gboolean keep = FALSE, overlap = FALSE, sequential = FALSE;
   GOptionEntry entries[] = {
-      {"dump", 0, 0, G_OPTION_ARG_FILENAME, &dump,
-       "Write every transfer as JSON, as refit plan does (with several strategies, FILE gets "
-       ".STRATEGY before its extension)",
-       "FILE"},
-      {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
-       "Check each plan's invariants before simulating it", NULL},
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,
        "Calibration file (default: sim/calibration/TOPOLOGY.cal)", "FILE"},
       {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline, "Write a timeline plot of the stages",
@@ -213,8 +210,6 @@ int rf_sim_command(int argc, char **argv) {
        "GPUs per simulated host (default: 1, coarser only above --max-flows)", "N"},
       {"max-flows", 0, 0, G_OPTION_ARG_INT, &max_flows,
        "Coarsen GPUs into hosts until at most N distinct flows (default 15000)", "N"},
-      {"bcast-channels", 0, 0, G_OPTION_ARG_INT, &channels,
-       "Broadcast chains of gather-broadcast plans (default: topology)", "N"},
       {"hybrid-overlap", 0, 0, G_OPTION_ARG_NONE, &overlap,
        "Hybrid: run m2n and gather-broadcast concurrently", NULL},
       {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &sequential,
@@ -224,6 +219,7 @@ int rf_sim_command(int argc, char **argv) {
   g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
   g_option_context_set_main_group(ctx, rf_args_group(&a));
+  g_option_context_add_main_entries(ctx, plan_entries, NULL);
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
   RfProblem *pb = NULL;
@@ -237,11 +233,12 @@ int rf_sim_command(int argc, char **argv) {
     g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unexpected argument '%s'", argv[1]);
     goto fail;
   }
-  if (group < 0 || max_flows < 0 || channels < 0) {
+  if (group < 0 || max_flows < 0) {
     g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                "--group, --max-flows and --bcast-channels must be >= 0");
+                "--group and --max-flows must be >= 0");
     goto fail;
   }
+  if (!rf_plan_args_check(&pa, &e)) goto fail;
   RfStrategy strategies[RF_STRATEGY_COUNT];
   int ns = rf_args_strategies(&a, strategies, &e);
   if (ns < 0) goto fail;
@@ -271,23 +268,8 @@ int rf_sim_command(int argc, char **argv) {
   for (int i = 0; i < ns; i++) {
     Row *r = &rows[nrows++];
     r->strategy = strategies[i];
-    RfPlanOptions po = {channels};
     GError *pe = NULL;
-    RfPlan *plan = rf_plan_build(pb, strategies[i], &po, &pe);
-    if (plan && verify && !rf_plan_verify(plan, &pe)) {
-      g_prefix_error(&pe, "%s plan fails verification: ", rf_strategy_name(strategies[i]));
-      rf_plan_free(plan);
-      plan = NULL;
-    }
-    if (plan && dump) {
-      char *path = rf_strategy_path(dump, rf_strategy_name(strategies[i]), ns > 1);
-      gboolean dumped = rf_plan_dump(plan, path, &pe);
-      g_free(path);
-      if (!dumped) {
-        rf_plan_free(plan);
-        plan = NULL;
-      }
-    }
+    RfPlan *plan = rf_plan_args_build(&pa, pb, strategies[i], ns > 1, &pe);
     if (plan) {
       r->plan = plan->stats;
       if (ex->run(ex, plan, &r->res, &pe)) {
@@ -351,7 +333,7 @@ fail:
   rf_args_clear(&a);
   g_free(calib_path);
   g_free(timeline);
-  g_free(dump);
+  rf_plan_args_clear(&pa);
   g_option_context_free(ctx);
   return rc;
 }
