@@ -9,6 +9,22 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class Table:
+    """Lines printed on stdout and kept in a .txt file beside the CSV."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lines = []
+
+    def line(self, s):
+        print(s, flush=True)
+        self.lines.append(s)
+
+    def save(self):
+        with open(self.path, "w") as f:
+            f.write("\n".join(self.lines) + "\n")
+
+
 def write_csv(path, rows):
     """Rows (dicts with the same keys) as a CSV file with a header."""
     with open(path, "w", newline="") as f:

@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, sim, write_csv  # noqa: E402
+from common import ROOT, Table, sim, write_csv  # noqa: E402
 
 TABLE = os.path.join(ROOT, "experiments", "reported-refit.csv")
 
@@ -45,8 +45,9 @@ def main():
     extra = ["--calibration", a.calibration] if a.calibration else []
     table = read_table(a.table)
     out_rows = []
-    print("# refit sim vs the reported table (default calibration: sim/calibration/<platform>.cal)")
-    print("# %-12s %-17s %-14s %-10s %-17s %9s %9s %8s %8s %8s  %s" % (
+    report = Table(os.path.join(a.out, "reproduce.txt"))
+    report.line("# refit sim vs the reported table (default calibration: sim/calibration/<platform>.cal)")
+    report.line("# %-12s %-17s %-14s %-10s %-17s %9s %9s %8s %8s %8s  %s" % (
         "platform", "model", "train", "infer", "strategy", "reported", "predicted", "err(%)",
         "m2n(s)", "bound(s)", "what dominates"))
     errors = []
@@ -69,17 +70,18 @@ def main():
                 "dominates": dominant(r), "sim_wall_s": round(wall, 1),
             }
             out_rows.append(rec)
-            print("  %-12s %-17s %-14s %-10s %-17s %9.2f %9.2f %8.1f %8.2f %8.2f  %s" % (
+            report.line("  %-12s %-17s %-14s %-10s %-17s %9.2f %9.2f %8.1f %8.2f %8.2f  %s" % (
                 rec["platform"], rec["model"], rec["train"], rec["infer"], strat, rep, pred, err,
                 rec["m2n_s"], rec["lower_bound_s"], rec["dominates"]))
-    print("# mean |error| %.1f %%, max |error| %.1f %%; within 25%%: %d of %d; within 10%%: %d of %d"
+    report.line("# mean |error| %.1f %%, max |error| %.1f %%; within 25%%: %d of %d; within 10%%: %d of %d"
           % (sum(errors) / len(errors), max(errors), sum(e <= 25 for e in errors), len(errors),
              sum(e <= 10 for e in errors), len(errors)))
     csv_path = os.path.join(a.out, "reproduce.csv")
     write_csv(csv_path, out_rows)
     png = os.path.join(a.out, "reproduce.png")
     plot(out_rows, png)
-    print("# wrote %s and %s" % (csv_path, png))
+    report.save()
+    print("# wrote %s, %s and %s" % (csv_path, png, report.path))
 
 
 def plot(rows, png):

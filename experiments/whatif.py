@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, default_refit, sim, write_csv  # noqa: E402
+from common import ROOT, Table, default_refit, sim, write_csv  # noqa: E402
 
 CASES = [
     ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32"),
@@ -31,8 +31,9 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    print("# what-if: 1024 training + 1024 inference GB200 GPUs, default calibration")
-    print("# %-18s %-16s %-14s %-10s %-17s %10s %10s %7s  %s" % (
+    report = Table(os.path.join(a.out, "whatif.txt"))
+    report.line("# what-if: 1024 training + 1024 inference GB200 GPUs, default calibration")
+    report.line("# %-18s %-16s %-14s %-10s %-17s %10s %10s %7s  %s" % (
         "model", "topology", "train", "infer", "strategy", "pred(s)", "bound(s)", "ratio",
         "reported"))
     for model, train, infer in CASES:
@@ -50,11 +51,12 @@ def main():
                        "bound_by": r["bound_by"], "reported": rep, "sim_wall_s": round(wall, 1)}
                 rows.append(rec)
                 ratio = r["predicted_s"] / r["lower_bound_s"] if r["lower_bound_s"] else 0
-                print("  %-18s %-16s %-14s %-10s %-17s %10.3f %10.3f %7.2f  %s" % (
+                report.line("  %-18s %-16s %-14s %-10s %-17s %10.3f %10.3f %7.2f  %s" % (
                     model, topo, train, infer, s, r["predicted_s"], r["lower_bound_s"], ratio, rep))
     path = os.path.join(a.out, "whatif.csv")
     write_csv(path, rows)
-    print("# wrote %s" % path)
+    report.save()
+    print("# wrote %s and %s" % (path, report.path))
 
 
 if __name__ == "__main__":
