@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "error.h"
 #include "plan.h"
 #include "report.h"
 
@@ -29,7 +30,7 @@ int rf_cmd_plan(int argc, char **argv) {
   int nst = 0;
   if (!g_option_context_parse(ctx, &argc, &argv, &e)) goto out;
   if (argc > 1) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument '%s'", argv[1]);
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
     goto out;
   }
   if (!rf_plan_args_check(&pa, &e)) goto out;

@@ -1,10 +1,9 @@
 #include "args.h"
+#include "error.h"
 
 #include "report.h"
 
 #include <string.h>
-
-#define RF_ERROR g_quark_from_static_string("refit")
 
 /* --domain-size: an integer in 1..RF_MAX_RANKS-1 (0 in RfArgs means "not given"). */
 static gboolean parse_domain_size(const char *name, const char *value, gpointer data,
@@ -13,7 +12,7 @@ static gboolean parse_domain_size(const char *name, const char *value, gpointer 
   char *end = NULL;
   long long v = g_ascii_strtoll(value, &end, 10);
   if (!*value || *end || v < 1 || v >= RF_MAX_RANKS) {
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be 1..%d, got '%s'", name,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s must be 1..%d, got '%s'", name,
                 RF_MAX_RANKS - 1, value);
     return FALSE;
   }
@@ -61,7 +60,7 @@ void rf_args_clear(RfArgs *a) {
 RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
   RfTopology *topo;
   if (a->domain_size < 0 || a->domain_size >= RF_MAX_RANKS) {
-    g_set_error(error, RF_ERROR, 1, "--domain-size must be 1..%d", RF_MAX_RANKS - 1);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--domain-size must be 1..%d", RF_MAX_RANKS - 1);
     return NULL;
   }
   if (a->topology) {
@@ -73,7 +72,7 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
   }
   if (a->spec) {
     if (a->model || a->train || a->infer) {
-      g_set_error(error, RF_ERROR, 1,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "--spec replaces --model, --train and --infer; give one or the other");
       rf_topology_free(topo);
       return NULL;
@@ -82,7 +81,7 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     gsize len = 0;
     GError *e = NULL;
     if (!g_file_get_contents(a->spec, &text, &len, &e)) {
-      g_set_error(error, RF_ERROR, 1, "cannot read spec: %s", e->message);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "cannot read spec: %s", e->message);
       g_error_free(e);
       rf_topology_free(topo);
       return NULL;
@@ -92,7 +91,8 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     return pb;
   }
   if (!a->model || !a->train || !a->infer) {
-    g_set_error(error, RF_ERROR, 1, "need --model, --train and --infer (or --spec FILE)");
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "need --model, --train and --infer (or --spec FILE)");
     rf_topology_free(topo);
     return NULL;
   }
@@ -118,13 +118,13 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
       for (int j = 0; j < n; j++)
         dup |= out[j] == out[n];
     if (dup) {
-      g_set_error(error, RF_ERROR, 1, "strategy '%s' given twice", tok[i]);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "strategy '%s' given twice", tok[i]);
       g_strfreev(tok);
       return -1;
     }
     if (n == RF_STRATEGY_COUNT || !rf_strategy_parse(tok[i], &out[n], error)) {
       if (n == RF_STRATEGY_COUNT)
-        g_set_error(error, RF_ERROR, 1, "too many strategies in '%s'", a->strategy);
+        g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "too many strategies in '%s'", a->strategy);
       g_strfreev(tok);
       return -1;
     }
@@ -132,7 +132,7 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
   }
   g_strfreev(tok);
   if (n == 0) {
-    g_set_error(error, RF_ERROR, 1, "empty --strategy");
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "empty --strategy");
     return -1;
   }
   return n;
@@ -159,7 +159,7 @@ void rf_plan_args_clear(RfPlanArgs *p) {
 
 gboolean rf_plan_args_check(const RfPlanArgs *p, GError **error) {
   if (p->bcast_channels < 0 || p->bcast_channels > 1024) {
-    g_set_error(error, RF_ERROR, 1, "--bcast-channels must be 1..1024");
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--bcast-channels must be 1..1024");
     return FALSE;
   }
   return TRUE;

@@ -1,10 +1,9 @@
 #include "dtensor.h"
+#include "error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RF_ERROR g_quark_from_static_string("refit")
 
 void rf_chunk(int64_t n, int m, int i, int64_t *lo, int64_t *hi) {
   int64_t c = (n + m - 1) / m;
@@ -73,23 +72,25 @@ static int cmp_pos_by_rank(const void *a, const void *b, void *ud) {
 
 RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GError **error) {
   if (ndim < 1 || ndim > RF_MAX_DIMS) {
-    g_set_error(error, RF_ERROR, 1, "mesh must have 1 to %d dims, got %d", RF_MAX_DIMS, ndim);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "mesh must have 1 to %d dims, got %d", RF_MAX_DIMS,
+                ndim);
     return NULL;
   }
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
     if (dims[i] < 1) {
-      g_set_error(error, RF_ERROR, 1, "mesh dim %d is %d, must be >= 1", i, dims[i]);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "mesh dim %d is %d, must be >= 1", i, dims[i]);
       return NULL;
     }
     n *= dims[i];
     if (n > RF_MAX_RANKS) {
-      g_set_error(error, RF_ERROR, 1, "mesh has more than %d positions", RF_MAX_RANKS);
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "mesh has more than %d positions", RF_MAX_RANKS);
       return NULL;
     }
   }
   if (n != nranks) {
-    g_set_error(error, RF_ERROR, 1, "mesh of %lld positions has %d ranks", (long long)n, nranks);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "mesh of %lld positions has %d ranks",
+                (long long)n, nranks);
     return NULL;
   }
   RfMesh *m = g_new0(RfMesh, 1);
@@ -100,7 +101,8 @@ RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GEr
   m->by_rank = g_new(int, nranks);
   for (int i = 0; i < nranks; i++) {
     if (ranks[i] < 0 || ranks[i] >= RF_MAX_RANKS) {
-      g_set_error(error, RF_ERROR, 1, "rank id %d outside 0..%d", ranks[i], RF_MAX_RANKS - 1);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "rank id %d outside 0..%d", ranks[i],
+                  RF_MAX_RANKS - 1);
       rf_mesh_free(m);
       return NULL;
     }
@@ -109,7 +111,8 @@ RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GEr
   g_qsort_with_data(m->by_rank, nranks, sizeof(int), cmp_pos_by_rank, m->ranks);
   for (int i = 1; i < nranks; i++)
     if (m->ranks[m->by_rank[i]] == m->ranks[m->by_rank[i - 1]]) {
-      g_set_error(error, RF_ERROR, 1, "rank %d appears twice in one mesh", m->ranks[m->by_rank[i]]);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "rank %d appears twice in one mesh",
+                  m->ranks[m->by_rank[i]]);
       rf_mesh_free(m);
       return NULL;
     }
@@ -139,17 +142,19 @@ int rf_mesh_position(const RfMesh *m, int rank) {
 
 gboolean rf_placement_check(const RfPlacement *p, GError **error) {
   if (p->ndim < 1 || p->ndim > RF_MAX_DIMS) {
-    g_set_error(error, RF_ERROR, 1, "tensor rank must be 1 to %d, got %d", RF_MAX_DIMS, p->ndim);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "tensor rank must be 1 to %d, got %d", RF_MAX_DIMS,
+                p->ndim);
     return FALSE;
   }
   for (int d = 0; d < p->ndim; d++) {
     if (p->shape[d] < 1) {
-      g_set_error(error, RF_ERROR, 1, "tensor dim %d is %lld, must be >= 1", d,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "tensor dim %d is %lld, must be >= 1", d,
                   (long long)p->shape[d]);
       return FALSE;
     }
     if (p->pad_shape[d] < p->shape[d]) {
-      g_set_error(error, RF_ERROR, 1, "padded dim %d (%lld) is smaller than the tensor (%lld)", d,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "padded dim %d (%lld) is smaller than the tensor (%lld)", d,
                   (long long)p->pad_shape[d], (long long)p->shape[d]);
       return FALSE;
     }
@@ -157,7 +162,8 @@ gboolean rf_placement_check(const RfPlacement *p, GError **error) {
   for (int i = 0; i < p->mesh->ndim; i++) {
     int pl = p->place[i];
     if (pl != RF_REPLICATE && (pl < 0 || pl >= p->ndim)) {
-      g_set_error(error, RF_ERROR, 1, "placement Shard(%d) on a tensor of rank %d", pl, p->ndim);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "placement Shard(%d) on a tensor of rank %d", pl,
+                  p->ndim);
       return FALSE;
     }
   }
@@ -256,8 +262,8 @@ gboolean rf_placement_parse(const char *s, int8_t *out, GError **error) {
     if (end == s + 6 || strcmp(end, ")")) d = -1;
   }
   if (d < 0 || d >= RF_MAX_DIMS) {
-    g_set_error(error, RF_ERROR, 1, "bad placement '%s' (want S<d>, Shard(d), R or Replicate())",
-                s);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "bad placement '%s' (want S<d>, Shard(d), R or Replicate())", s);
     return FALSE;
   }
   *out = (int8_t)d;

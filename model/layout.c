@@ -1,11 +1,10 @@
 #include "layout.h"
+#include "error.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>
 
 #include "jsonutil.h"
-
-#define RF_ERROR g_quark_from_static_string("refit")
 
 /* ---- layout strings -------------------------------------------------------------------- */
 
@@ -13,7 +12,7 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
   RfParallel p = {1, 1, 1, 1, 1, 1, FALSE, FALSE};
   gboolean seen[6] = {0};
   if (!s || !*s) {
-    g_set_error(error, RF_ERROR, 1, "empty layout string (want e.g. TP4xPP8xEP16)");
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "empty layout string (want e.g. TP4xPP8xEP16)");
     return FALSE;
   }
   char **tok = g_strsplit_set(s, "xX*", -1);
@@ -30,13 +29,14 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
     char *end = NULL;
     long v = n && t[n] ? strtol(t + n, &end, 10) : -1;
     if (which < 0 || v < 1 || (end && *end) || v > (1 << 20)) {
-      g_set_error(error, RF_ERROR, 1,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "bad layout '%s': '%s' is not TP<n>, PP<n>, EP<n>, ETP<n>, CP<n> or DP<n>", s, t);
       ok = FALSE;
       break;
     }
     if (seen[which]) {
-      g_set_error(error, RF_ERROR, 1, "bad layout '%s': %s given twice", s, names[which]);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "bad layout '%s': %s given twice", s,
+                  names[which]);
       ok = FALSE;
       break;
     }
@@ -296,7 +296,7 @@ static gboolean need_div(Ctx *c, uint32_t pi, int d, int64_t n, const char *what
   const RfPart *part = &c->pb->model->parts[pi];
   if (n <= 1 || part->shape[d] % n == 0) return TRUE;
   const RfTensor *t = &c->pb->model->tensors[part->tensor];
-  g_set_error(c->error, RF_ERROR, 1, "%s: %s%lld does not divide %s%s%s dim %d (%lld)",
+  g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: %s%lld does not divide %s%s%s dim %d (%lld)",
               c->side->framework, what, (long long)n, t->name, part->tag[0] ? "#" : "", part->tag,
               d, (long long)part->shape[d]);
   c->failed = TRUE;
@@ -310,7 +310,7 @@ static gboolean need(Ctx *c, gboolean cond, const char *fmt, ...) {
   va_start(ap, fmt);
   char *msg = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  g_set_error(c->error, RF_ERROR, 1, "%s: %s", c->side->framework, msg);
+  g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: %s", c->side->framework, msg);
   g_free(msg);
   c->failed = TRUE;
   return FALSE;
@@ -709,27 +709,27 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
   {
     int64_t fold = (int64_t)T.ep * T.etp, base = (int64_t)T.tp * T.cp;
     if (fold * base >= RF_MAX_RANKS) {
-      g_set_error(error, RF_ERROR, 1, "training layout %s needs more than %d ranks", train,
-                  RF_MAX_RANKS - 1);
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "training layout %s needs more than %d ranks",
+                  train, RF_MAX_RANKS - 1);
       goto fail;
     }
     if (!T.dp_given) T.dp = (int)(fold / gcd64(fold, base));
     if ((base * T.dp) % fold) {
       g_set_error(
-          error, RF_ERROR, 1,
+          error, RF_ERROR, RF_ERROR_INPUT,
           "training layout %s: EP%d x ETP%d does not divide TP%d x CP%d x DP%d = %lld ranks", train,
           T.ep, T.etp, T.tp, T.cp, T.dp, (long long)(base * T.dp));
       goto fail;
     }
   }
   if (I.pp > 1 || I.cp > 1 || I.etp > 1) {
-    g_set_error(error, RF_ERROR, 1,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "inference layout %s: the vLLM preset takes TP, DP and EP (generation PP = 1)",
                 infer);
     goto fail;
   }
   if (I.ep_given && I.ep != I.tp * I.dp) {
-    g_set_error(error, RF_ERROR, 1,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "inference layout %s: vLLM expert parallel has EP = TP x DP = %d, not %d", infer,
                 I.tp * I.dp, I.ep);
     goto fail;
@@ -737,15 +737,15 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
   {
     int64_t wt64 = (int64_t)T.tp * T.cp * T.dp * T.pp, wi64 = (int64_t)I.tp * I.dp;
     if (wt64 + wi64 >= RF_MAX_RANKS || (int64_t)T.ep * T.etp >= RF_MAX_RANKS) {
-      g_set_error(error, RF_ERROR, 1, "layouts %s -> %s need %lld ranks, more than %d", train,
-                  infer, (long long)(wt64 + wi64), RF_MAX_RANKS - 1);
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "layouts %s -> %s need %lld ranks, more than %d",
+                  train, infer, (long long)(wt64 + wi64), RF_MAX_RANKS - 1);
       goto fail;
     }
   }
   int wt = T.tp * T.cp * T.dp * T.pp, wi = I.tp * I.dp;
   if (topo->gpus_per_domain < 1 || topo->gpus_per_domain >= RF_MAX_RANKS) {
-    g_set_error(error, RF_ERROR, 1, "GPUs per domain must be 1..%d, got %d", RF_MAX_RANKS - 1,
-                topo->gpus_per_domain);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "GPUs per domain must be 1..%d, got %d",
+                RF_MAX_RANKS - 1, topo->gpus_per_domain);
     goto fail;
   }
   if (!build_megatron(pb, &T, error)) goto fail;
@@ -766,8 +766,9 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
       int64_t dom = per ? first_dom + k / per : first_dom + k * span;
       int64_t slot = per ? (k % per) * I.tp : 0;
       if ((dom + span) * D > INT32_MAX) {
-        g_set_error(error, RF_ERROR, 1, "placement needs GPU ids beyond %d (domain size %lld)",
-                    INT32_MAX, (long long)D);
+        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                    "placement needs GPU ids beyond %d (domain size %lld)", INT32_MAX,
+                    (long long)D);
         goto fail;
       }
       for (int t = 0; t < I.tp; t++)
@@ -813,13 +814,13 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
   JsonArray *md = rf_json_array(o, "mesh"), *rk = rf_json_array(o, "ranks");
   JsonArray *pl = rf_json_array(o, "placements");
   if (!md || !rk || !pl) {
-    g_set_error(error, RF_ERROR, 1,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "tensor '%s' %s: needs \"mesh\", \"ranks\" and \"placements\" lists", tname, what);
     return FALSE;
   }
   int nd = (int)json_array_get_length(md);
   if (nd < 1 || nd > RF_MAX_DIMS || (int)json_array_get_length(pl) != nd) {
-    g_set_error(error, RF_ERROR, 1,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "tensor '%s' %s: mesh has %d dims and %u placements (want 1-%d, equal)", tname,
                 what, nd, json_array_get_length(pl), RF_MAX_DIMS);
     return FALSE;
@@ -828,15 +829,16 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
   for (int i = 0; i < nd; i++) {
     int64_t v;
     if (!rf_json_array_int(md, i, 1, RF_MAX_RANKS, &v)) {
-      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: mesh[%d] must be an integer in 1..%d", tname,
-                  what, i, RF_MAX_RANKS);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "tensor '%s' %s: mesh[%d] must be an integer in 1..%d", tname, what, i,
+                  RF_MAX_RANKS);
       return FALSE;
     }
     dims[i] = (int)v;
   }
   guint n = json_array_get_length(rk);
   if (n > RF_MAX_RANKS) {
-    g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: more than %d ranks", tname, what,
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "tensor '%s' %s: more than %d ranks", tname, what,
                 RF_MAX_RANKS);
     return FALSE;
   }
@@ -844,8 +846,9 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
   for (guint i = 0; i < n; i++) {
     int64_t v;
     if (!rf_json_array_int(rk, i, 0, RF_MAX_RANKS - 1, &v)) {
-      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: ranks[%u] must be an integer in 0..%d",
-                  tname, what, i, RF_MAX_RANKS - 1);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "tensor '%s' %s: ranks[%u] must be an integer in 0..%d", tname, what, i,
+                  RF_MAX_RANKS - 1);
       g_free(ranks);
       return FALSE;
     }
@@ -855,7 +858,7 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
   *mesh = rf_mesh_new(nd, dims, ranks, (int)n, &e);
   g_free(ranks);
   if (!*mesh) {
-    g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: %s", tname, what, e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "tensor '%s' %s: %s", tname, what, e->message);
     g_error_free(e);
     return FALSE;
   }
@@ -863,14 +866,14 @@ static gboolean parse_side(JsonObject *o, const char *what, const char *tname, i
     const char *s = NULL;
     if (!rf_json_node_string(json_array_get_element(pl, i), &s) ||
         !rf_placement_parse(s, &place[i], &e)) {
-      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: %s", tname, what,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "tensor '%s' %s: %s", tname, what,
                   e ? e->message : "placement must be a string");
       g_clear_error(&e);
       return FALSE;
     }
     if (place[i] >= ndim) {
-      g_set_error(error, RF_ERROR, 1, "tensor '%s' %s: Shard(%d) on a tensor of rank %d", tname,
-                  what, place[i], ndim);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "tensor '%s' %s: Shard(%d) on a tensor of rank %d", tname, what, place[i], ndim);
       return FALSE;
     }
   }
@@ -906,7 +909,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   JsonParser *parser = json_parser_new();
   GError *e = NULL;
   if (!json_parser_load_from_data(parser, json, len, &e)) {
-    g_set_error(error, RF_ERROR, 1, "spec: malformed JSON: %s", e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "spec: malformed JSON: %s", e->message);
     g_error_free(e);
     goto fail;
   }
@@ -914,7 +917,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
   JsonObject *ro = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
   JsonArray *ta = rf_json_array(ro, "tensors");
   if (!ta || json_array_get_length(ta) == 0) {
-    g_set_error(error, RF_ERROR, 1,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "spec: expected {\"tensors\": [ ... ]} with at least one tensor");
     goto fail;
   }
@@ -938,13 +941,13 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     const char *name = rf_json_string(to, "name");
     JsonArray *sh = rf_json_array(to, "shape");
     if (!name || !sh) {
-      g_set_error(error, RF_ERROR, 1,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "spec: tensor %u needs a \"name\" string and a \"shape\" list", i);
       ok = FALSE;
       break;
     }
     if (g_hash_table_contains(names, name)) {
-      g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' appears twice", name);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "spec: tensor '%s' appears twice", name);
       ok = FALSE;
       break;
     }
@@ -955,8 +958,8 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     t->layer = -1;
     t->ndim = (int)json_array_get_length(sh);
     if (t->ndim < 1 || t->ndim > RF_MAX_DIMS) {
-      g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' has rank %d (want 1-%d)", name, t->ndim,
-                  RF_MAX_DIMS);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "spec: tensor '%s' has rank %d (want 1-%d)",
+                  name, t->ndim, RF_MAX_DIMS);
       ok = FALSE;
       break;
     }
@@ -964,7 +967,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     for (int d = 0; d < t->ndim && ok; d++) {
       if (!rf_json_array_int(sh, d, 1, RF_MAX_ELEMS, &t->shape[d]) ||
           (vol *= t->shape[d]) > RF_MAX_ELEMS) {
-        g_set_error(error, RF_ERROR, 1,
+        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                     "spec: tensor '%s' dim %d must be an integer >= 1, and the tensor at most "
                     "2^56 elements",
                     name, d);
@@ -975,7 +978,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     const char *dt = "bf16";
     if (ok && dtn && !rf_json_node_string(dtn, &dt)) dt = "?";
     if (ok && !rf_dtype_parse(dt, &t->dtype, &e)) {
-      g_set_error(error, RF_ERROR, 1, "spec: tensor '%s': %s", name, e->message);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "spec: tensor '%s': %s", name, e->message);
       g_clear_error(&e);
       ok = FALSE;
     }
@@ -991,7 +994,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
       RfMesh *mesh = NULL;
       int8_t pl[RF_MAX_DIMS];
       if (!so) {
-        g_set_error(error, RF_ERROR, 1, "spec: tensor '%s' has no \"%s\"", name, what);
+        g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "spec: tensor '%s' has no \"%s\"", name, what);
         ok = FALSE;
         break;
       }

@@ -1,10 +1,10 @@
 #include "plan.h"
+#include "error.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#define RF_ERROR g_quark_from_static_string("refit")
 #define MAX_STAGE 65535
 
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
@@ -26,8 +26,8 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
       *out = (RfStrategy)i;
       return TRUE;
     }
-  g_set_error(error, RF_ERROR, 1, "unknown strategy '%s' (gather-broadcast, p2p, m2n, hybrid, all)",
-              s ? s : "");
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "unknown strategy '%s' (gather-broadcast, p2p, m2n, hybrid, all)", s ? s : "");
   return FALSE;
 }
 
@@ -92,7 +92,8 @@ static gboolean relay_for(const Builder *b, uint32_t pi, int r, const RfBox *box
 static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                  gboolean relay) {
   if (stage > MAX_STAGE) {
-    if (!b->failed) g_set_error(b->error, RF_ERROR, 1, "plan needs more than %d stages", MAX_STAGE);
+    if (!b->failed)
+      g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT, "plan needs more than %d stages", MAX_STAGE);
     b->failed = TRUE;
     return;
   }
@@ -505,7 +506,7 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     const RfTensor *t = &m->tensors[m->parts[pi].tensor];
     if (!dp->mesh) continue;
     if (!sp->mesh) {
-      g_set_error(error, RF_ERROR, 1, "no source holds %s", t->name);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "no source holds %s", t->name);
       b.failed = TRUE;
       break;
     }
@@ -529,7 +530,7 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     return NULL;
   }
   if (b.x.n > UINT32_MAX) {
-    g_set_error(error, RF_ERROR, 1, "plan has %llu transfers, more than %u",
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "plan has %llu transfers, more than %u",
                 (unsigned long long)b.x.n, UINT32_MAX);
     g_array_free(b.pieces, TRUE);
     g_free(b.x.v);
@@ -602,7 +603,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     RfBox full;
     rf_box_full(&full, part->shape, part->ndim);
     if (rf_box_empty(&pc->box, part->ndim) || !rf_box_contains(&full, &pc->box, part->ndim)) {
-      g_set_error(error, RF_ERROR, 1, "transfer %llu: box %s outside part %u",
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: box %s outside part %u",
                   (unsigned long long)i, rf_box_format(&pc->box, part->ndim, b1, sizeof b1),
                   pc->part);
       ok = FALSE;
@@ -610,7 +611,8 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     }
     if (pc->bytes != (uint64_t)rf_box_volume(&pc->box, part->ndim) *
                          rf_dtype_size(m->tensors[part->tensor].dtype)) {
-      g_set_error(error, RF_ERROR, 1, "piece %u: bytes do not match its box", t->piece);
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "piece %u: bytes do not match its box",
+                  t->piece);
       ok = FALSE;
       goto out;
     }
@@ -618,8 +620,8 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       const RfTransfer *p = &plan->xfers[i - 1];
       if (p->stage > t->stage ||
           (p->stage == t->stage && (p->src > t->src || (p->src == t->src && p->dst > t->dst)))) {
-        g_set_error(error, RF_ERROR, 1, "transfers not sorted by (stage, src, dst) at %llu",
-                    (unsigned long long)i);
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                    "transfers not sorted by (stage, src, dst) at %llu", (unsigned long long)i);
         ok = FALSE;
         goto out;
       }
@@ -644,7 +646,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       by += plan->pieces[t->piece].bytes;
     }
     if (!same || by != mg->bytes) {
-      g_set_error(error, RF_ERROR, 1, "message %llu does not match its transfers",
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "message %llu does not match its transfers",
                   (unsigned long long)i);
       ok = FALSE;
       goto out;
@@ -652,7 +654,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     next += mg->count;
   }
   if (next != plan->nxfers) {
-    g_set_error(error, RF_ERROR, 1, "messages cover %llu of %llu transfers",
+    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "messages cover %llu of %llu transfers",
                 (unsigned long long)next, (unsigned long long)plan->nxfers);
     ok = FALSE;
     goto out;
@@ -681,7 +683,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       g_array_free(left, TRUE);
     }
     if (!held) {
-      g_set_error(error, RF_ERROR, 1,
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
                   "transfer %llu (stage %d, %d -> %d, part %u %s): the sender does not hold it",
                   (unsigned long long)i, t->stage, t->src, t->dst, pc->part,
                   rf_box_format(&pc->box, nd, b1, sizeof b1));
@@ -690,7 +692,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     }
     if (!!(t->flags & RF_XFER_NET) !=
         (rf_problem_domain(pb, t->src) != rf_problem_domain(pb, t->dst))) {
-      g_set_error(error, RF_ERROR, 1, "transfer %llu: network flag is wrong",
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: network flag is wrong",
                   (unsigned long long)i);
       ok = FALSE;
       goto out;
@@ -700,7 +702,8 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
                      rf_side_rank_shard(&pb->dst, pc->part, t->dst, &mine, NULL) &&
                      rf_box_intersect(&mine, &pc->box, nd, &ov);
     if (keeps == !!(t->flags & RF_XFER_RELAY)) {
-      g_set_error(error, RF_ERROR, 1, "transfer %llu: relay flag is wrong", (unsigned long long)i);
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: relay flag is wrong",
+                  (unsigned long long)i);
       ok = FALSE;
       goto out;
     }
@@ -729,7 +732,7 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
         for (guint k = 0; k < clips->len; k++) {
           RfBox x;
           if (rf_box_intersect(&g_array_index(clips, RfBox, k), &ov, nd, &x)) {
-            g_set_error(error, RF_ERROR, 1, "rank %d receives %s of %s twice", r,
+            g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "rank %d receives %s of %s twice", r,
                         rf_box_format(&x, nd, b1, sizeof b1), m->tensors[m->parts[pi].tensor].name);
             g_array_free(clips, TRUE);
             ok = FALSE;
@@ -741,9 +744,10 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
       }
       g_array_free(clips, TRUE);
       if (vol != rf_box_volume(&mine, nd)) {
-        g_set_error(error, RF_ERROR, 1, "rank %d receives %lld of the %lld elements of %s %s", r,
-                    (long long)vol, (long long)rf_box_volume(&mine, nd),
-                    m->tensors[m->parts[pi].tensor].name, rf_box_format(&mine, nd, b2, sizeof b2));
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                    "rank %d receives %lld of the %lld elements of %s %s", r, (long long)vol,
+                    (long long)rf_box_volume(&mine, nd), m->tensors[m->parts[pi].tensor].name,
+                    rf_box_format(&mine, nd, b2, sizeof b2));
         ok = FALSE;
         goto out;
       }
@@ -751,8 +755,9 @@ gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
     }
   }
   if (delivered != plan->stats.payload_bytes) {
-    g_set_error(error, RF_ERROR, 1, "bytes not conserved: %llu delivered, %llu expected",
-                (unsigned long long)delivered, (unsigned long long)plan->stats.payload_bytes);
+    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                "bytes not conserved: %llu delivered, %llu expected", (unsigned long long)delivered,
+                (unsigned long long)plan->stats.payload_bytes);
     ok = FALSE;
   }
 out:
@@ -765,8 +770,7 @@ out:
 gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
   FILE *f = fopen(path, "w");
   if (!f) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", path,
-                g_strerror(errno));
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "cannot write %s: %s", path, g_strerror(errno));
     return FALSE;
   }
   const RfModel *m = plan->problem->model;
@@ -805,8 +809,7 @@ gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
   }
   fprintf(f, "\n]}\n");
   if (fclose(f) != 0) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", path,
-                g_strerror(errno));
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "cannot write %s: %s", path, g_strerror(errno));
     return FALSE;
   }
   return TRUE;

@@ -1,4 +1,5 @@
 #include "topology.h"
+#include "error.h"
 
 #include <math.h>
 #include <string.h>
@@ -46,13 +47,12 @@ gboolean rf_keyfile_number(GKeyFile *kf, const char *path, const char *group, co
   GError *e = NULL;
   double v = g_key_file_get_double(kf, group, key, &e);
   if (e) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE, "%s: [%s] %s: %s", path,
-                group, key, e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [%s] %s: %s", path, group, key, e->message);
     g_error_free(e);
     return FALSE;
   }
   if (!isfinite(v) || v < lo || v > hi) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: [%s] %s must be a finite number in [%g, %g], got %g", path, group, key, lo, hi,
                 v);
     return FALSE;
@@ -75,8 +75,8 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
   double v;
   if (!get_num(kf, path, group, key, FALSE, &v, error)) return FALSE;
   if (v > INT32_MAX || v != (double)(int)v) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                "%s: [%s] %s must be a whole number, got %g", path, group, key, v);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [%s] %s must be a whole number, got %g", path,
+                group, key, v);
     return FALSE;
   }
   *out = (int)v;
@@ -90,8 +90,8 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   else
     path = g_strdup_printf("%s/topologies/%s.topo", rf_data_dir(), name_or_path);
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT, "unknown topology '%s' (no file %s)",
-                name_or_path, path);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown topology '%s' (no file %s)", name_or_path,
+                path);
     g_free(path);
     return NULL;
   }
@@ -99,7 +99,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   RfTopology *t = topology_defaults();
   GError *e = NULL;
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &e)) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_PARSE, "%s: %s", path, e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: %s", path, e->message);
     g_error_free(e);
     goto fail;
   }
@@ -108,8 +108,8 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   t->description = g_key_file_get_string(kf, "cluster", "description", NULL);
   if (!get_int(kf, path, "cluster", "gpus_per_domain", &t->gpus_per_domain, error)) goto fail;
   if (t->gpus_per_domain >= RF_MAX_RANKS) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                "%s: [cluster] gpus_per_domain must be below %d", path, RF_MAX_RANKS);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [cluster] gpus_per_domain must be below %d",
+                path, RF_MAX_RANKS);
     goto fail;
   }
   if (!get_num(kf, path, "nvlink", "bandwidth_GBps", FALSE, &t->nvlink_GBps, error)) goto fail;
@@ -121,7 +121,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   {
     char *kind = g_key_file_get_string(kf, "fabric", "kind", NULL);
     if (!kind) {
-      g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: [fabric] kind is missing (rail-optimized or fat-tree)", path);
       goto fail;
     }
@@ -130,7 +130,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
     else if (!strcmp(kind, "fat-tree"))
       t->fabric = RF_FABRIC_FAT_TREE;
     else {
-      g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: [fabric] kind must be rail-optimized or fat-tree, got '%s'", path, kind);
       g_free(kind);
       goto fail;
@@ -140,7 +140,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   if (!get_num(kf, path, "fabric", "oversubscription", FALSE, &t->oversubscription, error))
     goto fail;
   if (t->oversubscription < 1.0) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: [fabric] oversubscription must be >= 1, got %g", path, t->oversubscription);
     goto fail;
   }
@@ -152,7 +152,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
       !get_int(kf, path, "nccl", "bcast_channels", &t->bcast_channels, error))
     goto fail;
   if (t->bcast_channels > 1024) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: [nccl] bcast_channels must be 1..1024, got %d", path, t->bcast_channels);
     goto fail;
   }

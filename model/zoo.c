@@ -1,4 +1,5 @@
 #include "zoo.h"
+#include "error.h"
 
 #include <json-glib/json-glib.h>
 #include <stdarg.h>
@@ -6,8 +7,6 @@
 
 #include "jsonutil.h"
 #include "topology.h"
-
-#define RF_ERROR g_quark_from_static_string("refit")
 
 static const char *const dtype_names[RF_DT_COUNT] = {"bf16", "fp16", "fp32", "fp8"};
 static const int dtype_sizes[RF_DT_COUNT] = {2, 2, 4, 1};
@@ -33,7 +32,7 @@ gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error) {
       *out = alias[i].dt;
       return TRUE;
     }
-  g_set_error(error, RF_ERROR, 1, "unknown dtype '%s' (bf16, fp16, fp32, fp8)", s);
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown dtype '%s' (bf16, fp16, fp32, fp8)", s);
   return FALSE;
 }
 
@@ -130,8 +129,8 @@ static int64_t cfg_int(Cfg *c, const char *key) {
   if (c->failed) return 0;
   int64_t v;
   if (!rf_json_node_int(json_object_get_member(c->o, key), 0, CFG_MAX - 1, &v)) {
-    g_set_error(c->error, RF_ERROR, 1, "%s: '%s' missing or not an integer in 0..%lld", c->file,
-                key, (long long)(CFG_MAX - 1));
+    g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: '%s' missing or not an integer in 0..%lld",
+                c->file, key, (long long)(CFG_MAX - 1));
     c->failed = TRUE;
     return 0;
   }
@@ -147,7 +146,7 @@ static gboolean cfg_bool_or(Cfg *c, const char *key, gboolean def) {
   JsonNode *n = json_object_get_member(c->o, key);
   if (!n || JSON_NODE_HOLDS_NULL(n) || c->failed) return def;
   if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN) {
-    g_set_error(c->error, RF_ERROR, 1, "%s: '%s' must be true or false", c->file, key);
+    g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: '%s' must be true or false", c->file, key);
     c->failed = TRUE;
     return def;
   }
@@ -158,7 +157,7 @@ static gboolean cfg_bool_or(Cfg *c, const char *key, gboolean def) {
 static gboolean arch_sane(Cfg *c, const RfArch *a) {
   if (c->failed) return FALSE;
   if (a->layers > 100000 || a->experts > (1 << 20) || a->mtp_layers > 64) {
-    g_set_error(c->error, RF_ERROR, 1,
+    g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: implausible config (%lld layers, %lld experts, %lld MTP layers)", c->file,
                 (long long)a->layers, (long long)a->experts, (long long)a->mtp_layers);
     c->failed = TRUE;
@@ -173,7 +172,8 @@ static gboolean *cfg_layer_set(Cfg *c, const char *key, int64_t n, int offset) {
   JsonNode *node = json_object_get_member(c->o, key);
   if (!node || c->failed) return set;
   if (JSON_NODE_TYPE(node) != JSON_NODE_ARRAY) {
-    g_set_error(c->error, RF_ERROR, 1, "%s: '%s' must be a list of layer indices", c->file, key);
+    g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: '%s' must be a list of layer indices",
+                c->file, key);
     c->failed = TRUE;
     return set;
   }
@@ -181,8 +181,9 @@ static gboolean *cfg_layer_set(Cfg *c, const char *key, int64_t n, int offset) {
   for (guint i = 0; i < json_array_get_length(a); i++) {
     int64_t v;
     if (!rf_json_array_int(a, i, offset, n - 1 + offset, &v)) {
-      g_set_error(c->error, RF_ERROR, 1, "%s: '%s' entry %u is not a layer in %d..%lld", c->file,
-                  key, i, offset, (long long)(n - 1 + offset));
+      g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: '%s' entry %u is not a layer in %d..%lld", c->file, key, i, offset,
+                  (long long)(n - 1 + offset));
       c->failed = TRUE;
       return set;
     }
@@ -314,7 +315,7 @@ static void build_deepseek(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean
     JsonObject *lin = rf_json_object(c->o, "linear_attn_config");
     if (c->failed) return;
     if (!lin) {
-      g_set_error(c->error, RF_ERROR, 1, "%s: 'linear_attn_config' missing", c->file);
+      g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: 'linear_attn_config' missing", c->file);
       c->failed = TRUE;
       return;
     }
@@ -431,7 +432,7 @@ static void build_nemotron_h(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
   const char *pat = rf_json_string(c->o, "hybrid_override_pattern");
   if (!arch_sane(c, a)) return;
   if (!pat || (int64_t)strlen(pat) != a->layers) {
-    g_set_error(c->error, RF_ERROR, 1,
+    g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: 'hybrid_override_pattern' missing or not num_hidden_layers long", c->file);
     c->failed = TRUE;
     return;
@@ -466,8 +467,8 @@ static void build_nemotron_h(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
       break;
     }
     default:
-      g_set_error(c->error, RF_ERROR, 1, "%s: hybrid_override_pattern has '%c' (want M * - E)",
-                  c->file, pat[L]);
+      g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: hybrid_override_pattern has '%c' (want M * - E)", c->file, pat[L]);
       c->failed = TRUE;
       g_free(pre);
       return;
@@ -520,7 +521,8 @@ static void build_qwen3_next(Builder *b, Cfg *c, RfArch *a, int *nlayers) {
   a->mtp_layers = cfg_int_or(c, "mtp_num_hidden_layers", 0);
   if (!arch_sane(c, a)) return;
   if (interval < 1) {
-    g_set_error(c->error, RF_ERROR, 1, "%s: full_attention_interval must be >= 1", c->file);
+    g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: full_attention_interval must be >= 1",
+                c->file);
     c->failed = TRUE;
     return;
   }
@@ -624,15 +626,16 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
     const char *dt = rf_json_string(o, "dtype");
     guint nd = shape ? json_array_get_length(shape) : 0;
     if (!shape || !dt || nd < 1 || nd > RF_MAX_DIMS) {
-      g_set_error(error, RF_ERROR, 1, "%s: tensor '%s' needs \"shape\" (1-%d dims) and \"dtype\"",
-                  file, n, RF_MAX_DIMS);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: tensor '%s' needs \"shape\" (1-%d dims) and \"dtype\"", file, n,
+                  RF_MAX_DIMS);
       g_list_free(names);
       return FALSE;
     }
     int64_t sh[RF_MAX_DIMS], vol = 1;
     for (guint d = 0; d < nd; d++) {
       if (!rf_json_array_int(shape, d, 1, RF_MAX_ELEMS, &sh[d]) || (vol *= sh[d]) > RF_MAX_ELEMS) {
-        g_set_error(error, RF_ERROR, 1,
+        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                     "%s: tensor '%s' dim %u must be an integer >= 1 (at most 2^56 elements)", file,
                     n, d);
         g_list_free(names);
@@ -686,13 +689,13 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
   RfModel *m = NULL;
   GError *e = NULL;
   if (!json_parser_load_from_data(parser, json, len, &e)) {
-    g_set_error(error, RF_ERROR, 1, "%s: malformed JSON: %s", name, e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: malformed JSON: %s", name, e->message);
     g_error_free(e);
     goto out;
   }
   JsonNode *root = json_parser_get_root(parser);
   if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-    g_set_error(error, RF_ERROR, 1, "%s: expected a JSON object", name);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: expected a JSON object", name);
     goto out;
   }
   JsonObject *o = json_node_get_object(root);
@@ -707,7 +710,7 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
     Cfg c = {o, name, error, FALSE};
     if (json_object_has_member(o, "torch_dtype") &&
         !rf_json_node_string(json_object_get_member(o, "torch_dtype"), &tdt)) {
-      g_set_error(error, RF_ERROR, 1, "%s: 'torch_dtype' must be a string", name);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: 'torch_dtype' must be a string", name);
       ok = FALSE;
     } else if (tdt && !rf_dtype_parse(tdt, &b.dtype, error)) {
       ok = FALSE;
@@ -727,7 +730,7 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
       m->family = g_strdup("nemotron_h");
       build_nemotron_h(&b, &c, &m->arch, &m->nlayers);
     } else {
-      g_set_error(error, RF_ERROR, 1,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: unsupported model_type '%s' (qwen3_moe, qwen3_next, deepseek_v3, "
                   "kimi_linear, nemotron_h)",
                   name, mt ? mt : "?");
@@ -739,7 +742,7 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
     ok = build_listing(&b, o, name, &m->nlayers, error);
   }
   if (ok && b.tensors->len == 0) {
-    g_set_error(error, RF_ERROR, 1, "%s: no tensors", name);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: no tensors", name);
     ok = FALSE;
   }
   for (guint i = 0; ok && i < b.tensors->len; i++) {
@@ -747,7 +750,7 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
     int64_t vol = 1;
     for (int d = 0; d < t->ndim && ok; d++) {
       if (t->shape[d] < 1 || vol > RF_MAX_ELEMS / t->shape[d]) {
-        g_set_error(error, RF_ERROR, 1,
+        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                     "%s: tensor %s has an empty dim or more than 2^56 elements (check the config)",
                     name, t->name);
         ok = FALSE;
@@ -758,7 +761,8 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
   for (guint i = 0; ok && i < b.parts->len; i++) {
     const RfPart *p = &g_array_index(b.parts, RfPart, i);
     if (p->shape[0] < 1) {
-      g_set_error(error, RF_ERROR, 1, "%s: %s has an empty segment '%s' (check the config)", name,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: %s has an empty segment '%s' (check the config)", name,
                   g_array_index(b.tensors, RfTensor, p->tensor).name, p->tag);
       ok = FALSE;
     }
@@ -789,8 +793,8 @@ RfModel *rf_model_load(const char *name_or_path, GError **error) {
       known |= !strcmp(zoo_names[i], name_or_path);
     if (!known) {
       char *list = g_strjoinv(", ", (char **)zoo_names);
-      g_set_error(error, RF_ERROR, 1, "unknown model '%s' (known: %s; or a path to a config.json)",
-                  name_or_path, list);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "unknown model '%s' (known: %s; or a path to a config.json)", name_or_path, list);
       g_free(list);
       return NULL;
     }
@@ -802,7 +806,8 @@ RfModel *rf_model_load(const char *name_or_path, GError **error) {
   GError *e = NULL;
   RfModel *m = NULL;
   if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(error, RF_ERROR, 1, "cannot read model '%s': %s", name_or_path, e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "cannot read model '%s': %s", name_or_path,
+                e->message);
     g_error_free(e);
   } else {
     m = rf_model_from_json(label, text, (gssize)len, error);

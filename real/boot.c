@@ -1,6 +1,7 @@
 /* The bootstrap: MPI world, node-local rank, the NCCL unique id, timed collectives. This is the
  * one file that knows whether the CUDA backend was built (REFIT_HAVE_CUDA). */
 #include "boot.h"
+#include "error.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -55,7 +56,7 @@ gboolean rf_boot_init(int *argc, char ***argv, gboolean local, GError **error) {
   if (local) return TRUE;
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-    g_set_error(error, RF_REAL_ERROR, 1, "MPI_Init failed");
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "MPI_Init failed");
     return FALSE;
   }
   boot.mpi = TRUE;

@@ -5,10 +5,8 @@
 #define RF_REAL_BOOT_H
 
 #include "backend.h"
+#include "error.h"
 #include <glib.h>
-
-/* Same domain as model/: errors of refit are one-line messages, not codes. */
-#define RF_REAL_ERROR g_quark_from_static_string("refit")
 
 typedef struct {
   int rank, world; /* MPI world (0 / 1 without MPI) */

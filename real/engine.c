@@ -14,6 +14,7 @@
  * earlier (the holding store), receivers unpack into their destination shard and, if they forward
  * it later, into the holding store. */
 #include "boot.h"
+#include "error.h"
 #include "pattern.h"
 #include "real.h"
 #include "real_engine.h"
@@ -86,21 +87,34 @@ typedef struct {
   RfRealSpread spread;
 } RealState;
 
-static void set_err(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static void set_err(GError **error, const char *fmt, ...) {
+static void set_err(GError **error, RfError code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void set_err(GError **error, RfError code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *m = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  g_set_error_literal(error, RF_REAL_ERROR, 1, m);
+  g_set_error_literal(error, RF_ERROR, code, m);
   g_free(m);
+}
+
+/* The error code of a backend status: a timeout, memory, or a failure of the runtime. */
+static RfError status_code(RfRealStatus s) {
+  switch (s) {
+  case RF_REAL_ERR_TIMEOUT:
+    return RF_ERROR_TIMEOUT;
+  case RF_REAL_ERR_NOMEM:
+    return RF_ERROR_LIMIT;
+  default:
+    return RF_ERROR_PEER;
+  }
 }
 
 #define DEVCHECK(st, call, what)                                                                   \
   do {                                                                                             \
     RfRealStatus s_ = (call);                                                                      \
     if (s_ != RF_REAL_OK) {                                                                        \
-      set_err(error, "rank %d: %s: %s", (st)->me, (what), rf_real_status_string(s_));              \
+      set_err(error, status_code(s_), "rank %d: %s: %s", (st)->me, (what),                         \
+              rf_real_status_string(s_));                                                          \
       goto fail;                                                                                   \
     }                                                                                              \
   } while (0)
@@ -262,7 +276,7 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
   st->me = b->rank;
   st->world = b->world;
   if (!st->opt.local && b->world != pb->nranks) {
-    g_set_error(error, RF_REAL_ERROR, RF_REAL_ERR_PEER,
+    g_set_error(error, RF_ERROR, RF_ERROR_PEER,
                 "the MPI world has %d rank%s, the plan needs %d (%d training + %d inference)",
                 b->world, b->world == 1 ? "" : "s", pb->nranks, pb->src.nranks, pb->dst.nranks);
     return FALSE;
@@ -279,11 +293,11 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
   RfRealStatus ag = rf_boot_sum_u64(&failed, 1, st->opt.timeout_s);
   if (s != RF_REAL_OK || ag != RF_REAL_OK || failed) {
     if (s != RF_REAL_OK)
-      set_err(error, "rank %d (%s): %s backend: %s", st->me, b->host, st->ops->name,
+      set_err(error, status_code(s), "rank %d (%s): %s backend: %s", st->me, b->host, st->ops->name,
               s == RF_REAL_ERR_NODEV ? "no GPU found (the cuda backend needs one GPU per rank)"
                                      : rf_real_status_string(s));
     else
-      g_set_error(error, RF_REAL_ERROR, RF_REAL_ERR_PEER,
+      g_set_error(error, RF_ERROR, RF_ERROR_PEER,
                   "rank %d: %" G_GUINT64_FORMAT " rank(s) could not start the %s backend", st->me,
                   failed, st->ops->name);
     if (st->dev) st->ops->close(st->dev, 1);
@@ -295,7 +309,8 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
     s = rf_boot_nccl_id(nccl_id, sizeof nccl_id);
     if (s == RF_REAL_OK) s = st->ops->connect(st->dev, nccl_id);
     if (s != RF_REAL_OK) {
-      set_err(error, "rank %d: joining the communicator: %s", st->me, rf_real_status_string(s));
+      set_err(error, status_code(s), "rank %d: joining the communicator: %s", st->me,
+              rf_real_status_string(s));
       st->ops->close(st->dev, 1);
       st->dev = NULL;
       return FALSE;
@@ -450,7 +465,8 @@ static gboolean assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErro
     for (; m < plan->nmsgs && plan->msgs[m].stage == k; m++) {
       const RfMessage *msg = &plan->msgs[m];
       if (msg->src < 0 || msg->src >= n || msg->dst < 0 || msg->dst >= n) {
-        set_err(error, "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
+        set_err(error, RF_ERROR_VERIFY,
+                "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
         goto fail;
       }
       int need = msg->src == msg->dst ? 2 : 1;
@@ -494,7 +510,7 @@ static gboolean assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErro
   st->nrounds = round0;
   g_ptr_array_free(use, TRUE);
   if (m != plan->nmsgs) {
-    set_err(error, "plan messages are not sorted by stage");
+    set_err(error, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
     return FALSE;
   }
   return TRUE;
@@ -655,14 +671,14 @@ static gboolean build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LR
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
     if (x->piece >= plan->npieces) {
-      set_err(error, "plan transfer %" G_GUINT64_FORMAT " names piece %u of %u", t, x->piece,
-              plan->npieces);
+      set_err(error, RF_ERROR_VERIFY, "plan transfer %" G_GUINT64_FORMAT " names piece %u of %u", t,
+              x->piece, plan->npieces);
       goto out;
     }
     const RfPiece *p = &plan->pieces[x->piece];
     int ndim = pb->model->parts[p->part].ndim;
     if (p->bytes != (uint64_t)rf_box_volume(&p->box, ndim) * part_esize(pb, p->part)) {
-      set_err(error,
+      set_err(error, RF_ERROR_VERIFY,
               "plan piece %u: %" G_GUINT64_FORMAT " bytes for a box of %" G_GINT64_FORMAT
               " elements",
               x->piece, p->bytes, rf_box_volume(&p->box, ndim));
@@ -686,8 +702,9 @@ static gboolean build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LR
       guint d0 = decomp->len;
       if (!cover(&p->box, ndim, (const Cand *)cands->data, cands->len, 0, t, decomp)) {
         char buf[256];
-        set_err(error, "plan: rank %d sends %s of part %u at stage %u but does not hold all of it",
-                me, rf_box_format(&p->box, ndim, buf, sizeof buf), p->part, x->stage);
+        set_err(error, RF_ERROR_VERIFY,
+                "plan: rank %d sends %s of part %u at stage %u but does not hold all of it", me,
+                rf_box_format(&p->box, ndim, buf, sizeof buf), p->part, x->stage);
         goto out;
       }
       for (guint i = d0; i < decomp->len; i++) {
@@ -761,8 +778,8 @@ static gboolean build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LR
             c.mem0 = (uint64_t)hold_off[d->origin];
           }
           if (!merge_spans(A, Bs, item_cb, &c)) {
-            set_err(error, "rank %d: pack runs of transfer %" G_GUINT64_FORMAT " do not match", me,
-                    t);
+            set_err(error, RF_ERROR_VERIFY,
+                    "rank %d: pack runs of transfer %" G_GUINT64_FORMAT " do not match", me, t);
             goto out;
           }
         }
@@ -779,8 +796,8 @@ static gboolean build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LR
           ItemCtx c = {ritems, wire, 0, (uint32_t)(st->ns + pb->dst.local[p->part].buf),
                        esize,  TRUE};
           if (!merge_spans(A, Bs, item_cb, &c)) {
-            set_err(error, "rank %d: unpack runs of transfer %" G_GUINT64_FORMAT " do not match",
-                    me, t);
+            set_err(error, RF_ERROR_VERIFY,
+                    "rank %d: unpack runs of transfer %" G_GUINT64_FORMAT " do not match", me, t);
             goto out;
           }
         }
@@ -792,7 +809,7 @@ static gboolean build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LR
       wire += p->bytes;
     }
     if (wire != msg->bytes) {
-      set_err(error,
+      set_err(error, RF_ERROR_VERIFY,
               "plan message %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT
               " bytes, its transfers carry %" G_GUINT64_FORMAT,
               m, msg->bytes, wire);
@@ -856,7 +873,7 @@ static gboolean build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LR
     g_array_free(r->unpack, TRUE);
     r->pack = r->unpack = NULL;
     if (s != RF_REAL_OK) {
-      set_err(error, "rank %d: copy lists: %s", me, rf_real_status_string(s));
+      set_err(error, status_code(s), "rank %d: copy lists: %s", me, rf_real_status_string(s));
       goto out;
     }
   }
@@ -947,7 +964,7 @@ static gboolean rank_tables(RealState *st, LRank *l, GError **error) {
       s = st->ops->upload(st->dev, l->bases_dev[bank], t, sizeof(void *) * st->nsp);
     if (s != RF_REAL_OK) {
       g_free(t);
-      set_err(error, "rank %d: base table: %s", st->me, rf_real_status_string(s));
+      set_err(error, status_code(s), "rank %d: base table: %s", st->me, rf_real_status_string(s));
       return FALSE;
     }
   }
@@ -1072,11 +1089,12 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
   out->lower_bound_s = plan->stats.lower_bound_s;
   spread_clear(&st->spread);
   if (!st->dev) {
-    set_err(error, "real executor: run without a successful prepare");
+    set_err(error, RF_ERROR_INPUT, "real executor: run without a successful prepare");
     goto out;
   }
   if (plan->problem != st->pb) {
-    set_err(error, "real executor: the plan is for another problem than the prepared one");
+    set_err(error, RF_ERROR_VERIFY,
+            "real executor: the plan is for another problem than the prepared one");
     goto out;
   }
   if (!assign_rounds(st, plan, &sg, error)) goto out;
@@ -1099,7 +1117,8 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
                    (double)st->spread.src_bytes, (double)st->spread.dst_bytes,
                    (double)st->spread.rank_bytes};
     if (!st->opt.local && rf_boot_max_double(v, 5, st->opt.timeout_s) != RF_REAL_OK) {
-      set_err(error, "rank %d: exchanging buffer sizes failed (a peer stopped)", st->me);
+      set_err(error, RF_ERROR_PEER, "rank %d: exchanging buffer sizes failed (a peer stopped)",
+              st->me);
       goto abort;
     }
     st->spread.hold_bytes = (uint64_t)v[0];
@@ -1127,7 +1146,7 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
     DEVCHECK(st, st->ops->finish(st->dev, 1, since, &(int){0}), "fill");
     s = rf_boot_barrier(st->opt.timeout_s);
     if (s != RF_REAL_OK) {
-      set_err(error,
+      set_err(error, status_code(s),
               "rank %d: barrier before step %" G_GUINT64_FORMAT ": %s (a peer failed before it)",
               st->me, step, rf_real_status_string(s));
       goto abort;
@@ -1150,13 +1169,13 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
         if (s != RF_REAL_OK) {
           char *lab = stage_label(plan, k);
           if (s == RF_REAL_ERR_TIMEOUT)
-            set_err(error,
+            set_err(error, RF_ERROR_TIMEOUT,
                     "rank %d: stage %d (%s): no progress for %.1f s, waiting on rank %d; "
                     "communicator aborted",
                     st->me, k, lab, st->opt.timeout_s, stuck);
           else
-            set_err(error, "rank %d: stage %d (%s): %s; communicator aborted", st->me, k, lab,
-                    rf_real_status_string(s));
+            set_err(error, status_code(s), "rank %d: stage %d (%s): %s; communicator aborted",
+                    st->me, k, lab, rf_real_status_string(s));
           g_free(lab);
           goto abort;
         }
@@ -1168,7 +1187,7 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
     if (s != RF_REAL_OK) {
       int k = MAX(0, MIN(nst - 1, done - 1));
       char *lab = stage_label(plan, k);
-      set_err(error,
+      set_err(error, status_code(s),
               "rank %d: stage %d (%s) did not complete: %s after %.1f s; communicator aborted",
               st->me, k, lab, rf_real_status_string(s), st->opt.timeout_s);
       g_free(lab);
@@ -1194,8 +1213,8 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
     }
     if (rf_boot_sum_u64(w, 2, st->opt.timeout_s) != RF_REAL_OK ||
         rf_boot_max_double(since + 1, nst, st->opt.timeout_s) != RF_REAL_OK) {
-      set_err(error, "rank %d: result exchange after step %" G_GUINT64_FORMAT " failed", st->me,
-              step);
+      set_err(error, RF_ERROR_PEER,
+              "rank %d: result exchange after step %" G_GUINT64_FORMAT " failed", st->me, step);
       goto abort;
     }
     if (it >= st->opt.warmup) memcpy(ends + (size_t)timed++ * nst, since + 1, sizeof(double) * nst);
@@ -1309,15 +1328,16 @@ RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error) {
   const RfDevOps *ops = rf_boot_dev_ops(opt->backend);
   if (!ops) {
     if (opt->backend && !strcmp(opt->backend, "cuda"))
-      set_err(error,
+      set_err(error, RF_ERROR_INPUT,
               "the cuda backend is not built (CUDA or NCCL was not found at configure time)");
     else
-      set_err(error, "unknown backend '%s' (host, cuda)", opt->backend ? opt->backend : "");
+      set_err(error, RF_ERROR_INPUT, "unknown backend '%s' (host, cuda)",
+              opt->backend ? opt->backend : "");
     return NULL;
   }
   if (opt->staging_bytes < STAGE_ALIGN || opt->max_ops < 2 || opt->iters < 1 || opt->warmup < 0 ||
       !(opt->timeout_s > 0)) {
-    set_err(error,
+    set_err(error, RF_ERROR_INPUT,
             "real executor: staging >= %u bytes, max ops >= 2, iters >= 1, warmup >= 0 and "
             "timeout > 0 are required",
             STAGE_ALIGN);

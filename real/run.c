@@ -1,5 +1,6 @@
 /* `refit run`: options, world check, one verified refit per strategy, the report on rank 0. */
 #include "boot.h"
+#include "error.h"
 #include "real.h"
 #include "real_engine.h"
 
@@ -206,7 +207,7 @@ static void print_json(const Row *rows, int n) {
 static gboolean parse_fail(const char *s, int *rank, int *stage, GError **error) {
   if (!s) return TRUE;
   if (sscanf(s, "%d:%d", rank, stage) != 2 || *rank < 0 || *stage < 0) {
-    g_set_error(error, RF_REAL_ERROR, 1, "--test-fail wants RANK:STAGE, got '%s'", s);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail wants RANK:STAGE, got '%s'", s);
     return FALSE;
   }
   return TRUE;
@@ -249,13 +250,12 @@ int rf_run_command(int argc, char **argv) {
   GError *perr = NULL, *e = NULL;
   gboolean parsed = g_option_context_parse(ctx, &argc, &argv, &perr);
   if (parsed && argc > 1)
-    g_set_error(&perr, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unexpected argument '%s'",
-                argv[1]);
+    g_set_error(&perr, RF_ERROR, RF_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
   if (!perr) parse_fail(fail, &o.fail_rank, &o.fail_stage, &perr);
   if (!perr && (staging_mib <= 0 || staging_mib > 1 << 20))
-    g_set_error(&perr, RF_REAL_ERROR, 1, "--staging-mib must be > 0");
+    g_set_error(&perr, RF_ERROR, RF_ERROR_INPUT, "--staging-mib must be > 0");
   if (!perr && o.local && fail)
-    g_set_error(&perr, RF_REAL_ERROR, 1, "--test-fail needs MPI (one process per rank)");
+    g_set_error(&perr, RF_ERROR, RF_ERROR_INPUT, "--test-fail needs MPI (one process per rank)");
   if (backend) {
     g_free(o.backend);
     o.backend = backend;

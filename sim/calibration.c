@@ -1,3 +1,4 @@
+#include "error.h"
 #include "sim.h"
 
 #include <string.h>
@@ -42,8 +43,7 @@ gboolean rf_calibration_load(RfCalibration *c, const char *name_or_path, GError 
   rf_calibration_defaults(&n);
   double buffers = 2, overlap = 0;
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &e)) {
-    g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_PARSE, "calibration %s: %s", path,
-                e->message);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "calibration %s: %s", path, e->message);
     g_error_free(e);
     goto fail;
   }

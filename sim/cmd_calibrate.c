@@ -2,6 +2,7 @@
  * leave-one-out error (each measurement predicted by parameters fitted without it) beside the
  * in-sample error, so that a fit that only memorises the table shows as such. */
 #include "args.h"
+#include "error.h"
 #include "internal.h"
 
 #include <math.h>
@@ -163,7 +164,7 @@ static gboolean read_measurements(const char *path, GArray *rows, GError **error
     const char *infer = g_hash_table_lookup(h, "infer_layout");
     if (!infer) infer = g_hash_table_lookup(h, "infer");
     if (!topo || !model || !train || !infer) {
-      g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s:%d: need columns platform|topology, model, train[_layout], infer[_layout]",
                   path, ln);
       ok = FALSE;
@@ -181,8 +182,8 @@ static gboolean read_measurements(const char *path, GArray *rows, GError **error
         m.measured_s = g_ascii_strtod(v, &end);
         if (!sn || !rf_strategy_parse(sn, &m.strategy, error) || end == v || m.measured_s <= 0) {
           if (error && !*error)
-            g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s:%d: bad %s '%s'", path, ln,
-                        cols[c][0], v);
+            g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s:%d: bad %s '%s'", path, ln, cols[c][0],
+                        v);
           ok = FALSE;
           break;
         }
@@ -199,7 +200,7 @@ static gboolean read_measurements(const char *path, GArray *rows, GError **error
   g_strfreev(hdr);
   g_strfreev(lines);
   if (ok && rows->len < 2) {
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: need at least two measurements (leave-one-out)", path);
     ok = FALSE;
   }
@@ -237,11 +238,11 @@ int rf_calibrate_command(int argc, char **argv) {
   const Param *sel[G_N_ELEMENTS(PARAMS)];
   if (!g_option_context_parse(ctx, &argc, &argv, &e)) goto out;
   if (!meas_path) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "need --measurements FILE");
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "need --measurements FILE");
     goto out;
   }
   if (iters < 1 || iters > 100) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--iterations must be in 1..100");
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "--iterations must be in 1..100");
     goto out;
   }
   const char *deflt[] = {"refit.fixed_s", NULL};
@@ -251,13 +252,12 @@ int rf_calibrate_command(int argc, char **argv) {
     for (unsigned k = 0; k < G_N_ELEMENTS(PARAMS); k++)
       if (!strcmp(want[i], PARAMS[k].name)) p = &PARAMS[k];
     if (!p || F.np == (int)G_N_ELEMENTS(PARAMS)) {
-      g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unknown or repeated --param '%s'",
-                  want[i]);
+      g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "unknown or repeated --param '%s'", want[i]);
       goto out;
     }
     for (int k = 0; k < F.np; k++)
       if (sel[k] == p) {
-        g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "repeated --param '%s'", want[i]);
+        g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "repeated --param '%s'", want[i]);
         goto out;
       }
     sel[F.np++] = p;

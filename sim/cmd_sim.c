@@ -1,4 +1,5 @@
 /* `refit sim`: predict the refit time of one or more strategies and explain it. */
+#include "error.h"
 #include "internal.h"
 
 #include "args.h"
@@ -177,7 +178,7 @@ static gboolean write_timeline(const char *png, const Row *rows, int n, GError *
   gboolean ok = g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
                              &status, error);
   if (ok && !g_spawn_check_wait_status(status, NULL)) {
-    g_set_error(error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "timeline: %s failed: %s", script,
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "timeline: %s failed: %s", script,
                 err ? g_strstrip(err) : "");
     ok = FALSE;
   }
@@ -230,12 +231,11 @@ int rf_sim_command(int argc, char **argv) {
   RfExecutor *ex = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &e)) goto fail;
   if (argc > 1) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unexpected argument '%s'", argv[1]);
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
     goto fail;
   }
   if (group < 0 || max_flows < 0) {
-    g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                "--group and --max-flows must be >= 0");
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "--group and --max-flows must be >= 0");
     goto fail;
   }
   if (!rf_plan_args_check(&pa, &e)) goto fail;
@@ -282,7 +282,7 @@ int rf_sim_command(int argc, char **argv) {
       r->error = g_strdup(pe ? pe->message : "unknown error");
       g_clear_error(&pe);
       if (ns == 1) {
-        g_set_error(&e, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "%s", r->error);
+        g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "%s", r->error);
         goto fail;
       }
     }

@@ -3,6 +3,7 @@
  * the hosts of a lane meet at a barrier between steps. SimGrid keeps one engine per process, so
  * each simulation runs in a forked child that returns its outcome through a pipe. */
 #include "comm_rate.h"
+#include "error.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -24,8 +25,7 @@
 static gboolean write_platform(const SimProgram *p, const char *path, GError **error) {
   FILE *f = fopen(path, "w");
   if (!f) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "sim: cannot write %s: %s",
-                path, g_strerror(errno));
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s: %s", path, g_strerror(errno));
     return FALSE;
   }
   fprintf(f,
@@ -64,7 +64,7 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
   g_hash_table_destroy(seen);
   fprintf(f, "</zone>\n</platform>\n");
   if (fclose(f) != 0) {
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_IO, "sim: cannot write %s", path);
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s", path);
     return FALSE;
   }
   return TRUE;
@@ -212,7 +212,7 @@ gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome 
   memset(out, 0, sizeof *out);
   if (p->nhosts == 0) return TRUE;
   if (p->nlanes > 2) {
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "sim: at most two lanes");
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most two lanes");
     return FALSE;
   }
   char *xml = NULL;
@@ -222,15 +222,13 @@ gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome 
   if (!write_platform(p, xml, error)) goto fail;
   int pfd[2];
   if (pipe(pfd) != 0) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "sim: pipe: %s",
-                g_strerror(errno));
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: pipe: %s", g_strerror(errno));
     goto fail;
   }
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "sim: fork: %s",
-                g_strerror(errno));
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: fork: %s", g_strerror(errno));
     close(pfd[0]);
     close(pfd[1]);
     goto fail;
@@ -248,7 +246,7 @@ gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome 
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (got != (ssize_t)sizeof *out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+    g_set_error(error, RF_ERROR, RF_ERROR_IO,
                 "sim: the SimGrid run failed (status %d, platform %s)", status, xml);
     keep_platform = TRUE;
     goto fail;

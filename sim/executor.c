@@ -1,4 +1,5 @@
 /* The RfExecutor of the simulator: plan -> flow program -> SimGrid -> RfResult. */
+#include "error.h"
 #include "internal.h"
 
 #include <string.h>
@@ -23,7 +24,7 @@ static gboolean sim_prepare(RfExecutor *ex, const RfProblem *pb, GError **error)
   const RfTopology *t = pb->topo;
   if (t->nvlink_GBps <= 0 || t->nic_Gbps <= 0 || t->pcie_GBps <= 0 || t->hbm_GBps <= 0 ||
       t->nics_per_gpu < 1) {
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "sim: topology '%s' lacks the bandwidths the simulator needs (NVLink, NIC, PCIe, "
                 "HBM); give a topology file (--topology)",
                 t->name);

@@ -1,5 +1,6 @@
 /* From a plan to a flow program: which bytes move between which simulated hosts, in which step,
  * and how late each flow may start (pipeline fill). The modelling choices live here. */
+#include "error.h"
 #include "internal.h"
 
 #include <math.h>
@@ -485,7 +486,7 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
   const RfTopology *t = pb->topo;
   const int G = t->gpus_per_domain;
   if (group < 1 || G % group) {
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "sim: %d GPUs per simulated host does not divide the domain size %d", group, G);
     return NULL;
   }
