@@ -42,6 +42,30 @@ gboolean rf_box_intersect(const RfBox *a, const RfBox *b, int ndim, RfBox *out) 
   return TRUE;
 }
 
+int rf_box_subtract(const RfBox *a, const RfBox *cut, int ndim, RfBox *out) {
+  RfBox x;
+  if (!rf_box_intersect(a, cut, ndim, &x)) {
+    out[0] = *a;
+    return 1;
+  }
+  /* peel the slabs below and above the cut along each dim */
+  RfBox rem = *a;
+  int n = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (rem.lo[d] < x.lo[d]) {
+      out[n] = rem;
+      out[n++].hi[d] = x.lo[d];
+    }
+    if (x.hi[d] < rem.hi[d]) {
+      out[n] = rem;
+      out[n++].lo[d] = x.hi[d];
+    }
+    rem.lo[d] = x.lo[d];
+    rem.hi[d] = x.hi[d];
+  }
+  return n;
+}
+
 gboolean rf_box_contains(const RfBox *outer, const RfBox *inner, int ndim) {
   for (int d = 0; d < ndim; d++)
     if (inner->lo[d] < outer->lo[d] || inner->hi[d] > outer->hi[d]) return FALSE;
@@ -126,18 +150,21 @@ void rf_mesh_free(RfMesh *m) {
   g_free(m);
 }
 
+typedef struct {
+  const int *ranks;
+  int rank;
+} PosKey;
+
+static int pos_cmp(const void *key, const void *elem) {
+  const PosKey *k = key;
+  int r = k->ranks[*(const int *)elem];
+  return (k->rank > r) - (k->rank < r);
+}
+
 int rf_mesh_position(const RfMesh *m, int rank) {
-  int lo = 0, hi = m->nranks - 1;
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    int r = m->ranks[m->by_rank[mid]];
-    if (r == rank) return m->by_rank[mid];
-    if (r < rank)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return -1;
+  PosKey k = {m->ranks, rank};
+  const int *p = bsearch(&k, m->by_rank, (size_t)m->nranks, sizeof *m->by_rank, pos_cmp);
+  return p ? *p : -1;
 }
 
 gboolean rf_placement_check(const RfPlacement *p, GError **error) {

@@ -52,6 +52,9 @@ int64_t rf_box_volume(const RfBox *b, int ndim);
 gboolean rf_box_empty(const RfBox *b, int ndim);
 /* Intersection; returns FALSE (and leaves *out undefined) when empty. */
 gboolean rf_box_intersect(const RfBox *a, const RfBox *b, int ndim, RfBox *out);
+/* a minus cut as disjoint boxes written to out (room for 2 * ndim): returns their count
+ * (a itself when they do not meet, 0 when cut covers a). */
+int rf_box_subtract(const RfBox *a, const RfBox *cut, int ndim, RfBox *out);
 gboolean rf_box_contains(const RfBox *outer, const RfBox *inner, int ndim);
 void rf_box_full(RfBox *b, const int64_t *shape, int ndim);
 /* "[0:3,5:7]" into buf; returns buf. */

@@ -2,6 +2,7 @@
 #include "error.h"
 
 #include <json-glib/json-glib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonutil.h"
@@ -93,17 +94,14 @@ void rf_problem_free(RfProblem *p) {
   g_free(p);
 }
 
+static int int_cmp(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
 int rf_side_index(const RfSide *side, int rank) {
-  int lo = 0, hi = side->nranks - 1;
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    if (side->ranks[mid] == rank) return mid;
-    if (side->ranks[mid] < rank)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return -1;
+  const int *p = bsearch(&rank, side->ranks, (size_t)side->nranks, sizeof *side->ranks, int_cmp);
+  return p ? (int)(p - side->ranks) : -1;
 }
 
 gboolean rf_side_rank_shard(const RfSide *side, uint32_t part, int rank, RfBox *box, RfBox *chunk) {

@@ -562,26 +562,9 @@ void rf_plan_free(RfPlan *plan) {
 static void box_subtract(GArray *left, const RfBox *cut, int nd) {
   GArray *out = g_array_new(FALSE, FALSE, sizeof(RfBox));
   for (guint i = 0; i < left->len; i++) {
-    RfBox rest = g_array_index(left, RfBox, i), x;
-    if (!rf_box_intersect(&rest, cut, nd, &x)) {
-      g_array_append_val(out, rest);
-      continue;
-    }
-    /* peel the slabs below and above the cut along each dim */
-    for (int d = 0; d < nd; d++) {
-      if (rest.lo[d] < x.lo[d]) {
-        RfBox s = rest;
-        s.hi[d] = x.lo[d];
-        g_array_append_val(out, s);
-      }
-      if (x.hi[d] < rest.hi[d]) {
-        RfBox s = rest;
-        s.lo[d] = x.hi[d];
-        g_array_append_val(out, s);
-      }
-      rest.lo[d] = x.lo[d];
-      rest.hi[d] = x.hi[d];
-    }
+    RfBox rest[2 * RF_MAX_DIMS];
+    int n = rf_box_subtract(&g_array_index(left, RfBox, i), cut, nd, rest);
+    g_array_append_vals(out, rest, (guint)n);
   }
   g_array_set_size(left, 0);
   g_array_append_vals(left, out->data, out->len);

@@ -396,25 +396,6 @@ typedef struct {
   int64_t origin;
 } Decomp;
 
-/* a minus b (b inside a) as up to 2 * ndim disjoint boxes. */
-static int box_subtract(const RfBox *a, const RfBox *b, int ndim, RfBox *out) {
-  RfBox rem = *a;
-  int n = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (rem.lo[d] < b->lo[d]) {
-      out[n] = rem;
-      out[n++].hi[d] = b->lo[d];
-    }
-    if (b->hi[d] < rem.hi[d]) {
-      out[n] = rem;
-      out[n++].lo[d] = b->hi[d];
-    }
-    rem.lo[d] = b->lo[d];
-    rem.hi[d] = b->hi[d];
-  }
-  return n;
-}
-
 /* Cover want with candidates from..: FALSE when some of it is held by none. */
 static gboolean cover(const RfBox *want, int ndim, const Cand *c, int nc, int from, uint64_t xfer,
                       GArray *out) {
@@ -424,7 +405,7 @@ static gboolean cover(const RfBox *want, int ndim, const Cand *c, int nc, int fr
     Decomp d = {xfer, in, c[i].origin};
     g_array_append_val(out, d);
     RfBox rest[2 * RF_MAX_DIMS];
-    int n = box_subtract(want, &in, ndim, rest);
+    int n = rf_box_subtract(want, &in, ndim, rest);
     for (int k = 0; k < n; k++)
       if (!cover(&rest[k], ndim, c, nc, i + 1, xfer, out)) return FALSE;
     return TRUE;
