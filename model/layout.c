@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datafile.h"
 #include "jsonutil.h"
 
 /* ---- layout strings -------------------------------------------------------------------- */
@@ -904,14 +905,13 @@ static void side_ranks_from_meshes(RfSide *s) {
 RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, GError **error) {
   RfProblem *pb = g_new0(RfProblem, 1);
   pb->topo = topo;
-  JsonParser *parser = json_parser_new();
   GError *e = NULL;
-  if (!json_parser_load_from_data(parser, json, len, &e)) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "spec: malformed JSON: %s", e->message);
+  JsonNode *root = rf_json_parse(json, len < 0 ? strlen(json) : (gsize)len, RF_JSON_STRICT, &e);
+  if (!root) {
+    g_set_error(error, RF_ERROR, e->code, "spec: %s", e->message);
     g_error_free(e);
     goto fail;
   }
-  JsonNode *root = json_parser_get_root(parser);
   JsonObject *ro = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
   JsonArray *ta = rf_json_array(ro, "tensors");
   if (!ta || json_array_get_length(ta) == 0) {
@@ -1038,10 +1038,10 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     pb->gpu[r] = r;
   pb->placement_note = g_strdup_printf("spec: rank r on GPU r, %d GPUs per domain (%s)",
                                        topo->gpus_per_domain, topo->name);
-  g_object_unref(parser);
+  json_node_unref(root);
   return pb;
 fail:
-  g_object_unref(parser);
+  if (root) json_node_unref(root);
   rf_problem_free(pb);
   return NULL;
 }

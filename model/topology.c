@@ -4,12 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "datafile.h"
 #include "dtensor.h"
-
-const char *rf_data_dir(void) {
-  const char *d = g_getenv("REFIT_DATA_DIR");
-  return (d && *d) ? d : REFIT_SOURCE_DIR;
-}
 
 static RfTopology *topology_defaults(void) {
   RfTopology *t = g_new0(RfTopology, 1);
@@ -84,11 +80,7 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
 }
 
 RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
-  char *path = NULL;
-  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".topo"))
-    path = g_strdup(name_or_path);
-  else
-    path = g_strdup_printf("%s/topologies/%s.topo", rf_data_dir(), name_or_path);
+  char *path = rf_data_resolve(name_or_path, "topologies", ".topo");
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown topology '%s' (no file %s)", name_or_path,
                 path);

@@ -4,6 +4,7 @@
 #ifndef RF_TOPOLOGY_H
 #define RF_TOPOLOGY_H
 
+#include "datafile.h"
 #include <glib.h>
 
 typedef enum { RF_FABRIC_RAIL_OPTIMIZED, RF_FABRIC_FAT_TREE } RfFabric;
@@ -26,10 +27,6 @@ typedef struct {
   double hbm_GBps;    /* device memory bandwidth for pack/unpack */
   int bcast_channels; /* rings NCCL spreads a broadcast over (gather-broadcast plans) */
 } RfTopology;
-
-/* Directory holding topologies/ and model/configs/: $REFIT_DATA_DIR, else the build-time source
- * dir. */
-const char *rf_data_dir(void);
 
 /* Load NAME (a shipped topology: topologies/NAME.topo) or a path to a .topo file.
  * NULL + one-line error on a missing file, missing key or a value out of range. */

@@ -784,7 +784,7 @@ RfModel *rf_model_load(const char *name_or_path, GError **error) {
   char *path;
   char *label;
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".json")) {
-    path = g_strdup(name_or_path);
+    path = rf_data_resolve(name_or_path, "model/configs", ".json");
     label = g_path_get_basename(name_or_path);
     if (g_str_has_suffix(label, ".json")) label[strlen(label) - 5] = 0;
   } else {
@@ -798,7 +798,7 @@ RfModel *rf_model_load(const char *name_or_path, GError **error) {
       g_free(list);
       return NULL;
     }
-    path = g_strdup_printf("%s/model/configs/%s.json", rf_data_dir(), name_or_path);
+    path = rf_data_resolve(name_or_path, "model/configs", ".json");
     label = g_strdup(name_or_path);
   }
   char *text = NULL;

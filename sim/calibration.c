@@ -32,11 +32,7 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
 }
 
 gboolean rf_calibration_load(RfCalibration *c, const char *name_or_path, GError **error) {
-  char *path;
-  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".cal"))
-    path = g_strdup(name_or_path);
-  else
-    path = g_strdup_printf("%s/sim/calibration/%s.cal", rf_data_dir(), name_or_path);
+  char *path = rf_data_resolve(name_or_path, "sim/calibration", ".cal");
   GKeyFile *kf = g_key_file_new();
   GError *e = NULL;
   RfCalibration n;
