@@ -4,6 +4,10 @@
 
 #include <string.h>
 
+/* NICs per GPU the simulator accepts: today's machines have 1 (DGX H100, GB200 NVL72); a count
+ * far above any machine is a typo, and would predict a network that cannot exist. */
+#define SIM_MAX_NICS_PER_GPU 16
+
 typedef struct {
   RfSimOptions opt;
   gboolean have_calib; /* opt.calib was given: do not look up the topology's file */
@@ -30,6 +34,12 @@ static gboolean sim_prepare(RfExecutor *ex, const RfProblem *pb, GError **error)
                 t->name);
     return FALSE;
   }
+  if (t->nics_per_gpu > SIM_MAX_NICS_PER_GPU) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "sim: topology '%s' has %d NICs per GPU; the simulator models at most %d", t->name,
+                t->nics_per_gpu, SIM_MAX_NICS_PER_GPU);
+    return FALSE;
+  }
   if (st->have_calib) return TRUE;
   gboolean found;
   return rf_calibration_for_topology(&st->calib, pb->topo, &found, error);
@@ -54,10 +64,10 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
     }
   }
   if (g_getenv("REFIT_SIM_VERBOSE"))
-    g_printerr(
-        "sim: %s: %llu GPU-level records in %.2f s, program (group %d, %u flows) in %.2f s\n",
-        rf_strategy_name(plan->strategy), (unsigned long long)sim_protos_count(x), (t1 - t0) / 1e6,
-        p ? p->group : 0, p ? p->flows->len : 0, (g_get_monotonic_time() - t1) / 1e6);
+    g_printerr("sim: %s: %" G_GUINT64_FORMAT
+               " GPU-level records in %.2f s, program (group %d, %u flows) in %.2f s\n",
+               rf_strategy_name(plan->strategy), (guint64)sim_protos_count(x), (t1 - t0) / 1e6,
+               p ? p->group : 0, p ? p->flows->len : 0, (g_get_monotonic_time() - t1) / 1e6);
   return p;
 }
 
