@@ -22,32 +22,19 @@
 
 /* ---- platform ---- */
 
-static gboolean write_platform(const SimProgram *p, const char *path, GError **error) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s: %s", path, g_strerror(errno));
-    return FALSE;
-  }
-  fprintf(f,
-          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-          "<platform version=\"4.1\">\n<zone id=\"refit\" routing=\"Full\">\n");
-  for (int h = 0; h < p->nhosts; h++)
-    fprintf(f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", h);
-  int nl = sim_nlinks(p);
-  for (int l = 0; l < nl; l++) {
-    double lat = 0;
-    if (l < p->nhosts * SIM_HOST_LINKS) {
-      int k = l % SIM_HOST_LINKS;
-      if (k == SIM_LINK_NVUP) lat = p->nvl_lat_s;
-      if (k == SIM_LINK_NICUP) lat = p->nic_lat_s + p->sw_lat_s;
-    } else {
-      lat = p->sw_lat_s;
-    }
-    fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
-            sim_link_Bps(p, l), lat);
-  }
-  /* routes for the pairs the program uses, and only those */
-  GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+/* Latency of link l: NVLink on the sending side of an NVLink hop, NIC + switch on the sending
+ * side of a network hop, a switch on leaf uplinks. */
+static double link_latency_s(const SimProgram *p, int l) {
+  if (l >= p->nhosts * SIM_HOST_LINKS) return p->sw_lat_s;
+  int k = l % SIM_HOST_LINKS;
+  if (k == SIM_LINK_NVUP) return p->nvl_lat_s;
+  if (k == SIM_LINK_NICUP) return p->nic_lat_s + p->sw_lat_s;
+  return 0;
+}
+
+/* Routes for the (source, destination) pairs the program uses, and only those. */
+static void write_routes(FILE *f, const SimProgram *p) {
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   for (guint i = 0; i < p->flows->len; i++) {
     const SimFlow *fl = &g_array_index(p->flows, SimFlow, i);
     guint64 key = ((guint64)fl->src << 32) | (guint32)fl->dst;
@@ -61,7 +48,23 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
       fprintf(f, "<link_ctn id=\"l%d\"/>", links[j]);
     fprintf(f, "</route>\n");
   }
-  g_hash_table_destroy(seen);
+}
+
+static gboolean write_platform(const SimProgram *p, const char *path, GError **error) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s: %s", path, g_strerror(errno));
+    return FALSE;
+  }
+  fprintf(f,
+          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          "<platform version=\"4.1\">\n<zone id=\"refit\" routing=\"Full\">\n");
+  for (int h = 0; h < p->nhosts; h++)
+    fprintf(f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", h);
+  for (int l = 0; l < sim_nlinks(p); l++)
+    fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
+            sim_link_Bps(p, l), link_latency_s(p, l));
+  write_routes(f, p);
   fprintf(f, "</zone>\n</platform>\n");
   if (fclose(f) != 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s", path);

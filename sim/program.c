@@ -129,7 +129,9 @@ static void export_piece(Builder *b, int src_gpu, int *dsts, int n, double bytes
   qsort(dsts, n, sizeof *dsts, cmp_int);
   /* domains in chain order: cyclically after the source domain */
   int ndom = 0;
-  int *doms = g_new(int, n), *first = g_new(int, n), *count = g_new(int, n);
+  g_autofree int *doms = g_new(int, n);
+  g_autofree int *first = g_new(int, n);
+  g_autofree int *count = g_new(int, n);
   for (int i = 0; i < n; i++) {
     int d = domain_of(b, dsts[i]);
     if (ndom && doms[ndom - 1] == d) {
@@ -166,9 +168,6 @@ static void export_piece(Builder *b, int src_gpu, int *dsts, int n, double bytes
       if (g[i] != entry) proto_add(b, RF_PHASE_EXPORT, entry, g[i], hop, bytes);
     prev = entry;
   }
-  g_free(doms);
-  g_free(first);
-  g_free(count);
 }
 
 /* NCCL latency of one ring collective over n ranks spread over `domains` NVLink domains. */
@@ -194,7 +193,7 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
   int pp = par->pp > 0 ? par->pp : 1, ep = par->ep > 0 ? par->ep : 1;
   int etp = par->etp > 0 ? par->etp : 1;
   double calls = 0, lat = 0, tensors = 0;
-  gboolean *seen = g_new0(gboolean, pb->model->ntensors + 1);
+  g_autofree gboolean *seen = g_new0(gboolean, pb->model->ntensors + 1);
   /* the PP ring crosses as many domains as the training side spans, at most one per stage */
   int pp_domains = 0, last = -1;
   for (int i = 0; i < pb->src.nranks; i++) {
@@ -230,7 +229,6 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
     calls += c;
     lat += c * a;
   }
-  g_free(seen);
   x->export_calls = calls;
   x->export_tensors = tensors;
   x->export_latency_s = lat + tensors * cal->export_tensor_overhead_s;
@@ -409,7 +407,7 @@ uint64_t sim_protos_count(const SimProtos *x) {
 
 double sim_plan_m2n_tensors(const RfPlan *plan) {
   const RfModel *m = plan->problem->model;
-  gboolean *seen = g_new0(gboolean, m->ntensors + 1);
+  g_autofree gboolean *seen = g_new0(gboolean, m->ntensors + 1);
   double n = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     uint8_t ph = plan->xfers[i].phase;
@@ -420,7 +418,6 @@ double sim_plan_m2n_tensors(const RfPlan *plan) {
       n += (double)rf_tensor_count(&m->tensors[t]);
     }
   }
-  g_free(seen);
   return n;
 }
 
