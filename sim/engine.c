@@ -22,32 +22,19 @@
 
 /* ---- platform ---- */
 
-static gboolean write_platform(const SimProgram *p, const char *path, GError **error) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s: %s", path, g_strerror(errno));
-    return FALSE;
-  }
-  fprintf(f,
-          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-          "<platform version=\"4.1\">\n<zone id=\"refit\" routing=\"Full\">\n");
-  for (int h = 0; h < p->nhosts; h++)
-    fprintf(f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", h);
-  int nl = sim_nlinks(p);
-  for (int l = 0; l < nl; l++) {
-    double lat = 0;
-    if (l < p->nhosts * SIM_HOST_LINKS) {
-      int k = l % SIM_HOST_LINKS;
-      if (k == SIM_LINK_NVUP) lat = p->nvl_lat_s;
-      if (k == SIM_LINK_NICUP) lat = p->nic_lat_s + p->sw_lat_s;
-    } else {
-      lat = p->sw_lat_s;
-    }
-    fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
-            sim_link_Bps(p, l), lat);
-  }
-  /* routes for the pairs the program uses, and only those */
-  GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+/* Latency of link l: NVLink on the sending side of an NVLink hop, NIC + switch on the sending
+ * side of a network hop, a switch on leaf uplinks. */
+static double link_latency_s(const SimProgram *p, int l) {
+  if (l >= p->nhosts * SIM_HOST_LINKS) return p->sw_lat_s;
+  int k = l % SIM_HOST_LINKS;
+  if (k == SIM_LINK_NVUP) return p->nvl_lat_s;
+  if (k == SIM_LINK_NICUP) return p->nic_lat_s + p->sw_lat_s;
+  return 0;
+}
+
+/* Routes for the (source, destination) pairs the program uses, and only those. */
+static void write_routes(FILE *f, const SimProgram *p) {
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   for (guint i = 0; i < p->flows->len; i++) {
     const SimFlow *fl = &g_array_index(p->flows, SimFlow, i);
     guint64 key = ((guint64)fl->src << 32) | (guint32)fl->dst;
@@ -61,7 +48,23 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
       fprintf(f, "<link_ctn id=\"l%d\"/>", links[j]);
     fprintf(f, "</route>\n");
   }
-  g_hash_table_destroy(seen);
+}
+
+static gboolean write_platform(const SimProgram *p, const char *path, GError **error) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s: %s", path, g_strerror(errno));
+    return FALSE;
+  }
+  fprintf(f,
+          "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          "<platform version=\"4.1\">\n<zone id=\"refit\" routing=\"Full\">\n");
+  for (int h = 0; h < p->nhosts; h++)
+    fprintf(f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", h);
+  for (int l = 0; l < sim_nlinks(p); l++)
+    fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
+            sim_link_Bps(p, l), link_latency_s(p, l));
+  write_routes(f, p);
   fprintf(f, "</zone>\n</platform>\n");
   if (fclose(f) != 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s", path);
@@ -75,7 +78,7 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
 static struct {
   const SimProgram *p;
   uint32_t *out_first, *out_count, *in_count; /* [step * nhosts + host] */
-  uint32_t step_labels[SIM_MAX_STEPS];        /* bit mask of labels with flows in a step */
+  uint32_t step_phases[SIM_MAX_STEPS];        /* bit mask of phases with flows in a step */
   sg_bar_t bar[2];
   sg_mailbox_t *mb; /* [lane * nhosts + host] */
   sg_link_t *links; /* generated links, by index */
@@ -83,6 +86,58 @@ static struct {
 } S;
 
 static int token = 1;
+
+/* Group factors of step s (one lane: no other step runs now). */
+static void step_set_bandwidths(const SimProgram *p, int s) {
+  int nl = sim_nlinks(p);
+  for (int l = 0; l < p->nhosts * SIM_HOST_LINKS; l++)
+    sg_link_set_bandwidth(S.links[l], sim_link_base_Bps(p, l) * p->step_scale[(size_t)s * nl + l]);
+}
+
+static void step_mark_start(int s, double t0) {
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
+    if (S.step_phases[s] & (1u << l)) {
+      if (!S.out.used[l] || t0 < S.out.start_s[l]) S.out.start_s[l] = t0;
+      S.out.used[l] = 1;
+    }
+}
+
+static void step_mark_end(const SimStep *st, int s) {
+  double now = simgrid_get_clock();
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
+    if ((S.step_phases[s] & (1u << l)) && (st->post_s > 0 || now > S.out.end_s[l]))
+      if (now > S.out.end_s[l]) S.out.end_s[l] = now;
+}
+
+/* Host h's flows of step s in its lane: post every receive, send each flow once its offset from
+ * t1 has passed, and record when each phase's last send ends. */
+static void step_flows(const SimProgram *p, int s, int h, int lane, double t1) {
+  size_t idx = (size_t)s * p->nhosts + h;
+  uint32_t nin = S.in_count[idx], nout = S.out_count[idx];
+  g_autofree sg_comm_t *gets = g_new(sg_comm_t, nin > 0 ? nin : 1);
+  g_autofree void **slots = g_new0(void *, nin > 0 ? nin : 1);
+  for (uint32_t i = 0; i < nin; i++)
+    gets[i] = sg_mailbox_get_async(S.mb[lane * p->nhosts + h], &slots[i]);
+  g_autofree sg_comm_t *puts = g_new(sg_comm_t, nout > 0 ? nout : 1);
+  g_autofree uint8_t *ph = g_new(uint8_t, nout > 0 ? nout : 1);
+  for (uint32_t i = 0; i < nout; i++) {
+    const SimFlow *f = &g_array_index(p->flows, SimFlow, S.out_first[idx] + i);
+    if (t1 + f->offset_s > simgrid_get_clock()) sg_actor_sleep_until(t1 + f->offset_s);
+    puts[i] = rf_sim_put_async_rate(S.mb[lane * p->nhosts + f->dst], &token, (long)(f->bytes + 0.5),
+                                    f->rate_Bps);
+    ph[i] = f->phase;
+  }
+  size_t left = nout;
+  while (left > 0) {
+    ssize_t k = sg_comm_wait_any(puts, left);
+    double now = simgrid_get_clock();
+    if (now > S.out.end_s[ph[k]]) S.out.end_s[ph[k]] = now;
+    puts[k] = puts[left - 1];
+    ph[k] = ph[left - 1];
+    left--;
+  }
+  if (nin) sg_comm_wait_all(gets, nin);
+}
 
 static void host_actor(int argc, char **argv) {
   (void)argc;
@@ -94,73 +149,19 @@ static void host_actor(int argc, char **argv) {
     const SimStep *st = &p->steps[s];
     if (st->lane != lane) continue;
     double t0 = simgrid_get_clock();
-    if (h == 0 && p->nlanes == 1 && p->group > 1) {
-      /* group factors of this step (one lane: no other step runs now) */
-      int nl = sim_nlinks(p);
-      for (int l = 0; l < p->nhosts * SIM_HOST_LINKS; l++)
-        sg_link_set_bandwidth(S.links[l],
-                              sim_link_base_Bps(p, l) * p->step_scale[(size_t)s * nl + l]);
-    }
-    if (h == 0)
-      for (int l = 0; l < SIM_L_COUNT; l++)
-        if (S.step_labels[s] & (1u << l)) {
-          if (!S.out.used[l] || t0 < S.out.start_s[l]) S.out.start_s[l] = t0;
-          S.out.used[l] = 1;
-        }
+    if (h == 0 && p->nlanes == 1 && p->group > 1) step_set_bandwidths(p, s);
+    if (h == 0) step_mark_start(s, t0);
     if (st->pre_s > 0) sg_actor_sleep_for(st->pre_s);
-    double t1 = simgrid_get_clock();
-    size_t idx = (size_t)s * p->nhosts + h;
-    uint32_t nin = S.in_count[idx], nout = S.out_count[idx];
-    sg_comm_t *gets = g_new(sg_comm_t, nin > 0 ? nin : 1);
-    void **slots = g_new0(void *, nin > 0 ? nin : 1);
-    for (uint32_t i = 0; i < nin; i++)
-      gets[i] = sg_mailbox_get_async(S.mb[lane * p->nhosts + h], &slots[i]);
-    sg_comm_t *puts = g_new(sg_comm_t, nout > 0 ? nout : 1);
-    uint8_t *lab = g_new(uint8_t, nout > 0 ? nout : 1);
-    for (uint32_t i = 0; i < nout; i++) {
-      const SimFlow *f = &g_array_index(p->flows, SimFlow, S.out_first[idx] + i);
-      if (t1 + f->offset_s > simgrid_get_clock()) sg_actor_sleep_until(t1 + f->offset_s);
-      puts[i] = rf_sim_put_async_rate(S.mb[lane * p->nhosts + f->dst], &token,
-                                      (long)(f->bytes + 0.5), f->rate_Bps);
-      lab[i] = f->label;
-    }
-    size_t left = nout;
-    while (left > 0) {
-      ssize_t k = sg_comm_wait_any(puts, left);
-      double now = simgrid_get_clock();
-      if (now > S.out.end_s[lab[k]]) S.out.end_s[lab[k]] = now;
-      puts[k] = puts[left - 1];
-      lab[k] = lab[left - 1];
-      left--;
-    }
-    if (nin) sg_comm_wait_all(gets, nin);
-    g_free(gets);
-    g_free(slots);
-    g_free(puts);
-    g_free(lab);
+    step_flows(p, s, h, lane, simgrid_get_clock());
     if (st->post_s > 0) sg_actor_sleep_for(st->post_s);
     sg_barrier_wait(S.bar[lane]);
-    if (h == 0) {
-      double now = simgrid_get_clock();
-      for (int l = 0; l < SIM_L_COUNT; l++)
-        if ((S.step_labels[s] & (1u << l)) && (st->post_s > 0 || now > S.out.end_s[l]))
-          if (now > S.out.end_s[l]) S.out.end_s[l] = now;
-    }
+    if (h == 0) step_mark_end(st, s);
   }
 }
 
-static void run_child(const SimProgram *p, const char *xml, int fd) {
-  int argc = 6;
-  char *argv[] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                  /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
-                   * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
-                   * an unbounded gamma removes the window and keeps the rate bounds */
-                  "--cfg=network/TCP-gamma:1e300", "--cfg=contexts/stack-size:256",
-                  "--log=root.thresh:critical", NULL};
-  simgrid_init(&argc, argv);
-  simgrid_load_platform(xml);
-  memset(&S, 0, sizeof S);
-  S.p = p;
+/* Per (step, host): the first of its outgoing flows (flows are sorted by step, then source),
+ * how many it sends and how many it receives; per step, the phases it moves. */
+static void index_flows(const SimProgram *p) {
   size_t n = (size_t)p->nsteps * p->nhosts;
   S.out_first = g_new0(uint32_t, n);
   S.out_count = g_new0(uint32_t, n);
@@ -171,13 +172,19 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
     if (!S.out_count[o]) S.out_first[o] = i;
     S.out_count[o]++;
     S.in_count[(size_t)f->step * p->nhosts + f->dst]++;
-    S.step_labels[f->step] |= 1u << f->label;
+    S.step_phases[f->step] |= 1u << f->phase;
   }
   for (int s = 0; s < p->nsteps; s++)
-    if (!S.step_labels[s] && p->steps[s].pre_s > 0 && !strncmp(p->steps[s].name, "export", 6))
-      S.step_labels[s] |= 1u << SIM_L_EXPORT;
-  S.links = g_new(sg_link_t, sim_nlinks(p));
-  for (int l = 0; l < sim_nlinks(p); l++) {
+    if (!S.step_phases[s] && p->steps[s].pre_s > 0 && !strncmp(p->steps[s].name, "export", 6))
+      S.step_phases[s] |= 1u << RF_PHASE_EXPORT;
+}
+
+/* Links by index; one mailbox per (lane, host); one
+ * barrier per lane; one actor per (host, lane). */
+static void spawn_actors(const SimProgram *p) {
+  int nl = sim_nlinks(p);
+  S.links = g_new(sg_link_t, nl);
+  for (int l = 0; l < nl; l++) {
     char name[32];
     snprintf(name, sizeof name, "l%d", l);
     S.links[l] = sg_link_by_name(name);
@@ -200,11 +207,85 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
       sg_actor_set_data(a, (void *)(intptr_t)((h << 1) | lane));
       sg_actor_start(a, host_actor, 0, NULL);
     }
+}
+
+static gboolean write_all(int fd, const void *buf, size_t n) {
+  const char *c = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return FALSE;
+    c += w;
+    n -= (size_t)w;
+  }
+  return TRUE;
+}
+
+static gboolean read_all(int fd, void *buf, size_t n) {
+  char *c = buf;
+  while (n > 0) {
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return FALSE;
+    c += r;
+    n -= (size_t)r;
+  }
+  return TRUE;
+}
+
+/* Runs the program and writes its outcome to fd; never returns. */
+static void run_child(const SimProgram *p, const char *xml, int fd) {
+  int argc = 6;
+  char *argv[] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                  /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
+                   * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
+                   * an unbounded gamma removes the window and keeps the rate bounds */
+                  "--cfg=network/TCP-gamma:1e300", "--cfg=contexts/stack-size:256",
+                  "--log=root.thresh:critical", NULL};
+  simgrid_init(&argc, argv);
+  simgrid_load_platform(xml);
+  memset(&S, 0, sizeof S);
+  S.p = p;
+  index_flows(p);
+  spawn_actors(p);
   simgrid_run();
   S.out.total_s = simgrid_get_clock();
-  ssize_t w = write(fd, &S.out, sizeof S.out);
+  gboolean ok = write_all(fd, &S.out, sizeof S.out);
   close(fd);
-  _exit(w == (ssize_t)sizeof S.out ? 0 : 3);
+  _exit(ok ? 0 : 3);
+}
+
+/* Forks the child that runs the program; reads its outcome back. */
+static gboolean run_forked(const SimProgram *p, const char *xml, SimOutcome *out, GError **error) {
+  int pfd[2];
+  if (pipe(pfd) != 0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: pipe: %s", g_strerror(errno));
+    return FALSE;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: fork: %s", g_strerror(errno));
+    close(pfd[0]);
+    close(pfd[1]);
+    return FALSE;
+  }
+  if (pid == 0) {
+    close(pfd[0]);
+    run_child(p, xml, pfd[1]);
+  }
+  close(pfd[1]);
+  gboolean got = read_all(pfd[0], out, sizeof *out);
+  close(pfd[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO,
+                "sim: the SimGrid run failed (status %d, platform %s)", status, xml);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,
@@ -215,50 +296,18 @@ gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome 
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most two lanes");
     return FALSE;
   }
-  char *xml = NULL;
+  g_autofree char *xml = NULL;
   int tfd = g_file_open_tmp("refit-sim-XXXXXX.xml", &xml, error);
   if (tfd < 0) return FALSE;
   close(tfd);
-  if (!write_platform(p, xml, error)) goto fail;
-  int pfd[2];
-  if (pipe(pfd) != 0) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: pipe: %s", g_strerror(errno));
-    goto fail;
+  gboolean ok = write_platform(p, xml, error);
+  if (ok && !run_forked(p, xml, out, error)) {
+    ok = FALSE;
+    keep_platform = TRUE; /* for the error message */
   }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: fork: %s", g_strerror(errno));
-    close(pfd[0]);
-    close(pfd[1]);
-    goto fail;
-  }
-  if (pid == 0) {
-    close(pfd[0]);
-    run_child(p, xml, pfd[1]);
-  }
-  close(pfd[1]);
-  ssize_t got = 0, r;
-  while (got < (ssize_t)sizeof *out && (r = read(pfd[0], (char *)out + got, sizeof *out - got)) > 0)
-    got += r;
-  close(pfd[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (got != (ssize_t)sizeof *out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO,
-                "sim: the SimGrid run failed (status %d, platform %s)", status, xml);
-    keep_platform = TRUE;
-    goto fail;
-  }
-  if (keep_platform)
+  if (keep_platform && ok)
     g_printerr("sim: platform kept in %s\n", xml);
-  else
+  else if (!keep_platform)
     g_unlink(xml);
-  g_free(xml);
-  return TRUE;
-fail:
-  if (!keep_platform) g_unlink(xml);
-  g_free(xml);
-  return FALSE;
+  return ok;
 }

@@ -4,6 +4,10 @@
 
 #include <string.h>
 
+/* NICs per GPU the simulator accepts: today's machines have 1 (DGX H100, GB200 NVL72); a count
+ * far above any machine is a typo, and would predict a network that cannot exist. */
+#define SIM_MAX_NICS_PER_GPU 16
+
 typedef struct {
   RfSimOptions opt;
   gboolean have_calib; /* opt.calib was given: do not look up the topology's file */
@@ -30,6 +34,12 @@ static gboolean sim_prepare(RfExecutor *ex, const RfProblem *pb, GError **error)
                 t->name);
     return FALSE;
   }
+  if (t->nics_per_gpu > SIM_MAX_NICS_PER_GPU) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "sim: topology '%s' has %d NICs per GPU; the simulator models at most %d", t->name,
+                t->nics_per_gpu, SIM_MAX_NICS_PER_GPU);
+    return FALSE;
+  }
   if (st->have_calib) return TRUE;
   gboolean found;
   return rf_calibration_for_topology(&st->calib, pb->topo, &found, error);
@@ -40,7 +50,7 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
                                  int max_flows, GError **error) {
   int G = plan->problem->topo->gpus_per_domain;
   gint64 t0 = g_get_monotonic_time();
-  SimProtos *x = sim_protos_build(plan, cal);
+  g_autoptr(SimProtos) x = sim_protos_build(plan, cal);
   gint64 t1 = g_get_monotonic_time();
   SimProgram *p = NULL;
   if (forced > 0) {
@@ -54,11 +64,10 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
     }
   }
   if (g_getenv("REFIT_SIM_VERBOSE"))
-    g_printerr(
-        "sim: %s: %llu GPU-level records in %.2f s, program (group %d, %u flows) in %.2f s\n",
-        rf_strategy_name(plan->strategy), (unsigned long long)sim_protos_count(x), (t1 - t0) / 1e6,
-        p ? p->group : 0, p ? p->flows->len : 0, (g_get_monotonic_time() - t1) / 1e6);
-  sim_protos_free(x);
+    g_printerr("sim: %s: %" G_GUINT64_FORMAT
+               " GPU-level records in %.2f s, program (group %d, %u flows) in %.2f s\n",
+               rf_strategy_name(plan->strategy), (guint64)sim_protos_count(x), (t1 - t0) / 1e6,
+               p ? p->group : 0, p ? p->flows->len : 0, (g_get_monotonic_time() - t1) / 1e6);
   return p;
 }
 
@@ -72,42 +81,25 @@ static int cmp_busy(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GError **error) {
-  SimState *st = ex->state;
-  gint64 t0 = g_get_monotonic_time();
-  memset(out, 0, sizeof *out);
-  int max_flows = st->opt.max_hosts_pairs > 0 ? st->opt.max_hosts_pairs : 15000;
-  SimProgram *p = build_fitting(plan, &st->calib, st->opt.group, max_flows, error);
-  if (!p) return FALSE;
-  SimOutcome oc;
-  gint64 te = g_get_monotonic_time();
-  gboolean ran = sim_engine_run(p, st->opt.keep_platform, &oc, error);
-  if (g_getenv("REFIT_SIM_VERBOSE"))
-    g_printerr("sim: %s: SimGrid %d hosts, %u flows: %.2f s\n", rf_strategy_name(plan->strategy),
-               p->nhosts, p->flows->len, (g_get_monotonic_time() - te) / 1e6);
-  if (!ran) {
-    sim_program_free(p);
-    return FALSE;
-  }
-  out->executor = g_strdup("sim");
-  out->strategy = plan->strategy;
-  out->total_s = out->min_s = out->max_s = oc.total_s;
-  out->lower_bound_s = plan->stats.lower_bound_s;
-  for (int l = 0; l < SIM_L_COUNT; l++)
-    if (oc.used[l])
-      rf_result_add_stage(out, sim_label_name(l), oc.start_s[l], oc.end_s[l],
-                          (uint64_t)(p->label_bytes[l] + 0.5));
-
-  /* link accounting: bytes over each link of each flow's route */
-  int nl = sim_nlinks(p);
-  double *bytes = g_new0(double, nl);
+/* Wire-equivalent bytes over each link: every flow completes, so a link carries the sum of the
+ * bytes of the flows routed over it. (SimGrid 3.32's link-load plugin measures something else:
+ * see docs/sim.md.) */
+static double *link_bytes(const SimProgram *p) {
+  double *bytes = g_new0(double, sim_nlinks(p) + 1);
   for (guint i = 0; i < p->flows->len; i++) {
     const SimFlow *f = &g_array_index(p->flows, SimFlow, i);
     int links[8], n = sim_route(p, f->src, f->dst, links);
     for (int j = 0; j < n; j++)
-      bytes[links[j]] += f->bytes; /* wire-equivalent bytes */
+      bytes[links[j]] += f->bytes;
   }
-  Busy *b = g_new(Busy, nl);
+  return bytes;
+}
+
+/* The program's assumptions and its busiest links (by busy time) into st->stats. */
+static void fill_stats(SimState *st, const SimProgram *p, const RfProblem *pb) {
+  int nl = sim_nlinks(p);
+  g_autofree double *bytes = link_bytes(p);
+  g_autofree Busy *b = g_new(Busy, nl + 1);
   for (int l = 0; l < nl; l++)
     b[l] = (Busy){l, bytes[l] / sim_link_Bps(p, l)};
   qsort(b, nl, sizeof *b, cmp_busy);
@@ -127,34 +119,58 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   s->ntop = nl < 5 ? nl : 5;
   s->top = g_new0(RfSimLink, s->ntop > 0 ? s->ntop : 1);
   for (int i = 0; i < s->ntop; i++) {
-    s->top[i].name = sim_link_name(p, plan->problem, b[i].link);
+    s->top[i].name = sim_link_name(p, pb, b[i].link);
     s->top[i].bytes = bytes[b[i].link];
     s->top[i].bandwidth_Bps = sim_link_Bps(p, b[i].link);
     s->top[i].busy_s = b[i].busy;
   }
-  /* what bounds the run: a link busy most of the time; else the software time (export
-   * latencies, per-tensor costs) in series with the transfers; else the busiest link with the
-   * rest lost to pipeline fill and contention */
+}
+
+/* What bounds the run: a link busy most of the time; else the software time (export latencies,
+ * per-tensor costs) in series with the transfers; else the busiest link with the rest lost to
+ * pipeline fill and contention. */
+static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
+  const RfSimStats *s = &st->stats;
   double soft =
       p->export_latency_s + p->m2n_tensors * st->calib.m2n_tensor_overhead_s + st->calib.fixed_s;
   double busy = s->ntop > 0 ? s->top[0].busy_s : 0;
   const char *top = s->ntop > 0 ? s->top[0].name : "-";
-  if (out->total_s <= 0)
-    out->bound_by = g_strdup("nothing moves");
-  else if (busy >= 0.8 * out->total_s)
-    out->bound_by = g_strdup_printf("%s (busy %.0f%% of the run)", top, 100 * busy / out->total_s);
-  else if (soft >= 0.4 * out->total_s)
-    out->bound_by =
-        g_strdup_printf("software time %.3g s (%.0f%%) in series with transfers; "
-                        "busiest link %s %.0f%%",
-                        soft, 100 * soft / out->total_s, top, 100 * busy / out->total_s);
-  else
-    out->bound_by = g_strdup_printf("%s (busy %.0f%%), pipeline fill and contention", top,
-                                    100 * busy / out->total_s);
-  g_free(bytes);
-  g_free(b);
-  sim_program_free(p);
-  s->wall_s = (g_get_monotonic_time() - t0) / 1e6;
+  if (total_s <= 0) return g_strdup("nothing moves");
+  if (busy >= 0.8 * total_s)
+    return g_strdup_printf("%s (busy %.0f%% of the run)", top, 100 * busy / total_s);
+  if (soft >= 0.4 * total_s)
+    return g_strdup_printf("software time %.3g s (%.0f%%) in series with transfers; "
+                           "busiest link %s %.0f%%",
+                           soft, 100 * soft / total_s, top, 100 * busy / total_s);
+  return g_strdup_printf("%s (busy %.0f%%), pipeline fill and contention", top,
+                         100 * busy / total_s);
+}
+
+static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GError **error) {
+  SimState *st = ex->state;
+  gint64 t0 = g_get_monotonic_time();
+  memset(out, 0, sizeof *out);
+  int max_flows = st->opt.max_hosts_pairs > 0 ? st->opt.max_hosts_pairs : 15000;
+  g_autoptr(SimProgram) p = build_fitting(plan, &st->calib, st->opt.group, max_flows, error);
+  if (!p) return FALSE;
+  SimOutcome oc;
+  gint64 te = g_get_monotonic_time();
+  gboolean ran = sim_engine_run(p, st->opt.keep_platform, &oc, error);
+  if (g_getenv("REFIT_SIM_VERBOSE"))
+    g_printerr("sim: %s: SimGrid %d hosts, %u flows: %.2f s\n", rf_strategy_name(plan->strategy),
+               p->nhosts, p->flows->len, (g_get_monotonic_time() - te) / 1e6);
+  if (!ran) return FALSE;
+  out->executor = g_strdup("sim");
+  out->strategy = plan->strategy;
+  out->total_s = out->min_s = out->max_s = oc.total_s;
+  out->lower_bound_s = plan->stats.lower_bound_s;
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
+    if (oc.used[l])
+      rf_result_add_stage(out, rf_phase_name((RfPhase)l), oc.start_s[l], oc.end_s[l],
+                          (uint64_t)(p->phase_bytes[l] + 0.5));
+  fill_stats(st, p, plan->problem);
+  out->bound_by = bound_by(st, p, out->total_s);
+  st->stats.wall_s = (g_get_monotonic_time() - t0) / 1e6;
   return TRUE;
 }
 

@@ -5,22 +5,14 @@
 #include "sim.h"
 #include <stdint.h>
 
-/* Report labels: one per mechanism the program models, named as the plan's phases. */
-typedef enum {
-  SIM_L_EXPORT = RF_PHASE_EXPORT,       /* PP broadcast + TP/EP all-gather as NCCL rings */
-  SIM_L_BROADCAST = RF_PHASE_BROADCAST, /* chain broadcast of packed buckets */
-  SIM_L_INJECT = RF_PHASE_DIRECT,       /* m2n / p2p copies from a source holder */
-  SIM_L_FORWARD = RF_PHASE_FORWARD,     /* m2n domain-to-domain forwarding */
-  SIM_L_FANOUT = RF_PHASE_FANOUT,       /* m2n NVLink fan-out */
-  SIM_L_COUNT = RF_PHASE_COUNT
-} SimLabel;
-
-const char *sim_label_name(SimLabel l);
-
-/* One flow: bytes from one simulated host to another, started offset_s after its step starts. */
+/* One flow: bytes from one simulated host to another, started offset_s after its step starts.
+ * Its phase is the plan's phase (RfPhase) of the mechanism it models: EXPORT (PP broadcast +
+ * TP/EP all-gather as NCCL rings), BROADCAST (chain broadcast of packed buckets), DIRECT (m2n /
+ * p2p copies from a source holder), FORWARD (m2n domain-to-domain forwarding), FANOUT (m2n
+ * NVLink fan-out). */
 typedef struct {
   int32_t src, dst;
-  uint8_t label;
+  uint8_t phase; /* RfPhase */
   uint8_t step;
   uint16_t pad_;
   double bytes;
@@ -51,7 +43,7 @@ typedef struct {
   int nsteps;
   int nlanes;
   GArray *flows; /* SimFlow, sorted by (step, src, offset) after sim_program_build */
-  double label_bytes[SIM_L_COUNT];
+  double phase_bytes[RF_PHASE_COUNT];
   /* Link parameters in bytes/s and seconds (per simulated host, already x group). */
   double nvl_Bps, nic_Bps, hbm_Bps, leaf_Bps;
   double nvl_lat_s, nic_lat_s, sw_lat_s;
@@ -60,8 +52,8 @@ typedef struct {
   int *host_leaf;
   double *link_scale; /* per link: capacity factor that keeps a group's busiest GPU (<= 1) */
   double *step_scale; /* per step x link: the same factor for the bytes of that step */
-  double frac[SIM_MAX_STEPS][SIM_L_COUNT]; /* share of a label's bytes moved in a step */
-  double inflate[SIM_L_COUNT];             /* simulated bytes per network payload byte, per label */
+  double frac[SIM_MAX_STEPS][RF_PHASE_COUNT]; /* share of a phase's bytes moved in a step */
+  double inflate[RF_PHASE_COUNT]; /* simulated bytes per network payload byte, per phase */
   /* What the program assumed, for the report. */
   double export_latency_s; /* NCCL + per-tensor export latency, whole model */
   double export_calls;     /* Megatron parameters exported (collective rounds) */
@@ -75,23 +67,24 @@ typedef struct {
 
 /* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL
  * rings, messages elsewhere), aggregated per (source GPU, destination GPU, pipeline depth,
- * label): built once per plan, then turned into programs for one or more group sizes. */
+ * phase): built once per plan, then turned into programs for one or more group sizes. */
 typedef struct {
   const RfPlan *plan;
   int ngpus;
   gboolean *used; /* per GPU: holds a rank of the plan */
   GArray *protos; /* internal records */
-  double *load;   /* per GPU x SIM_HOST_LINKS x SIM_L_COUNT: bytes */
+  double *load;   /* per GPU x SIM_HOST_LINKS x RF_PHASE_COUNT: bytes */
   gboolean has_gb, has_m2n;
   double gb_bytes;
   double bcast_net_fraction, m2n_net_fraction;
-  double inflate[SIM_L_COUNT];
+  double inflate[RF_PHASE_COUNT];
   double export_calls, export_tensors, export_latency_s;
   double m2n_tensors; /* checkpoint tensors moved by m2n / p2p messages */
 } SimProtos;
 
 SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal);
 void sim_protos_free(SimProtos *x);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimProtos, sim_protos_free)
 uint64_t sim_protos_count(const SimProtos *x);
 /* Checkpoint tensors a plan moves by m2n / p2p messages. */
 double sim_plan_m2n_tensors(const RfPlan *plan);
@@ -101,6 +94,7 @@ double sim_plan_m2n_tensors(const RfPlan *plan);
 SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int group,
                               GError **error);
 void sim_program_free(SimProgram *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SimProgram, sim_program_free)
 
 /* Link indices of a flow's route into out (at most 8); returns the count. Link i of host h:
  * h * SIM_HOST_LINKS + kind; leaf links follow all host links. */
@@ -115,13 +109,13 @@ int sim_nlinks(const SimProgram *p);
 /* Engine result. */
 typedef struct {
   double total_s;
-  double start_s[SIM_L_COUNT];
-  double end_s[SIM_L_COUNT];
-  int used[SIM_L_COUNT];
+  double start_s[RF_PHASE_COUNT];
+  double end_s[RF_PHASE_COUNT];
+  int used[RF_PHASE_COUNT];
 } SimOutcome;
 
 /* Generate the platform, run SimGrid (in a child process, so that one process can run many
- * simulations) and collect the label times. */
+ * simulations) and collect the phase times. FALSE + error when the run fails. */
 gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,
                         GError **error);
 

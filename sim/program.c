@@ -6,13 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-const char *sim_label_name(SimLabel l) {
-  return l < SIM_L_COUNT ? rf_phase_name((RfPhase)l) : "?";
-}
-
 typedef struct {
   int32_t src, dst;
-  uint8_t label;
+  uint8_t phase;
   uint16_t depth;
   double bytes;
 } Proto;
@@ -76,43 +72,43 @@ typedef struct {
   int gpus_per_domain;
   GArray *protos; /* Proto between GPUs */
   Map map;
-  double *load; /* per GPU x SIM_HOST_LINKS x SIM_L_COUNT: bytes over its own links */
-  double
-      inflate[SIM_L_COUNT]; /* network bytes of a label count this many times (NCCL collectives) */
+  double *load; /* per GPU x SIM_HOST_LINKS x RF_PHASE_COUNT: bytes over its own links */
+  double inflate[RF_PHASE_COUNT]; /* network bytes of a phase count this many times (NCCL
+                                     collectives) */
 } Builder;
 
-static inline guint64 proto_key(int s, int d, int depth, int label) {
+static inline guint64 proto_key(int s, int d, int depth, int phase) {
   /* 24 bits per endpoint: up to 16M GPUs */
-  return ((guint64)s << 40) | ((guint64)d << 16) | ((guint64)depth << 3) | (guint64)label;
+  return ((guint64)s << 40) | ((guint64)d << 16) | ((guint64)depth << 3) | (guint64)phase;
 }
 
-static void proto_put(GArray *protos, Map *m, int s, int d, int depth, int label, double bytes) {
+static void proto_put(GArray *protos, Map *m, int s, int d, int depth, int phase, double bytes) {
   if (depth > 8191) depth = 8191;
   gboolean found;
-  uint64_t key = proto_key(s, d, depth, label), i = map_slot(m, key, &found);
+  uint64_t key = proto_key(s, d, depth, phase), i = map_slot(m, key, &found);
   if (found) {
     g_array_index(protos, Proto, m->vals[i]).bytes += bytes;
     return;
   }
-  Proto pr = {s, d, (uint8_t)label, (uint16_t)depth, bytes};
+  Proto pr = {s, d, (uint8_t)phase, (uint16_t)depth, bytes};
   m->keys[i] = key + 1;
   m->vals[i] = protos->len;
   g_array_append_val(protos, pr);
   if (++m->n * 2 > m->cap) map_grow(m);
 }
 
-static void proto_add(Builder *b, SimLabel label, int src_gpu, int dst_gpu, int depth,
+static void proto_add(Builder *b, RfPhase phase, int src_gpu, int dst_gpu, int depth,
                       double bytes) {
   if (bytes <= 0 || src_gpu == dst_gpu) return; /* a GPU keeps its own bytes */
   gboolean net = src_gpu / b->gpus_per_domain != dst_gpu / b->gpus_per_domain;
-#define LOAD(g, k) b->load[((size_t)(g)*SIM_HOST_LINKS + (k)) * SIM_L_COUNT + label]
-  double w = net ? bytes * b->inflate[label] : bytes;
+#define LOAD(g, k) b->load[((size_t)(g)*SIM_HOST_LINKS + (k)) * RF_PHASE_COUNT + phase]
+  double w = net ? bytes * b->inflate[phase] : bytes;
   LOAD(src_gpu, SIM_LINK_HBM) += w;
   LOAD(dst_gpu, SIM_LINK_HBM) += w;
   LOAD(src_gpu, net ? SIM_LINK_NICUP : SIM_LINK_NVUP) += w;
   LOAD(dst_gpu, net ? SIM_LINK_NICDN : SIM_LINK_NVDN) += w;
 #undef LOAD
-  proto_put(b->protos, &b->map, src_gpu, dst_gpu, depth, label, bytes);
+  proto_put(b->protos, &b->map, src_gpu, dst_gpu, depth, phase, bytes);
 }
 
 static int domain_of(const Builder *b, int gpu) {
@@ -133,7 +129,9 @@ static void export_piece(Builder *b, int src_gpu, int *dsts, int n, double bytes
   qsort(dsts, n, sizeof *dsts, cmp_int);
   /* domains in chain order: cyclically after the source domain */
   int ndom = 0;
-  int *doms = g_new(int, n), *first = g_new(int, n), *count = g_new(int, n);
+  g_autofree int *doms = g_new(int, n);
+  g_autofree int *first = g_new(int, n);
+  g_autofree int *count = g_new(int, n);
   for (int i = 0; i < n; i++) {
     int d = domain_of(b, dsts[i]);
     if (ndom && doms[ndom - 1] == d) {
@@ -155,7 +153,7 @@ static void export_piece(Builder *b, int src_gpu, int *dsts, int n, double bytes
     int c = count[di];
     if (doms[di] == sd) {
       for (int i = 0; i < c; i++)
-        proto_add(b, SIM_L_EXPORT, src_gpu, g[i], 0, bytes);
+        proto_add(b, RF_PHASE_EXPORT, src_gpu, g[i], 0, bytes);
       continue;
     }
     /* entry: the destination closest after the source's rail */
@@ -164,18 +162,14 @@ static void export_piece(Builder *b, int src_gpu, int *dsts, int n, double bytes
       int dist = ((g[i] % G) - want + G) % G;
       if (dist < best) best = dist, entry = g[i];
     }
-    proto_add(b, SIM_L_EXPORT, prev, entry, hop, bytes);
+    proto_add(b, RF_PHASE_EXPORT, prev, entry, hop, bytes);
     hop++;
     for (int i = 0; i < c; i++)
-      if (g[i] != entry) proto_add(b, SIM_L_EXPORT, entry, g[i], hop, bytes);
+      if (g[i] != entry) proto_add(b, RF_PHASE_EXPORT, entry, g[i], hop, bytes);
     prev = entry;
   }
-  g_free(doms);
-  g_free(first);
-  g_free(count);
 }
 
-/* NCCL latency of one ring collective over n ranks spread over `domains` NVLink domains. */
 /* NCCL latency of one ring collective over n ranks spread over `domains` NVLink domains. */
 static double ring_latency(const RfTopology *t, const RfCalibration *cal, int n, int domains) {
   if (n <= 1) return 0;
@@ -199,7 +193,7 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
   int pp = par->pp > 0 ? par->pp : 1, ep = par->ep > 0 ? par->ep : 1;
   int etp = par->etp > 0 ? par->etp : 1;
   double calls = 0, lat = 0, tensors = 0;
-  gboolean *seen = g_new0(gboolean, pb->model->ntensors + 1);
+  g_autofree gboolean *seen = g_new0(gboolean, pb->model->ntensors + 1);
   /* the PP ring crosses as many domains as the training side spans, at most one per stage */
   int pp_domains = 0, last = -1;
   for (int i = 0; i < pb->src.nranks; i++) {
@@ -235,7 +229,6 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
     calls += c;
     lat += c * a;
   }
-  g_free(seen);
   x->export_calls = calls;
   x->export_tensors = tensors;
   x->export_latency_s = lat + tensors * cal->export_tensor_overhead_s;
@@ -246,42 +239,44 @@ static int cmp_u64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
+/* Sizes, per-phase weights and the GPUs in use. */
+static void builder_init(Builder *b, SimProtos *x, const RfPlan *plan, const RfCalibration *cal) {
   const RfProblem *pb = plan->problem;
-  SimProtos *x = g_new0(SimProtos, 1);
-  x->plan = plan;
-  Builder b = {0};
   for (int r = 0; r < pb->nranks; r++)
-    if (pb->gpu[r] + 1 > b.ngpus) b.ngpus = pb->gpu[r] + 1;
-  b.gpus_per_domain = pb->topo->gpus_per_domain;
-  for (int l = 0; l < SIM_L_COUNT; l++)
-    b.inflate[l] = 1.0;
+    if (pb->gpu[r] + 1 > b->ngpus) b->ngpus = pb->gpu[r] + 1;
+  b->gpus_per_domain = pb->topo->gpus_per_domain;
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
+    b->inflate[l] = 1.0;
   /* NCCL collectives reach a lower fraction of the NIC than point-to-point copies: their
    * network bytes weigh nic / collective efficiency on the links */
-  b.inflate[SIM_L_EXPORT] = cal->nic_efficiency / cal->allgather_efficiency;
-  b.inflate[SIM_L_BROADCAST] = cal->nic_efficiency / cal->broadcast_efficiency;
-  for (int l = 0; l < SIM_L_COUNT; l++)
-    x->inflate[l] = b.inflate[l];
-  b.protos = g_array_new(FALSE, FALSE, sizeof(Proto));
-  map_init(&b.map, 4096);
-  b.load = g_new0(double, (size_t)(b.ngpus > 0 ? b.ngpus : 1) * SIM_HOST_LINKS * SIM_L_COUNT);
-  x->ngpus = b.ngpus;
-  x->used = g_new0(gboolean, b.ngpus > 0 ? b.ngpus : 1);
+  b->inflate[RF_PHASE_EXPORT] = cal->nic_efficiency / cal->allgather_efficiency;
+  b->inflate[RF_PHASE_BROADCAST] = cal->nic_efficiency / cal->broadcast_efficiency;
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
+    x->inflate[l] = b->inflate[l];
+  b->protos = g_array_new(FALSE, FALSE, sizeof(Proto));
+  map_init(&b->map, 4096);
+  b->load = g_new0(double, (size_t)(b->ngpus > 0 ? b->ngpus : 1) * SIM_HOST_LINKS * RF_PHASE_COUNT);
+  x->ngpus = b->ngpus;
+  x->used = g_new0(gboolean, b->ngpus > 0 ? b->ngpus : 1);
   for (int r = 0; r < pb->nranks; r++)
     if (pb->gpu[r] >= 0) x->used[pb->gpu[r]] = TRUE;
+}
 
-  int first_bcast = -1, first_m2n = -1;
+/* First stage of the broadcast and of the m2n phases; network share of each; bytes the
+ * gather-broadcast group broadcasts and checkpoint tensors moved by messages. */
+static void scan_messages(const RfPlan *plan, SimProtos *x, int *first_bcast, int *first_m2n) {
+  const RfProblem *pb = plan->problem;
   double bcast_net = 0, bcast_all = 0, m2n_net = 0, m2n_all = 0;
-  gboolean *exported = g_new0(gboolean, pb->model->nparts + 1);
-  gboolean *bcast_piece = g_new0(gboolean, plan->npieces + 1);
-  gboolean *m2n_tensor = g_new0(gboolean, pb->model->ntensors + 1);
+  g_autofree gboolean *bcast_piece = g_new0(gboolean, plan->npieces + 1);
+  g_autofree gboolean *m2n_tensor = g_new0(gboolean, pb->model->ntensors + 1);
+  *first_bcast = *first_m2n = -1;
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
     double by = (double)msg->bytes;
     gboolean net = (msg->flags & RF_XFER_NET) != 0;
     switch (msg->phase) {
     case RF_PHASE_BROADCAST:
-      if (first_bcast < 0 || msg->stage < first_bcast) first_bcast = msg->stage;
+      if (*first_bcast < 0 || msg->stage < *first_bcast) *first_bcast = msg->stage;
       bcast_all += by;
       if (net) bcast_net += by;
       for (uint32_t t = msg->first; t < msg->first + msg->count; t++) {
@@ -295,7 +290,7 @@ SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
     case RF_PHASE_DIRECT:
     case RF_PHASE_FORWARD:
     case RF_PHASE_FANOUT:
-      if (first_m2n < 0 || msg->stage < first_m2n) first_m2n = msg->stage;
+      if (*first_m2n < 0 || msg->stage < *first_m2n) *first_m2n = msg->stage;
       m2n_all += by;
       if (net) m2n_net += by;
       for (uint32_t t = msg->first; t < msg->first + msg->count; t++) {
@@ -311,13 +306,16 @@ SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
       break;
     }
   }
-  g_free(m2n_tensor);
   x->bcast_net_fraction = bcast_all > 0 ? bcast_net / bcast_all : 0;
   x->m2n_net_fraction = m2n_all > 0 ? m2n_net / m2n_all : 0;
+}
 
-  /* Export: the transfers of one (stage, source) sorted by piece, then each piece routed. */
-  GArray *pd = g_array_new(FALSE, FALSE, sizeof(uint64_t)); /* piece << 32 | dst GPU */
-  GArray *dl = g_array_new(FALSE, FALSE, sizeof(int));
+/* Export: the transfers of one (stage, source) sorted by piece, then each piece routed as a
+ * ring; marks the exported parts. */
+static void route_exports(Builder *b, const RfPlan *plan, gboolean *exported) {
+  const RfProblem *pb = plan->problem;
+  g_autoptr(GArray) pd = g_array_new(FALSE, FALSE, sizeof(uint64_t)); /* piece << 32 | dst GPU */
+  g_autoptr(GArray) dl = g_array_new(FALSE, FALSE, sizeof(int));
   uint64_t m = 0;
   while (m < plan->nmsgs) {
     const RfMessage *msg = &plan->msgs[m];
@@ -338,7 +336,7 @@ SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
         g_array_append_val(pd, v);
       }
     }
-    qsort(pd->data, pd->len, sizeof(uint64_t), cmp_u64);
+    if (pd->len > 1) qsort(pd->data, pd->len, sizeof(uint64_t), cmp_u64);
     int sg = pb->gpu[msg->src];
     for (guint i = 0; i < pd->len;) {
       uint32_t pc = (uint32_t)(g_array_index(pd, uint64_t, i) >> 32);
@@ -349,38 +347,39 @@ SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
         i++;
       }
       exported[plan->pieces[pc].part] = TRUE;
-      export_piece(&b, sg, (int *)dl->data, (int)dl->len, (double)plan->pieces[pc].bytes);
+      export_piece(b, sg, (int *)dl->data, (int)dl->len, (double)plan->pieces[pc].bytes);
     }
     m = end;
   }
-  g_array_free(pd, TRUE);
-  g_array_free(dl, TRUE);
+}
 
-  /* Everything else moves as the plan's messages. */
-  for (m = 0; m < plan->nmsgs; m++) {
+/* Everything but the export moves as the plan's messages, a stage deeper per stage after the
+ * first of its phase group. */
+static void add_messages(Builder *b, const RfPlan *plan, int first_bcast, int first_m2n) {
+  const RfProblem *pb = plan->problem;
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
-    int s = pb->gpu[msg->src], d = pb->gpu[msg->dst];
-    switch (msg->phase) {
-    case RF_PHASE_BROADCAST:
-      proto_add(&b, SIM_L_BROADCAST, s, d, msg->stage - first_bcast, (double)msg->bytes);
-      break;
-    case RF_PHASE_DIRECT:
-      proto_add(&b, SIM_L_INJECT, s, d, msg->stage - first_m2n, (double)msg->bytes);
-      break;
-    case RF_PHASE_FORWARD:
-      proto_add(&b, SIM_L_FORWARD, s, d, msg->stage - first_m2n, (double)msg->bytes);
-      break;
-    case RF_PHASE_FANOUT:
-      proto_add(&b, SIM_L_FANOUT, s, d, msg->stage - first_m2n, (double)msg->bytes);
-      break;
-    default:
-      break;
-    }
+    if (msg->phase == RF_PHASE_EXPORT || msg->phase >= RF_PHASE_COUNT) continue;
+    int first = msg->phase == RF_PHASE_BROADCAST ? first_bcast : first_m2n;
+    proto_add(b, (RfPhase)msg->phase, pb->gpu[msg->src], pb->gpu[msg->dst], msg->stage - first,
+              (double)msg->bytes);
   }
+}
+
+SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
+  SimProtos *x = g_new0(SimProtos, 1);
+  x->plan = plan;
+  Builder b = {0};
+  builder_init(&b, x, plan, cal);
+  int first_bcast, first_m2n;
+  scan_messages(plan, x, &first_bcast, &first_m2n);
+  g_autofree gboolean *exported = g_new0(gboolean, plan->problem->model->nparts + 1);
+  route_exports(&b, plan, exported);
+  add_messages(&b, plan, first_bcast, first_m2n);
   export_latency(plan, exported, cal, x);
   for (guint i = 0; i < b.protos->len; i++) {
     const Proto *pr = &g_array_index(b.protos, Proto, i);
-    if (pr->label == SIM_L_EXPORT || pr->label == SIM_L_BROADCAST)
+    if (pr->phase == RF_PHASE_EXPORT || pr->phase == RF_PHASE_BROADCAST)
       x->has_gb = TRUE;
     else
       x->has_m2n = TRUE;
@@ -391,8 +390,6 @@ SimProtos *sim_protos_build(const RfPlan *plan, const RfCalibration *cal) {
   map_clear(&b.map);
   x->protos = b.protos;
   x->load = b.load;
-  g_free(exported);
-  g_free(bcast_piece);
   return x;
 }
 
@@ -410,7 +407,7 @@ uint64_t sim_protos_count(const SimProtos *x) {
 
 double sim_plan_m2n_tensors(const RfPlan *plan) {
   const RfModel *m = plan->problem->model;
-  gboolean *seen = g_new0(gboolean, m->ntensors + 1);
+  g_autofree gboolean *seen = g_new0(gboolean, m->ntensors + 1);
   double n = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     uint8_t ph = plan->xfers[i].phase;
@@ -421,7 +418,6 @@ double sim_plan_m2n_tensors(const RfPlan *plan) {
       n += (double)rf_tensor_count(&m->tensors[t]);
     }
   }
-  g_free(seen);
   return n;
 }
 
@@ -443,14 +439,14 @@ static int add_step(SimProgram *p, int lane, const char *name, double pre_s, dou
 
 static void emit(SimProgram *p, const Proto *pr, int step, double scale, double offset_s,
                  double pace_s) {
-  p->frac[step][pr->label] = scale;
-  double w = sim_route_is_net(p, pr->src, pr->dst) ? p->inflate[pr->label] : 1.0;
-  SimFlow f = {pr->src,  pr->dst, pr->label, (uint8_t)step, 0, pr->bytes * scale * w,
+  p->frac[step][pr->phase] = scale;
+  double w = sim_route_is_net(p, pr->src, pr->dst) ? p->inflate[pr->phase] : 1.0;
+  SimFlow f = {pr->src,  pr->dst, pr->phase, (uint8_t)step, 0, pr->bytes * scale * w,
                offset_s, 0,       w};
   if (f.bytes <= 0) return;
   if (pace_s > 0) f.rate_Bps = f.bytes / pace_s;
   g_array_append_val(p->flows, f);
-  p->label_bytes[pr->label] += pr->bytes * scale;
+  p->phase_bytes[pr->phase] += pr->bytes * scale;
 }
 
 static void set_links(SimProgram *p, const RfTopology *t, const RfCalibration *cal) {
@@ -479,36 +475,30 @@ static void set_links(SimProgram *p, const RfTopology *t, const RfCalibration *c
   p->nleaves = maxleaf + 1;
 }
 
-SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int group,
-                              GError **error) {
-  const RfPlan *plan = x->plan;
-  const RfProblem *pb = plan->problem;
-  const RfTopology *t = pb->topo;
-  const int G = t->gpus_per_domain;
-  if (group < 1 || G % group) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "sim: %d GPUs per simulated host does not divide the domain size %d", group, G);
-    return NULL;
-  }
+static SimProgram *program_new(const SimProtos *x, int group) {
   SimProgram *p = g_new0(SimProgram, 1);
   p->group = group;
-  p->gpus_per_domain = G;
+  p->gpus_per_domain = x->plan->problem->topo->gpus_per_domain;
   p->flows = g_array_new(FALSE, FALSE, sizeof(SimFlow));
-  for (int l = 0; l < SIM_L_COUNT; l++)
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
     p->inflate[l] = x->inflate[l];
   p->export_calls = x->export_calls;
   p->export_tensors = x->export_tensors;
   p->export_latency_s = x->export_latency_s;
   p->m2n_tensors = x->m2n_tensors;
   p->gb_bytes = x->gb_bytes;
+  return p;
+}
 
-  /* hosts: groups of `group` GPUs of one domain holding at least one GPU of the plan */
-  int ngpus = x->ngpus, nslots = ngpus / group + 1;
+/* Hosts: groups of `group` GPUs of one domain holding at least one GPU of the plan. Returns the
+ * host of each group slot (GPU / group), -1 for an empty slot. */
+static int *place_hosts(SimProgram *p, const SimProtos *x) {
+  int group = p->group, nslots = x->ngpus / group + 1;
   int *slot_host = g_new(int, nslots);
   for (int i = 0; i < nslots; i++)
     slot_host[i] = -1;
   GArray *hg = g_array_new(FALSE, FALSE, sizeof(int)), *hn = g_array_new(FALSE, FALSE, sizeof(int));
-  for (int i = 0; i < ngpus; i++) {
+  for (int i = 0; i < x->ngpus; i++) {
     if (!x->used[i]) continue;
     int s = i / group;
     if (slot_host[s] < 0) {
@@ -522,134 +512,194 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
   p->nhosts = (int)hg->len;
   p->host_gpu = (int *)g_array_free(hg, FALSE);
   p->host_ngpus = (int *)g_array_free(hn, FALSE);
-  set_links(p, t, cal);
+  return slot_host;
+}
 
-  /* protos between hosts; pipeline depths beyond SIM_DEPTH_CLASSES fold into that many classes
-   * of equal width (a chain through 3000 ranks fills in ~0.1 s: a class is a fraction of it) */
-  int maxdepth[SIM_L_COUNT] = {0};
+/* Pipeline depths beyond SIM_DEPTH_CLASSES fold into that many classes of equal width (a chain
+ * through 3000 ranks fills in ~0.1 s: a class is a fraction of it): width per phase. */
+static void depth_widths(const SimProtos *x, int width[RF_PHASE_COUNT]) {
+  int maxdepth[RF_PHASE_COUNT] = {0};
   for (guint i = 0; i < x->protos->len; i++) {
     const Proto *pr = &g_array_index(x->protos, Proto, i);
-    if (pr->depth > maxdepth[pr->label]) maxdepth[pr->label] = pr->depth;
+    if (pr->depth > maxdepth[pr->phase]) maxdepth[pr->phase] = pr->depth;
   }
-  int width[SIM_L_COUNT];
-  for (int l = 0; l < SIM_L_COUNT; l++)
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
     width[l] = (maxdepth[l] + SIM_DEPTH_CLASSES) / SIM_DEPTH_CLASSES;
+}
+
+/* The GPU-level records aggregated between hosts, per depth class. */
+static GArray *host_protos(const SimProtos *x, int group, const int *slot_host,
+                           const int width[RF_PHASE_COUNT]) {
   GArray *hp = g_array_new(FALSE, FALSE, sizeof(Proto));
   Map map;
   map_init(&map, x->protos->len / (group * group) + 1024);
   for (guint i = 0; i < x->protos->len; i++) {
     const Proto *pr = &g_array_index(x->protos, Proto, i);
     int s = slot_host[pr->src / group], d = slot_host[pr->dst / group];
-    proto_put(hp, &map, s, d, pr->depth / width[pr->label], pr->label, pr->bytes);
+    proto_put(hp, &map, s, d, pr->depth / width[pr->phase], pr->phase, pr->bytes);
   }
   map_clear(&map);
+  return hp;
+}
 
-  /* Pipeline fill: one NCCL chunk per hop on the link the hop uses. */
-  double per_gpu_nic = p->nic_Bps / group, per_gpu_nvl = p->nvl_Bps / group;
-  double t_net = cal->chunk_bytes / per_gpu_nic + p->nic_lat_s + p->sw_lat_s;
-  double t_nvl = cal->chunk_bytes / per_gpu_nvl + p->nvl_lat_s;
+/* Per-hop pipeline fill (one NCCL chunk per hop on the link the hop uses) and copy rate. */
+typedef struct {
+  double t_net, t_nvl;   /* one chunk over a network / an NVLink hop */
+  double t_bcast, t_m2n; /* the same, weighted by the network share of the phase group */
+  double copy_Bps;       /* pack / unpack copy */
+  double per_gpu_nic_Bps, per_gpu_nvl_Bps;
+  int width[RF_PHASE_COUNT]; /* depth class widths */
+} Fill;
+
+static void fill_init(Fill *f, const SimProgram *p, const SimProtos *x, const RfCalibration *cal) {
+  const RfTopology *t = x->plan->problem->topo;
+  f->per_gpu_nic_Bps = p->nic_Bps / p->group;
+  f->per_gpu_nvl_Bps = p->nvl_Bps / p->group;
+  f->t_net = cal->chunk_bytes / f->per_gpu_nic_Bps + p->nic_lat_s + p->sw_lat_s;
+  f->t_nvl = cal->chunk_bytes / f->per_gpu_nvl_Bps + p->nvl_lat_s;
   double fb = x->bcast_net_fraction, fm = x->m2n_net_fraction;
-  double t_bcast = fb * t_net + (1 - fb) * t_nvl, t_m2n = fm * t_net + (1 - fm) * t_nvl;
-  double copy_Bps = t->hbm_GBps * 1e9 * cal->hbm_efficiency;
+  f->t_bcast = fb * f->t_net + (1 - fb) * f->t_nvl;
+  f->t_m2n = fm * f->t_net + (1 - fm) * f->t_nvl;
+  f->copy_Bps = t->hbm_GBps * 1e9 * cal->hbm_efficiency;
+  depth_widths(x, f->width);
+}
 
-  /* centre of a depth class, in hops */
-#define DEPTH(pr) ((pr)->depth * width[(pr)->label] + (width[(pr)->label] - 1) / 2.0)
-  int lane_m2n = 0, lane_gb = 0;
-  p->nlanes = 1;
-  if (x->has_gb && x->has_m2n && cal->hybrid_overlap) lane_gb = 1, p->nlanes = 2;
-  if (cal->fixed_s > 0) {
-    /* per-refit software time before any byte moves; every lane waits for it */
-    for (int l = 0; l < p->nlanes; l++)
-      add_step(p, l, "setup", cal->fixed_s, 0);
+/* Centre of a record's depth class, in hops. */
+static double depth_hops(const Fill *f, const Proto *pr) {
+  int w = f->width[pr->phase];
+  return pr->depth * w + (w - 1) / 2.0;
+}
+
+/* m2n / p2p: one step in which injection, forwarding and fan-out overlap; per moved checkpoint
+ * tensor, the calibrated software time of the reshard path. */
+static void add_m2n_step(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
+                         const GArray *hp, const Fill *f, int lane) {
+  int st = add_step(p, lane, "m2n", x->m2n_tensors * cal->m2n_tensor_overhead_s, 0);
+  for (guint i = 0; i < hp->len; i++) {
+    const Proto *pr = &g_array_index(hp, Proto, i);
+    if (pr->phase == RF_PHASE_EXPORT || pr->phase == RF_PHASE_BROADCAST) continue;
+    emit(p, pr, st, 1.0, depth_hops(f, pr) * f->t_m2n + cal->message_latency_s, 0);
   }
-  if (x->has_m2n) {
-    /* per moved checkpoint tensor, the calibrated software time of the reshard path */
-    int st = add_step(p, lane_m2n, "m2n", x->m2n_tensors * cal->m2n_tensor_overhead_s, 0);
-    for (guint i = 0; i < hp->len; i++) {
-      const Proto *pr = &g_array_index(hp, Proto, i);
-      if (pr->label == SIM_L_EXPORT || pr->label == SIM_L_BROADCAST) continue;
-      emit(p, pr, st, 1.0, DEPTH(pr) * t_m2n + cal->message_latency_s, 0);
+}
+
+/* Transfer time of the export on its busiest GPU link, uncontended. */
+static double export_uncontended_s(const SimProtos *x, const Fill *f) {
+  double unc = 0;
+  for (int g = 0; g < x->ngpus; g++)
+    for (int k = SIM_LINK_NVUP; k < SIM_HOST_LINKS; k++) {
+      double bw =
+          (k == SIM_LINK_NVUP || k == SIM_LINK_NVDN) ? f->per_gpu_nvl_Bps : f->per_gpu_nic_Bps;
+      double v = x->load[((size_t)g * SIM_HOST_LINKS + k) * RF_PHASE_COUNT + RF_PHASE_EXPORT] / bw;
+      if (v > unc) unc = v;
+    }
+  return unc;
+}
+
+/* Buckets: the export of bucket k+1 overlaps the broadcast of bucket k (two buffers). The first
+ * bucket's export and the last bucket's broadcast stand alone; in between both run together
+ * and share the links. */
+static void add_gb_steps(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
+                         const GArray *hp, const Fill *f, int lane) {
+  double bucket = rf_calibration_bucket_bytes(cal);
+  double nb = ceil(p->gb_bytes / bucket);
+  if (nb < 1) nb = 1;
+  p->bucket_bytes = bucket;
+  p->nbuckets = nb;
+  double f1 = nb > 1 ? bucket / p->gb_bytes : 1.0;
+  double flast = nb > 1 ? (p->gb_bytes - (nb - 1) * bucket) / p->gb_bytes : 1.0;
+  double serial = p->export_latency_s + p->gb_bytes / f->copy_Bps; /* latencies + pack */
+  gboolean overlap = nb > 1 && cal->buffers >= 2;
+  double fa = overlap ? f1 : 1.0, fc = overlap ? flast : 1.0;
+  /* Export is serial per tensor: software latency, then the collective. Uncontended, it lasts
+   * its latencies plus the transfer time of its busiest GPU link; in the overlapped middle step
+   * both the export flows and the broadcast flows that trail them are paced to that duration
+   * (a rate bound per flow), and contention can only stretch it. */
+  double pace = overlap ? (1 - fa) * (serial + export_uncontended_s(x, f)) : 0;
+  p->export_pace_s = pace;
+  int sa = add_step(p, lane, "export-first", fa * serial, 0);
+  int sb = overlap ? add_step(p, lane, "export+broadcast", 0, 0) : -1;
+  int sc = add_step(p, lane, "broadcast-last", 0, fc * p->gb_bytes / f->copy_Bps);
+  double calls_b = overlap ? nb - 1 : 0, calls_c = overlap ? 1 : nb;
+  for (guint i = 0; i < hp->len; i++) {
+    const Proto *pr = &g_array_index(hp, Proto, i);
+    if (pr->phase == RF_PHASE_EXPORT) {
+      double off = depth_hops(f, pr) * f->t_net;
+      emit(p, pr, sa, fa, off, 0);
+      if (sb >= 0) emit(p, pr, sb, 1 - fa, off, pace);
+    } else if (pr->phase == RF_PHASE_BROADCAST) {
+      double off = depth_hops(f, pr) * f->t_bcast + cal->message_latency_s;
+      if (sb >= 0) emit(p, pr, sb, 1 - fc, off + calls_b * cal->collective_base_s, pace);
+      emit(p, pr, sc, fc, off + calls_c * cal->collective_base_s, 0);
     }
   }
-  if (x->has_gb) {
-    /* Buckets: the export of bucket k+1 overlaps the broadcast of bucket k (two buffers). The
-     * first bucket's export and the last bucket's broadcast stand alone; in between both run
-     * together and share the links. */
-    double bucket = rf_calibration_bucket_bytes(cal);
-    double nb = ceil(p->gb_bytes / bucket);
-    if (nb < 1) nb = 1;
-    p->bucket_bytes = bucket;
-    p->nbuckets = nb;
-    double f1 = nb > 1 ? bucket / p->gb_bytes : 1.0;
-    double flast = nb > 1 ? (p->gb_bytes - (nb - 1) * bucket) / p->gb_bytes : 1.0;
-    double serial = p->export_latency_s + p->gb_bytes / copy_Bps; /* latencies + pack */
-    gboolean overlap = nb > 1 && cal->buffers >= 2;
-    double fa = overlap ? f1 : 1.0, fc = overlap ? flast : 1.0;
-    /* Export is serial per tensor: software latency, then the collective. Uncontended, it lasts
-     * its latencies plus the transfer time of its busiest GPU link; in the overlapped middle
-     * step both the export flows and the broadcast flows that trail them are paced to that
-     * duration (a rate bound per flow), and contention can only stretch it. */
-    double unc = 0;
-    for (int g = 0; g < x->ngpus; g++)
-      for (int k = SIM_LINK_NVUP; k < SIM_HOST_LINKS; k++) {
-        double bw = (k == SIM_LINK_NVUP || k == SIM_LINK_NVDN) ? per_gpu_nvl : per_gpu_nic;
-        double v = x->load[((size_t)g * SIM_HOST_LINKS + k) * SIM_L_COUNT + SIM_L_EXPORT] / bw;
-        if (v > unc) unc = v;
-      }
-    double pace = overlap ? (1 - fa) * (serial + unc) : 0;
-    p->export_pace_s = pace;
-    int sa = add_step(p, lane_gb, "export-first", fa * serial, 0);
-    int sb = overlap ? add_step(p, lane_gb, "export+broadcast", 0, 0) : -1;
-    int sc = add_step(p, lane_gb, "broadcast-last", 0, fc * p->gb_bytes / copy_Bps);
-    double calls_b = overlap ? nb - 1 : 0, calls_c = overlap ? 1 : nb;
-    for (guint i = 0; i < hp->len; i++) {
-      const Proto *pr = &g_array_index(hp, Proto, i);
-      if (pr->label == SIM_L_EXPORT) {
-        double off = DEPTH(pr) * t_net;
-        emit(p, pr, sa, fa, off, 0);
-        if (sb >= 0) emit(p, pr, sb, 1 - fa, off, pace);
-      } else if (pr->label == SIM_L_BROADCAST) {
-        double off = DEPTH(pr) * t_bcast + cal->message_latency_s;
-        if (sb >= 0) emit(p, pr, sb, 1 - fc, off + calls_b * cal->collective_base_s, pace);
-        emit(p, pr, sc, fc, off + calls_c * cal->collective_base_s, 0);
-      }
-    }
-  }
-#undef DEPTH
-  g_array_free(hp, TRUE);
-  qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
+}
 
-  /* A host of several GPUs gets the summed links of its GPUs, scaled so that each link is busy
-   * exactly as long as the busiest of the GPU links it stands for, over the whole run
-   * (link_scale, for the report) and in each step (step_scale, applied when the step starts):
-   * grouping then cannot hide a hot GPU, and the bottleneck of the exact platform is kept. */
-  int nl = sim_nlinks(p);
+/* A host of several GPUs gets the summed links of its GPUs, scaled so that each link is busy
+ * exactly as long as the busiest of the GPU links it stands for, over the whole run
+ * (link_scale, for the report) and in each step (step_scale, applied when the step starts):
+ * grouping then cannot hide a hot GPU, and the bottleneck of the exact platform is kept. */
+static void set_group_scales(SimProgram *p, const SimProtos *x) {
+  int nl = sim_nlinks(p), group = p->group;
   p->link_scale = g_new(double, nl);
   p->step_scale = g_new(double, (size_t)nl * p->nsteps);
   for (int l = 0; l < nl; l++)
     p->link_scale[l] = 1.0;
   for (size_t l = 0; l < (size_t)nl * p->nsteps; l++)
     p->step_scale[l] = 1.0;
-  if (group > 1)
-    for (int h = 0; h < p->nhosts; h++)
-      for (int k = 0; k < SIM_HOST_LINKS; k++)
-        for (int s = -1; s < p->nsteps; s++) {
-          double sum = 0, mx = 0;
-          for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < ngpus; g++) {
-            double v = 0;
-            for (int l = 0; l < SIM_L_COUNT; l++)
-              v += (s < 0 ? 1.0 : p->frac[s][l]) *
-                   x->load[((size_t)g * SIM_HOST_LINKS + k) * SIM_L_COUNT + l];
-            sum += v;
-            if (v > mx) mx = v;
-          }
-          if (mx <= 0) continue;
-          if (s < 0)
-            p->link_scale[h * SIM_HOST_LINKS + k] = sum / (group * mx);
-          else
-            p->step_scale[(size_t)s * nl + h * SIM_HOST_LINKS + k] = sum / (group * mx);
+  if (group == 1) return;
+  for (int h = 0; h < p->nhosts; h++)
+    for (int k = 0; k < SIM_HOST_LINKS; k++)
+      for (int s = -1; s < p->nsteps; s++) {
+        double sum = 0, mx = 0;
+        for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < x->ngpus; g++) {
+          double v = 0;
+          for (int l = 0; l < RF_PHASE_COUNT; l++)
+            v += (s < 0 ? 1.0 : p->frac[s][l]) *
+                 x->load[((size_t)g * SIM_HOST_LINKS + k) * RF_PHASE_COUNT + l];
+          sum += v;
+          if (v > mx) mx = v;
         }
-  g_free(slot_host);
+        if (mx <= 0) continue;
+        if (s < 0)
+          p->link_scale[h * SIM_HOST_LINKS + k] = sum / (group * mx);
+        else
+          p->step_scale[(size_t)s * nl + h * SIM_HOST_LINKS + k] = sum / (group * mx);
+      }
+}
+
+SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int group,
+                              GError **error) {
+  const RfTopology *t = x->plan->problem->topo;
+  const int G = t->gpus_per_domain;
+  if (group < 1 || G % group) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "sim: %d GPUs per simulated host does not divide the domain size %d", group, G);
+    return NULL;
+  }
+  /* 1. hosts and their links */
+  SimProgram *p = program_new(x, group);
+  g_autofree int *slot_host = place_hosts(p, x);
+  set_links(p, t, cal);
+
+  /* 2. the records between hosts, and the pipeline fill of each hop */
+  Fill f;
+  fill_init(&f, p, x, cal);
+  g_autoptr(GArray) hp = host_protos(x, group, slot_host, f.width);
+
+  /* 3. steps per lane: setup, m2n, then the gather-broadcast buckets (a lane of their own when
+   * a hybrid overlaps the two) */
+  int lane_m2n = 0, lane_gb = 0;
+  p->nlanes = 1;
+  if (x->has_gb && x->has_m2n && cal->hybrid_overlap) lane_gb = 1, p->nlanes = 2;
+  if (cal->fixed_s > 0) /* per-refit software time before any byte moves; every lane waits */
+    for (int l = 0; l < p->nlanes; l++)
+      add_step(p, l, "setup", cal->fixed_s, 0);
+  if (x->has_m2n) add_m2n_step(p, x, cal, hp, &f, lane_m2n);
+  if (x->has_gb) add_gb_steps(p, x, cal, hp, &f, lane_gb);
+  if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
+
+  /* 4. group factors */
+  set_group_scales(p, x);
   return p;
 }
 
