@@ -165,8 +165,8 @@ static int select_keys(char **names, const RfCalibrationKey **sel, int max, GErr
 
 /* Each row's problem (shared by rows with the same cluster, model and layouts), plan and base
  * calibration. */
-static gboolean build_rows(Meas *m, int n, const char *calib_path, GHashTable *problems,
-                           GError **error) {
+static gboolean build_rows(const char *path, Meas *m, int n, const char *calib_path,
+                           GHashTable *problems, GError **error) {
   for (int i = 0; i < n; i++) {
     char *key = g_strdup_printf("%s|%s|%s|%s", m[i].topology, m[i].model, m[i].train, m[i].infer);
     RfProblem *pb = g_hash_table_lookup(problems, key);
@@ -175,7 +175,7 @@ static gboolean build_rows(Meas *m, int n, const char *calib_path, GHashTable *p
       a.model = m[i].model, a.train = m[i].train, a.infer = m[i].infer, a.topology = m[i].topology;
       pb = rf_args_problem(&a, error);
       if (!pb) {
-        g_prefix_error(error, "line %d: ", m[i].line);
+        g_prefix_error(error, "%s:%d: ", path, m[i].line);
         g_free(key);
         return FALSE;
       }
@@ -186,7 +186,7 @@ static gboolean build_rows(Meas *m, int n, const char *calib_path, GHashTable *p
     m[i].pb = pb;
     m[i].plan = rf_plan_build(pb, m[i].strategy, NULL, error);
     if (!m[i].plan) {
-      g_prefix_error(error, "line %d: ", m[i].line);
+      g_prefix_error(error, "%s:%d: ", path, m[i].line);
       return FALSE;
     }
     rf_calibration_defaults(&m[i].base);
@@ -304,7 +304,8 @@ int rf_cmd_calibrate(int argc, char **argv) {
   if (nkeys < 0) goto out;
   /* 2. measurements, their problems and plans */
   if (!read_measurements(meas_path, rows, &e)) goto out;
-  if (!build_rows((Meas *)rows->data, (int)rows->len, calib_path, problems, &e)) goto out;
+  if (!build_rows(meas_path, (Meas *)rows->data, (int)rows->len, calib_path, problems, &e))
+    goto out;
   /* 3. fit and report */
   fit_and_report(meas_path, (Meas *)rows->data, (int)rows->len, keys, nkeys, iters, &e);
 out:
