@@ -152,6 +152,11 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
   int n = 0;
   char **tok = g_strsplit(a->strategy, ",", -1);
   for (int i = 0; tok[i]; i++) {
+    if (!strcmp(tok[i], "all")) { /* rf_strategy_parse names "all" as valid: it is, alone */
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--strategy all stands alone, not in a list");
+      g_strfreev(tok);
+      return -1;
+    }
     gboolean dup = FALSE;
     if (n < RF_STRATEGY_COUNT && rf_strategy_parse(tok[i], &out[n], NULL))
       for (int j = 0; j < n; j++)

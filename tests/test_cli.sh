@@ -64,6 +64,7 @@ expect_err "unknown topology" "unknown topology" "$REFIT" plan -m tiny-moe -t TP
 expect_err "missing args" "need --model" "$REFIT" plan -m tiny-moe
 expect_err "domain size 0" "domain-size" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --domain-size 0
 expect_err "strategy twice" "given twice" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -s p2p,m2n,p2p
+expect_err "all in a list" "stands alone" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -s p2p,all
 expect_err "bcast channels" "bcast-channels" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --bcast-channels 5000
 echo '{"tensors":[{"name":"w","shape":[4]' >"$TMP/broken.json"
 expect_err "malformed spec" "malformed JSON" "$REFIT" plan --spec "$TMP/broken.json"
