@@ -38,10 +38,11 @@ gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean po
                      : g_strdup(i > 1 && orig[i - 1][0] == '-' ? orig[i - 1] : "an argument");
       for (char *c = opt; *c; c++)
         if ((unsigned char)*c >= 0x80) *c = '?';
+      char *codeset = g_get_codeset();
       g_clear_error(&e);
       g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
-                  "%s: the value has bytes that are not text in this locale (%s)", opt,
-                  g_get_codeset());
+                  "%s: the value has bytes that are not text in this locale (%s)", opt, codeset);
+      g_free(codeset);
       g_free(opt);
       break;
     }
