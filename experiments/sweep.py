@@ -60,7 +60,8 @@ def plot(rows, tps, doms, strats, png, a):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(strats), figsize=(4.0 * len(strats) + 1.0, 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(strats), figsize=(4.0 * len(strats) + 1.0, 4.0), squeeze=False,
+                             constrained_layout=True)
     grids = {s: [[next(r["predicted_s"] for r in rows if r["strategy"] == s and r["tp"] == tp and
                        r["domain"] == d) for tp in tps] for d in doms] for s in strats}
     # one colour scale for every panel, so that a colour means the same time everywhere
@@ -80,7 +81,8 @@ def plot(rows, tps, doms, strats, png, a):
         ax.set_yticks(range(len(doms)))
         ax.set_yticklabels(doms)
         ax.set_xlabel("inference TP")
-        ax.set_ylabel("GPUs per NVLink domain")
+        if ax is axes[0][0]:
+            ax.set_ylabel("GPUs per NVLink domain")
         ax.set_title("%s (s)" % s)
     fig.colorbar(im, ax=list(axes[0]), label="predicted refit time (s)")
     fig.suptitle("%s %s -> TPxDP on %d GPUs, %s links" % (a.model, a.train, a.gpus, a.topology))
