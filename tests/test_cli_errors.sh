@@ -39,6 +39,12 @@ printf '#!/bin/sh\necho "Traceback (most recent call last):" >&2\necho "  File x
 chmod +x "$TMP/py"
 REFIT_PYTHON="$TMP/py" expect_rc "sim timeline failure" 1 "failed: OSError: disk full" \
   "$REFIT" sim $P -T dgx-h100 -s p2p -q --timeline "$TMP/t.png"
+# calibration files: whole numbers and 0 / 1 where the key is a count or a switch
+DATA=$(dirname "$0")/..
+sed 's/^buffers *=.*/buffers = 1.5/' "$DATA/sim/calibration/dgx-h100.cal" >"$TMP/b.cal"
+expect_rc "calibration buffers 1.5" 2 "buffers must be a whole number" "$REFIT" sim $P -T dgx-h100 -c "$TMP/b.cal"
+sed 's/^overlap *=.*/overlap = 0.5/' "$DATA/sim/calibration/dgx-h100.cal" >"$TMP/o.cal"
+expect_rc "calibration overlap 0.5" 2 "overlap must be 0 or 1" "$REFIT" sim $P -T dgx-h100 -c "$TMP/o.cal"
 expect_rc "sim unexpected argument" 2 "unexpected argument" "$REFIT" sim $P -T dgx-h100 extra
 
 # calibrate: measured_s must be a finite decimal number > 0, with the line number
