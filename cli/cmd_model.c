@@ -3,14 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
+#include "error.h"
 #include "report.h"
 #include "zoo.h"
 
 static int fail(GError *e) {
-  fprintf(stderr, "refit: error: %s\n", e->message);
-  g_error_free(e);
-  return 1;
+  return rf_cmd_exit("refit: error", e, TRUE);
 }
 
 static int model_list(void) {
@@ -20,8 +20,9 @@ static int model_list(void) {
     GError *e = NULL;
     RfModel *m = rf_model_load(*n, &e);
     if (!m) return fail(e);
-    printf("%-20s %-12s %14.3f %12.3f %10lld\n", m->name, m->family, rf_model_params(m) / 1e9,
-           rf_model_bytes(m) / 1e9, (long long)rf_model_checkpoint_tensors(m));
+    printf("%-20s %-12s %14.3f %12.3f %10" G_GINT64_FORMAT "\n", m->name, m->family,
+           rf_model_params(m) / 1e9, rf_model_bytes(m) / 1e9,
+           (gint64)rf_model_checkpoint_tensors(m));
     rf_model_free(m);
   }
   return 0;
@@ -80,19 +81,21 @@ static int model_show(const char *name, gboolean json) {
     rf_json_print(b);
   } else {
     printf("# refit model show %s\n", name);
-    printf("# family %s, %d layers, hidden %lld, vocab %lld\n", m->family, m->nlayers,
-           (long long)m->arch.hidden, (long long)m->arch.vocab);
-    printf("params     %18lld  (%.3f B)\n", (long long)rf_model_params(m),
+    printf("# family %s, %d layers, hidden %" G_GINT64_FORMAT ", vocab %" G_GINT64_FORMAT "\n",
+           m->family, m->nlayers, (gint64)m->arch.hidden, (gint64)m->arch.vocab);
+    printf("params     %18" G_GINT64_FORMAT "  (%.3f B)\n", (gint64)rf_model_params(m),
            rf_model_params(m) / 1e9);
-    printf("bytes      %18lld  (%.3f GB)\n", (long long)total, total / 1e9);
-    printf("tensors    %18lld  (checkpoint tensors; %u entries with experts stacked)\n",
-           (long long)rf_model_checkpoint_tensors(m), m->ntensors);
+    printf("bytes      %18" G_GINT64_FORMAT "  (%.3f GB)\n", (gint64)total, total / 1e9);
+    printf("tensors    %18" G_GINT64_FORMAT "  (checkpoint tensors; %u entries with experts "
+           "stacked)\n",
+           (gint64)rf_model_checkpoint_tensors(m), m->ntensors);
     printf("\n%-14s %10s %14s %8s\n", "kind", "tensors", "bytes(GB)", "share(%)");
     for (int k = 0; k <= RF_KIND_COUNT; k++) {
       uint64_t by = k < RF_KIND_COUNT ? kb[k] : mtp_b, nt = k < RF_KIND_COUNT ? kt[k] : mtp_t;
       if (!nt) continue;
-      printf("%-14s %10llu %14.3f %8.2f\n", k < RF_KIND_COUNT ? rf_kind_name((RfKind)k) : "mtp",
-             (unsigned long long)nt, by / 1e9, total ? 100.0 * by / total : 0);
+      printf("%-14s %10" G_GUINT64_FORMAT " %14.3f %8.2f\n",
+             k < RF_KIND_COUNT ? rf_kind_name((RfKind)k) : "mtp", (guint64)nt, by / 1e9,
+             total ? 100.0 * by / total : 0);
     }
   }
   rf_model_free(m);
@@ -108,15 +111,16 @@ int rf_cmd_model(int argc, char **argv) {
   g_option_context_set_summary(ctx,
                                "Models in the zoo. NAME may also be a path to a config.json or "
                                "a tensor listing {name: {shape, dtype}}.");
+  g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
-  if (!g_option_context_parse(ctx, &argc, &argv, &e)) {
+  if (!rf_args_parse(ctx, &argc, &argv, TRUE, &e)) {
     g_option_context_free(ctx);
     return fail(e);
   }
   g_option_context_free(ctx);
   if (argc == 2 && !strcmp(argv[1], "list")) return model_list();
   if (argc == 3 && !strcmp(argv[1], "show")) return model_show(argv[2], json);
-  fprintf(stderr, "refit: error: usage: refit model list | refit model show NAME [--json]\n");
-  return 2;
+  return fail(g_error_new(RF_ERROR, RF_ERROR_INPUT,
+                          "usage: refit model list | refit model show NAME [--json]"));
 }

@@ -33,12 +33,16 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
-def default_refit():
-    for b in ("build", "build-sim"):
-        p = os.path.join(ROOT, b, "cli", "refit")
-        if os.path.exists(p):
-            return p
-    return os.path.join(ROOT, "build", "cli", "refit")
+def add_refit_args(ap):
+    """--build DIR (default $REFIT_BUILD, else build/) and --refit PATH (default DIR/cli/refit)."""
+    ap.add_argument("--build", default=os.environ.get("REFIT_BUILD", os.path.join(ROOT, "build")),
+                    help="build directory holding cli/refit (default $REFIT_BUILD, else build/)")
+    ap.add_argument("--refit", help="the refit binary (default BUILD/cli/refit)")
+
+
+def refit_path(a):
+    """The binary the arguments of add_refit_args name."""
+    return a.refit or os.path.join(a.build, "cli", "refit")
 
 
 def sim(refit, model, train, infer, topology, strategies, extra=()):
@@ -51,5 +55,4 @@ def sim(refit, model, train, infer, topology, strategies, extra=()):
     if out.returncode != 0:
         sys.exit("refit sim failed: %s\n%s" % (" ".join(cmd), out.stderr.strip()))
     d = json.loads(out.stdout)
-    res = d["strategies"] if "strategies" in d else [d]
-    return {r["strategy"]: r for r in res}, time.time() - t0
+    return {r["strategy"]: r for r in d["strategies"]}, time.time() - t0

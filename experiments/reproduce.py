@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Reproduce the reported refit table (shared/reference/reported-refit.csv) with `refit sim`.
+"""Reproduce the reported refit table (experiments/reported-refit.csv) with `refit sim`.
 
 For each of the four configurations, predicts gather-broadcast (the reported baseline) and
 hybrid (the reported reshard) with the default calibration, and beside them full m2n and the
 network lower bound of each plan. Prints reported, predicted and error; writes CSV and a PNG.
 
-usage: /usr/bin/python3 experiments/reproduce.py [--refit build/cli/refit] [--out experiments/results]
+usage: /usr/bin/python3 experiments/reproduce.py [--build DIR | --refit PATH] [--out experiments/results]
+  (the build directory defaults to $REFIT_BUILD, else build/)
 """
 import argparse
 import csv
@@ -13,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, sim, write_csv  # noqa: E402
+from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
 
 TABLE = os.path.join(ROOT, "experiments", "reported-refit.csv")
 
@@ -35,12 +36,13 @@ def dominant(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    ap.add_argument("--refit", default=os.path.join(ROOT, "build", "cli", "refit"))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_refit_args(ap)
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
     ap.add_argument("--table", default=TABLE)
     ap.add_argument("--calibration", help="calibration file for every row (default: per topology)")
     a = ap.parse_args()
+    a.refit = refit_path(a)
     os.makedirs(a.out, exist_ok=True)
     extra = ["--calibration", a.calibration] if a.calibration else []
     table = read_table(a.table)
@@ -88,8 +90,7 @@ def plot(rows, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    labels = ["%s\n%s\n%s" % (r["platform"], r["model"], "baseline" if r["strategy"] ==
-                               "gather-broadcast" else "hybrid") for r in rows]
+    labels = ["%s\n%s\n%s" % (r["platform"], r["model"], r["strategy"]) for r in rows]
     x = range(len(rows))
     w = 0.38
     fig, ax = plt.subplots(figsize=(12, 4.8))

@@ -5,7 +5,7 @@ Default: Qwen3-235B-A22B trained with TP4xPP8xEP16 (128 GPUs) on GB200 NVL72 lin
 vLLM TP in {2, 4, 8, 16, 32} (DP = 128 / TP), NVLink domains of {4, 8, 18, 36, 72} GPUs
 (--domain-size). Progress goes to stderr.
 
-usage: /usr/bin/python3 experiments/sweep.py [--refit build/cli/refit] [--out experiments/results]
+usage: /usr/bin/python3 experiments/sweep.py [--build DIR | --refit PATH] [--out experiments/results]
 """
 import argparse
 import os
@@ -13,12 +13,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, default_refit, sim, write_csv  # noqa: E402
+from common import ROOT, add_refit_args, refit_path, sim, write_csv  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--refit", default=default_refit())
+    add_refit_args(ap)
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
     ap.add_argument("--model", default="qwen3-235b-a22b")
     ap.add_argument("--train", default="TP4xPP8xEP16")
@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--domains", default="4,8,18,36,72")
     ap.add_argument("--strategies", default="hybrid,m2n,gather-broadcast")
     a = ap.parse_args()
+    a.refit = refit_path(a)
     os.makedirs(a.out, exist_ok=True)
     tps = [int(x) for x in a.tp.split(",")]
     doms = [int(x) for x in a.domains.split(",")]
@@ -59,25 +60,33 @@ def plot(rows, tps, doms, strats, png, a):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(strats), figsize=(4.2 * len(strats), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(strats), figsize=(4.0 * len(strats) + 1.0, 4.0), squeeze=False,
+                             constrained_layout=True)
+    grids = {s: [[next(r["predicted_s"] for r in rows if r["strategy"] == s and r["tp"] == tp and
+                       r["domain"] == d) for tp in tps] for d in doms] for s in strats}
+    # one colour scale for every panel, so that a colour means the same time everywhere
+    lo = min(v for g in grids.values() for line in g for v in line)
+    hi = max(v for g in grids.values() for line in g for v in line)
     for ax, s in zip(axes[0], strats):
-        grid = [[next(r["predicted_s"] for r in rows if r["strategy"] == s and r["tp"] == tp and
-                      r["domain"] == d) for tp in tps] for d in doms]
-        im = ax.imshow(grid, origin="lower", cmap="viridis_r", aspect="auto")
+        grid = grids[s]
+        im = ax.imshow(grid, origin="lower", cmap="viridis_r", aspect="auto", vmin=lo, vmax=hi)
         for i in range(len(doms)):
             for j in range(len(tps)):
-                ax.text(j, i, "%.2f" % grid[i][j], ha="center", va="center", fontsize=7, color="w")
+                r, g, b, _ = im.cmap(im.norm(grid[i][j]))
+                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # text that reads on the cell
+                ax.text(j, i, "%.2f" % grid[i][j], ha="center", va="center", fontsize=7,
+                        color="w" if dark else "k")
         ax.set_xticks(range(len(tps)))
         ax.set_xticklabels(tps)
         ax.set_yticks(range(len(doms)))
         ax.set_yticklabels(doms)
         ax.set_xlabel("inference TP")
-        ax.set_ylabel("GPUs per NVLink domain")
+        if ax is axes[0][0]:
+            ax.set_ylabel("GPUs per NVLink domain")
         ax.set_title("%s (s)" % s)
-        fig.colorbar(im, ax=ax)
+    fig.colorbar(im, ax=list(axes[0]), label="predicted refit time (s)")
     fig.suptitle("%s %s -> TPxDP on %d GPUs, %s links" % (a.model, a.train, a.gpus, a.topology))
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=110, bbox_inches="tight")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ and served on 1024 more (vLLM TP32xDP32), on GB200 NVL72 with 400G and with 800G
 beside the one public figure: Qwen3.8 2.4T moved by reshard in 4.3 s (layout and GPU count not
 published). Writes CSV.
 
-usage: /usr/bin/python3 experiments/whatif.py [--refit build/cli/refit] [--out experiments/results]
+usage: /usr/bin/python3 experiments/whatif.py [--build DIR | --refit PATH] [--out experiments/results]
 """
 import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, default_refit, sim, write_csv  # noqa: E402
+from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
 
 CASES = [
     ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32"),
@@ -26,9 +26,10 @@ REPORTED = {"qwen3.8-2.4t-a95b": ("reshard microbenchmark", 4.3)}
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--refit", default=default_refit())
+    add_refit_args(ap)
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
     a = ap.parse_args()
+    a.refit = refit_path(a)
     os.makedirs(a.out, exist_ok=True)
     rows = []
     report = Table(os.path.join(a.out, "whatif.txt"))

@@ -8,6 +8,7 @@
 #define RF_REAL_H
 
 #include "executor.h"
+#include "plan.h"
 #include <glib.h>
 #include <stdint.h>
 
@@ -32,13 +33,45 @@ void rf_real_options_init(RfRealOptions *o);
 /* TRUE when the named backend was compiled in ("host" always, "cuda" with CUDA + NCCL). */
 gboolean rf_real_backend_built(const char *name);
 
-/* An executor for opt->backend; opt is copied. The MPI bootstrap (rf_run_command) must have run
- * unless opt->local. NULL + one-line error for an unknown or missing backend. */
+/* An executor for opt->backend; opt is copied. The world must have started
+ * (rf_real_world_start) unless opt->local. NULL + one-line error for an unknown or missing
+ * backend. */
 RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error);
 
-/* `refit run ARGS...` (argv[0] == "run"): MPI_Init, world check, one refit per strategy,
- * table / CSV / JSON on rank 0. Returns the process exit code: 0 only when every element
- * arrived right on every rank. */
-int rf_run_command(int argc, char **argv);
+/* What a real executor measured beyond RfResult, for the run table. */
+typedef struct {
+  int nstages;            /* == RfResult.nstages (one per label: export, broadcast, inject, ...) */
+  double *min_s, *max_s;  /* per result stage: spread of its duration over the timed iterations */
+  int iters;              /* timed iterations that completed */
+  uint64_t rounds;        /* groups of send / receive operations (all stages) */
+  uint64_t hold_bytes;    /* largest holding store of one rank (received pieces kept to forward) */
+  uint64_t staging_bytes; /* largest send + receive staging of one rank */
+  uint64_t src_bytes;     /* largest source shards of one rank */
+  uint64_t dst_bytes;     /* largest destination shards of one rank (one bank) */
+  uint64_t rank_bytes;    /* largest source + 2 x destination + holding + staging of one rank */
+  uint64_t wrong_new;     /* elements of the new weights that differ from the pattern */
+  uint64_t wrong_old;     /* elements of the previous weights changed during the refit */
+} RfRealSpread;
+
+/* Valid after a run of a real executor, until the next run or destroy. Owned by the executor. */
+const RfRealSpread *rf_real_spread(const RfExecutor *ex);
+
+/* The process world of a run (real/run.c). */
+typedef struct {
+  int rank, world; /* MPI world (0 / 1 without MPI) */
+  gboolean mpi;    /* MPI_Init ran */
+} RfRealWorld;
+
+/* MPI_Init unless local, then this rank and the world size in *out. Call it after every option
+ * is checked: a bad option must not start MPI. FALSE + error when MPI cannot start. */
+gboolean rf_real_world_start(int *argc, char ***argv, gboolean local, RfRealWorld *out,
+                             GError **error);
+/* MPI_Finalize when MPI_Init ran; harmless otherwise. */
+void rf_real_world_end(void);
+/* Take the whole job down (MPI_Abort), or exit(code) without MPI. */
+G_GNUC_NORETURN void rf_real_world_abort(int code);
+/* Collective (every rank calls it): exchange host names and say in one line whether the ranks
+ * sit in the plan's NVLink domains. Caller frees. */
+char *rf_real_world_placement(const RfProblem *pb, double timeout_s);
 
 #endif

@@ -1,6 +1,7 @@
 #include "error.h"
 #include "sim.h"
 
+#include <stddef.h>
 #include <string.h>
 
 void rf_calibration_defaults(RfCalibration *c) {
@@ -31,45 +32,87 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
   return b < c->bucket_max_bytes ? b : c->bucket_max_bytes;
 }
 
+#define FIELD(f) offsetof(RfCalibration, f)
+
+/* File bounds are what a calibration may claim; fit bounds are where `refit calibrate` searches
+ * (tighter: where a measured refit time can put them). */
+static const RfCalibrationKey KEYS[] = {
+    {"efficiency", "nic", RF_CAL_REAL, FIELD(nic_efficiency), 0.01, 1.0, 0.3, 1.0, FALSE},
+    {"efficiency", "nvlink", RF_CAL_REAL, FIELD(nvlink_efficiency), 0.01, 1.0, 0, 0, FALSE},
+    {"efficiency", "allgather_net", RF_CAL_REAL, FIELD(allgather_efficiency), 0.01, 1.0, 0.2, 1.0,
+     FALSE},
+    {"efficiency", "broadcast_net", RF_CAL_REAL, FIELD(broadcast_efficiency), 0.01, 1.0, 0.2, 1.0,
+     FALSE},
+    {"efficiency", "hbm", RF_CAL_REAL, FIELD(hbm_efficiency), 0.01, 1.0, 0, 0, FALSE},
+    {"latency", "message_s", RF_CAL_REAL, FIELD(message_latency_s), 0, 1.0, 0.0, 1e-3, FALSE},
+    {"latency", "collective_base_s", RF_CAL_REAL, FIELD(collective_base_s), 0, 1.0, 0, 0, FALSE},
+    {"latency", "chunk_bytes", RF_CAL_REAL, FIELD(chunk_bytes), 1, 1e12, 0, 0, FALSE},
+    {"export", "tensor_overhead_s", RF_CAL_REAL, FIELD(export_tensor_overhead_s), 0, 1.0, 0.0, 1e-3,
+     FALSE},
+    {"m2n", "tensor_overhead_s", RF_CAL_REAL, FIELD(m2n_tensor_overhead_s), 0, 1.0, 0.0, 2e-4,
+     TRUE},
+    {"bucket", "gpu_memory_bytes", RF_CAL_REAL, FIELD(gpu_memory_bytes), 1e6, 1e15, 0, 0, FALSE},
+    {"bucket", "memory_fraction", RF_CAL_REAL, FIELD(bucket_memory_fraction), 1e-6, 1.0, 0, 0,
+     FALSE},
+    {"bucket", "max_bytes", RF_CAL_REAL, FIELD(bucket_max_bytes), 1, 1e15, 0, 0, FALSE},
+    {"bucket", "buffers", RF_CAL_INT, FIELD(buffers), 1, 64, 0, 0, FALSE},
+    {"hybrid", "overlap", RF_CAL_BOOL, FIELD(hybrid_overlap), 0, 1, 0, 0, FALSE},
+    {"refit", "fixed_s", RF_CAL_REAL, FIELD(fixed_s), 0, 1e3, 0.0, 20.0, TRUE},
+};
+
+const RfCalibrationKey *rf_calibration_keys(int *n) {
+  *n = (int)G_N_ELEMENTS(KEYS);
+  return KEYS;
+}
+
+const RfCalibrationKey *rf_calibration_key(const char *name) {
+  const char *dot = strchr(name, '.');
+  if (!dot) return NULL;
+  for (unsigned i = 0; i < G_N_ELEMENTS(KEYS); i++)
+    if (strlen(KEYS[i].group) == (size_t)(dot - name) &&
+        !strncmp(name, KEYS[i].group, (size_t)(dot - name)) && !strcmp(dot + 1, KEYS[i].key))
+      return &KEYS[i];
+  return NULL;
+}
+
+double *rf_calibration_real(RfCalibration *c, const RfCalibrationKey *k) {
+  g_assert(k->kind == RF_CAL_REAL);
+  return (double *)((char *)c + k->offset);
+}
+
+/* One key into its field: whole numbers for RF_CAL_INT, 0 or 1 for RF_CAL_BOOL. */
+static gboolean read_key(GKeyFile *kf, const char *path, const RfCalibrationKey *k,
+                         RfCalibration *c, GError **error) {
+  double v;
+  if (!rf_keyfile_number(kf, path, k->group, k->key, k->lo, k->hi, &v, error)) return FALSE;
+  if (k->kind != RF_CAL_REAL && v != (double)(int)v) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [%s] %s must be %s, got %g", path, k->group,
+                k->key, k->kind == RF_CAL_BOOL ? "0 or 1" : "a whole number", v);
+    return FALSE;
+  }
+  char *field = (char *)c + k->offset;
+  if (k->kind == RF_CAL_REAL)
+    *(double *)field = v;
+  else if (k->kind == RF_CAL_INT)
+    *(int *)field = (int)v;
+  else
+    *(gboolean *)field = v != 0;
+  return TRUE;
+}
+
 gboolean rf_calibration_load(RfCalibration *c, const char *name_or_path, GError **error) {
   char *path = rf_data_resolve(name_or_path, "sim/calibration", ".cal");
   GKeyFile *kf = g_key_file_new();
   GError *e = NULL;
   RfCalibration n;
   rf_calibration_defaults(&n);
-  double buffers = 2, overlap = 0;
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &e)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "calibration %s: %s", path, e->message);
     g_error_free(e);
     goto fail;
   }
-  if (!rf_keyfile_number(kf, path, "efficiency", "nic", 0.01, 1.0, &n.nic_efficiency, error) ||
-      !rf_keyfile_number(kf, path, "efficiency", "nvlink", 0.01, 1.0, &n.nvlink_efficiency,
-                         error) ||
-      !rf_keyfile_number(kf, path, "efficiency", "allgather_net", 0.01, 1.0,
-                         &n.allgather_efficiency, error) ||
-      !rf_keyfile_number(kf, path, "efficiency", "broadcast_net", 0.01, 1.0,
-                         &n.broadcast_efficiency, error) ||
-      !rf_keyfile_number(kf, path, "efficiency", "hbm", 0.01, 1.0, &n.hbm_efficiency, error) ||
-      !rf_keyfile_number(kf, path, "latency", "message_s", 0, 1.0, &n.message_latency_s, error) ||
-      !rf_keyfile_number(kf, path, "latency", "collective_base_s", 0, 1.0, &n.collective_base_s,
-                         error) ||
-      !rf_keyfile_number(kf, path, "latency", "chunk_bytes", 1, 1e12, &n.chunk_bytes, error) ||
-      !rf_keyfile_number(kf, path, "export", "tensor_overhead_s", 0, 1.0,
-                         &n.export_tensor_overhead_s, error) ||
-      !rf_keyfile_number(kf, path, "m2n", "tensor_overhead_s", 0, 1.0, &n.m2n_tensor_overhead_s,
-                         error) ||
-      !rf_keyfile_number(kf, path, "bucket", "gpu_memory_bytes", 1e6, 1e15, &n.gpu_memory_bytes,
-                         error) ||
-      !rf_keyfile_number(kf, path, "bucket", "memory_fraction", 1e-6, 1.0,
-                         &n.bucket_memory_fraction, error) ||
-      !rf_keyfile_number(kf, path, "bucket", "max_bytes", 1, 1e15, &n.bucket_max_bytes, error) ||
-      !rf_keyfile_number(kf, path, "bucket", "buffers", 1, 64, &buffers, error) ||
-      !rf_keyfile_number(kf, path, "hybrid", "overlap", 0, 1, &overlap, error) ||
-      !rf_keyfile_number(kf, path, "refit", "fixed_s", 0, 1e3, &n.fixed_s, error))
-    goto fail;
-  n.buffers = (int)buffers;
-  n.hybrid_overlap = overlap != 0;
+  for (unsigned i = 0; i < G_N_ELEMENTS(KEYS); i++)
+    if (!read_key(kf, path, &KEYS[i], &n, error)) goto fail;
   g_free(n.name);
   n.name = g_key_file_get_string(kf, "calibration", "name", NULL);
   if (!n.name) n.name = g_path_get_basename(path);

@@ -13,6 +13,7 @@
 #include "executor.h"
 #include "plan.h"
 #include <glib.h>
+#include <stddef.h>
 
 /* Calibration: achieved fractions of peak and software latencies. One file per topology in
  * sim/calibration/. */
@@ -36,6 +37,30 @@ typedef struct {
   gboolean hybrid_overlap; /* hybrid: run m2n and gather-broadcast concurrently */
   double fixed_s;          /* per refit, before anything moves (setup, synchronisation) */
 } RfCalibration;
+
+/* One key of a calibration file, the one table that the reader (rf_calibration_load) and
+ * `refit calibrate --param` share. */
+typedef enum {
+  RF_CAL_REAL, /* a double field */
+  RF_CAL_INT,  /* an int field: a whole number in the file */
+  RF_CAL_BOOL, /* a gboolean field: 0 or 1 in the file */
+} RfCalKind;
+
+typedef struct {
+  const char *group, *key; /* [group] key in the file; "group.key" names it on the command line */
+  RfCalKind kind;
+  size_t offset;         /* of the field in RfCalibration */
+  double lo, hi;         /* accepted in a file */
+  double fit_lo, fit_hi; /* range `refit calibrate` searches; fit_hi == 0: not fitted */
+  gboolean additive;     /* fitted: adds coefficient x value to a prediction, no re-simulation */
+} RfCalibrationKey;
+
+/* Every key of a calibration file, in file order; *n gets the count. */
+const RfCalibrationKey *rf_calibration_keys(int *n);
+/* The key named "group.key", NULL when there is none. */
+const RfCalibrationKey *rf_calibration_key(const char *name);
+/* The double field of a RF_CAL_REAL key in c. */
+double *rf_calibration_real(RfCalibration *c, const RfCalibrationKey *k);
 
 /* Neutral calibration: efficiencies 1, software latencies 0, NeMo RL bucket rule. */
 void rf_calibration_defaults(RfCalibration *c);
@@ -85,9 +110,33 @@ RfExecutor *rf_sim_executor_new(const RfSimOptions *opt);
 /* Statistics of the executor's last run (NULL before one). Owned by the executor. */
 const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex);
 
-/* `refit sim ARGS...` and `refit calibrate ARGS...`; argv[0] is the subcommand. Return exit code.
- */
-int rf_sim_command(int argc, char **argv);
-int rf_calibrate_command(int argc, char **argv);
+/* Fitting calibration keys to measured refit times (sim/fit.c): coordinate descent with a
+ * golden-section search per key, on the mean squared log error. */
+typedef struct {
+  const RfProblem *pb;       /* borrowed */
+  const RfPlan *plan;        /* borrowed */
+  const RfCalibration *base; /* borrowed: the calibration the row starts from */
+  double measured_s;         /* > 0 */
+} RfFitRow;
+
+typedef struct RfFit RfFit;
+
+/* A fit of keys[nkeys] (fittable RF_CAL_REAL keys) to rows[n] (copied; what they point to must
+ * outlive the fit). Simulates every row once with its base calibration. NULL + one-line error
+ * when a row cannot be simulated or a key cannot be fitted. Cost: n simulations. */
+RfFit *rf_fit_new(const RfFitRow *rows, int n, const RfCalibrationKey *const *keys, int nkeys,
+                  GError **error);
+void rf_fit_free(RfFit *f);
+/* Row i predicted with its base calibration (no fitted values). */
+double rf_fit_default(const RfFit *f, int i);
+/* Fit on the rows with use[i] (NULL: all), iters golden-section steps per key; the fitted
+ * values go to x[nkeys]. Re-simulates unless every key is additive. */
+void rf_fit_run(RfFit *f, const gboolean *use, int iters, double *x);
+/* Row i predicted with the keys at x; -1 when the simulation failed (rf_fit_error says why). */
+double rf_fit_predict(RfFit *f, int i, const double *x);
+/* Simulations run so far. */
+long rf_fit_simulations(const RfFit *f);
+/* The first simulation failure during rf_fit_run / rf_fit_predict, NULL when none. Owned. */
+const GError *rf_fit_error(const RfFit *f);
 
 #endif

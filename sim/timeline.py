@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Timeline of the simulated stages (written by `refit sim --timeline FILE.png`).
 
-usage: timeline.py STAGES.csv OUT.png   (CSV columns: strategy,stage,start_s,end_s,bytes)
+usage: timeline.py STAGES.csv OUT.png [TITLE]
+  (CSV columns: strategy,stage,start_s,end_s,bytes; TITLE names the model, layouts, topology
+  and strategies, as refit sim passes it)
 """
 import csv
 import sys
@@ -15,7 +17,7 @@ COLORS = {"export": "#4c72b0", "broadcast": "#dd8452", "inject": "#55a868",
           "forward": "#c44e52", "fanout": "#8172b3"}
 
 
-def main(src, out):
+def main(src, out, title):
     rows = list(csv.DictReader(open(src)))
     strategies = []
     for r in rows:
@@ -37,12 +39,13 @@ def main(src, out):
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("simulated time (s)")
-    ax.set_title("refit sim: stage timeline")
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2],
+         sys.argv[3] if len(sys.argv) == 4 else "refit sim: stage timeline")

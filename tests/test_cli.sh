@@ -15,13 +15,13 @@ expect_ok() {
   name=$1; shift
   if "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
 }
-# expect_err NAME NEEDLE CMD...: non-zero exit below 128, one stderr line containing NEEDLE
+# expect_err NAME NEEDLE CMD...: exit 2 (bad input), one stderr line containing NEEDLE
 expect_err() {
   name=$1; needle=$2; shift 2
   "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
   lines=$(wc -l <"$TMP/err")
-  if [ "$rc" -eq 0 ] || [ "$rc" -ge 128 ]; then bad "$name: exit $rc"; return; fi
+  if [ "$rc" -ne 2 ]; then bad "$name: exit $rc, want 2 ($(head -c 300 "$TMP/err"))"; return; fi
   if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
   grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
   ok
@@ -64,6 +64,7 @@ expect_err "unknown topology" "unknown topology" "$REFIT" plan -m tiny-moe -t TP
 expect_err "missing args" "need --model" "$REFIT" plan -m tiny-moe
 expect_err "domain size 0" "domain-size" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --domain-size 0
 expect_err "strategy twice" "given twice" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -s p2p,m2n,p2p
+expect_err "all in a list" "stands alone" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -s p2p,all
 expect_err "bcast channels" "bcast-channels" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --bcast-channels 5000
 echo '{"tensors":[{"name":"w","shape":[4]' >"$TMP/broken.json"
 expect_err "malformed spec" "malformed JSON" "$REFIT" plan --spec "$TMP/broken.json"
@@ -72,6 +73,43 @@ expect_err "unknown command" "unknown command" "$REFIT" frobnicate
 expect_err "model show unknown" "unknown model" "$REFIT" model show nope
 echo '{"model_type":"qwen3_moe","hidden_size":8}' >"$TMP/cfg.json"
 expect_err "malformed config" "missing" "$REFIT" model show "$TMP/cfg.json"
+
+# One JSON shape for plan, sim and run: {"strategies": [...]}, and with one strategy its fields
+# at the top level too (scripts read d["predicted_s"] there).
+# json_shape NAME FIELD COUNT: stdout is that shape with COUNT strategies, each with FIELD
+json_shape() {
+  python3 - "$TMP/out" "$2" "$3" <<'PY' || bad "$1: JSON shape"
+import json, sys
+d = json.load(open(sys.argv[1]))
+field, n = sys.argv[2], int(sys.argv[3])
+rows = d["strategies"]
+assert len(rows) == n, rows
+assert all(field in r and "strategy" in r for r in rows), rows
+if n == 1:
+    assert all(d[k] == v for k, v in rows[0].items()), "top level differs from the row"
+else:
+    assert field not in d, "several strategies but a top-level " + field
+PY
+}
+expect_ok "plan json one" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -s p2p --json -q
+json_shape "plan json one" network_bytes 1
+expect_ok "plan json all" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --json -q
+json_shape "plan json all" network_bytes 4
+expect_ok "sim json one" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s p2p --json -q
+json_shape "sim json one" predicted_s 1
+expect_ok "sim json two" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s p2p,m2n --json -q
+json_shape "sim json two" predicted_s 2
+expect_ok "run json one" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n --iters 1 --json -q
+json_shape "run json one" measured_s 1
+expect_ok "run json two" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n,p2p --iters 1 --json -q
+json_shape "run json two" measured_s 2
+
+# Exit statuses and the documented scheme.
+expect_ok "help names exit statuses" "$REFIT" --help
+grep -q "exit status: 0 success, 1 runtime failure" "$TMP/out" || bad "refit --help lacks the exit statuses"
+expect_ok "plan help names exit statuses" "$REFIT" plan --help
+grep -q "3 verification failed" "$TMP/out" || bad "refit plan --help lacks the exit statuses"
+expect_err "model usage" "usage" "$REFIT" model frobnicate
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "error.h"
 #include "internal.h"
 #include "sim.h"
@@ -332,7 +333,7 @@ static void test_command_json(void) {
   if (g_test_subprocess()) {
     char *argv[] = {"sim", "-q",      "--json", "-m",       "tiny-moe", "-t",     "TP2xPP2xEP6",
                     "-i",  "TP2xDP6", "-T",     "dgx-h100", "-s",       "hybrid", NULL};
-    exit(rf_sim_command(13, argv));
+    exit(rf_cmd_sim(13, argv));
   }
   g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_passed();
@@ -343,7 +344,7 @@ static void test_command_bad_input(void) {
   if (g_test_subprocess()) {
     char *argv[] = {"sim",     "-m", "tiny-moe",        "-t", "TP2xPP2xEP6", "-i",
                     "TP2xDP6", "-T", "no-such-cluster", NULL};
-    exit(rf_sim_command(9, argv));
+    exit(rf_cmd_sim(9, argv));
   }
   g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_failed();
@@ -353,9 +354,11 @@ static void test_command_bad_input(void) {
 /* `refit calibrate` fits and reports the leave-one-out error beside the in-sample one. */
 static void test_calibrate_loo(void) {
   if (g_test_subprocess()) {
-    g_autofree char *csv = data_path("measured-tiny.csv");
+    char *csv = data_path("measured-tiny.csv");
     char *argv[] = {"calibrate", "--measurements", csv, "--param", "refit.fixed_s", NULL};
-    exit(rf_calibrate_command(5, argv));
+    int rc = rf_cmd_calibrate(5, argv);
+    g_free(csv);
+    exit(rc);
   }
   g_test_trap_subprocess(NULL, 120000000, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_passed();

@@ -19,6 +19,16 @@ typedef struct {
   gboolean quiet;  /* --quiet: no placement notes on stderr */
 } RfArgs;
 
+/* The exit statuses, for the --help of every command (the README's usage section says the same). */
+#define RF_EXIT_STATUS_HELP                                                                        \
+  "Exit status: 0 success, 1 runtime failure (I/O, a peer, a timeout), 2 bad input or usage,\n"    \
+  "3 verification failed (a plan broke an invariant or wrong elements arrived)."
+
+/* g_option_context_parse, then: an argument it does not convert names its option, and with
+ * positional FALSE an argument left over is an error. FALSE + one-line error. */
+gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean positional,
+                       GError **error);
+
 /* Option group with the entries above; args must outlive the context. */
 GOptionGroup *rf_args_group(RfArgs *args);
 void rf_args_clear(RfArgs *args);

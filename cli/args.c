@@ -20,6 +20,46 @@ static gboolean parse_domain_size(const char *name, const char *value, gpointer 
   return TRUE;
 }
 
+gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean positional,
+                       GError **error) {
+  /* g_option_context_parse reorders argv: keep the original order to find the culprit */
+  char **orig = g_memdup2(*argv, sizeof(char *) * (gsize)(*argc + 1));
+  int n = *argc;
+  GError *e = NULL;
+  gboolean ok = g_option_context_parse(ctx, argc, argv, &e);
+  if (!ok && e->domain == G_CONVERT_ERROR) {
+    /* GLib says only "Invalid byte sequence in conversion input": name the option */
+    for (int i = 1; i < n; i++) {
+      char *u = g_locale_to_utf8(orig[i], -1, NULL, NULL, NULL);
+      g_free(u);
+      if (u) continue;
+      const char *eq = orig[i][0] == '-' ? strchr(orig[i], '=') : NULL;
+      char *opt = eq ? g_strndup(orig[i], (gsize)(eq - orig[i]))
+                     : g_strdup(i > 1 && orig[i - 1][0] == '-' ? orig[i - 1] : "an argument");
+      for (char *c = opt; *c; c++)
+        if ((unsigned char)*c >= 0x80) *c = '?';
+      char *codeset = g_get_codeset();
+      g_clear_error(&e);
+      g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: the value has bytes that are not text in this locale (%s)", opt, codeset);
+      g_free(codeset);
+      g_free(opt);
+      break;
+    }
+  }
+  g_free(orig);
+  if (ok && !positional && *argc > 1) {
+    char *arg = g_strdup((*argv)[1]);
+    for (char *c = arg; *c; c++)
+      if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20) *c = '?';
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "unexpected argument '%s'", arg);
+    g_free(arg);
+    ok = FALSE;
+  }
+  if (e) g_propagate_error(error, e);
+  return ok;
+}
+
 GOptionGroup *rf_args_group(RfArgs *a) {
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
@@ -113,6 +153,11 @@ int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GErro
   int n = 0;
   char **tok = g_strsplit(a->strategy, ",", -1);
   for (int i = 0; tok[i]; i++) {
+    if (!strcmp(tok[i], "all")) { /* rf_strategy_parse names "all" as valid: it is, alone */
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--strategy all stands alone, not in a list");
+      g_strfreev(tok);
+      return -1;
+    }
     gboolean dup = FALSE;
     if (n < RF_STRATEGY_COUNT && rf_strategy_parse(tok[i], &out[n], NULL))
       for (int j = 0; j < n; j++)

@@ -1,4 +1,5 @@
 #include "report.h"
+#include "error.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -16,18 +17,22 @@ void rf_json_print(JsonBuilder *b) {
   g_object_unref(b);
 }
 
-void rf_json_rows(JsonBuilder *b, int n, void (*row)(JsonBuilder *b, int i, void *ud), void *ud) {
-  if (n == 1) {
-    row(b, 0, ud);
-    return;
-  }
+void rf_json_print_strategies(void (*head)(JsonBuilder *b, const void *ud), const void *ud, int n,
+                              RfJsonRowFn row, const void *rows) {
+  JsonBuilder *b = json_builder_new();
   json_builder_begin_object(b);
+  if (head) head(b, ud);
+  if (n == 1) row(b, 0, rows); /* the single-strategy shape, kept for compatibility */
   json_builder_set_member_name(b, "strategies");
   json_builder_begin_array(b);
-  for (int i = 0; i < n; i++)
-    row(b, i, ud);
+  for (int i = 0; i < n; i++) {
+    json_builder_begin_object(b);
+    row(b, i, rows);
+    json_builder_end_object(b);
+  }
   json_builder_end_array(b);
   json_builder_end_object(b);
+  rf_json_print(b);
 }
 
 char *rf_strategy_path(const char *path, const char *strategy, gboolean several) {
@@ -36,4 +41,11 @@ char *rf_strategy_path(const char *path, const char *strategy, gboolean several)
   const char *slash = strrchr(path, '/');
   if (!dot || (slash && dot < slash)) return g_strdup_printf("%s.%s", path, strategy);
   return g_strdup_printf("%.*s.%s%s", (int)(dot - path), path, strategy, dot);
+}
+
+int rf_cmd_exit(const char *prefix, GError *error, gboolean print) {
+  int rc = rf_error_exit_status(error);
+  if (error && print) fprintf(stderr, "%s: %s\n", prefix, error->message);
+  if (error) g_error_free(error);
+  return rc;
 }

@@ -1,9 +1,9 @@
 /* `refit sim`: predict the refit time of one or more strategies and explain it. */
-#include "error.h"
-#include "internal.h"
-
 #include "args.h"
+#include "commands.h"
+#include "error.h"
 #include "report.h"
+#include "sim.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -16,7 +16,7 @@ typedef struct {
   RfSimStats stats; /* copied names */
   RfPlanStats plan;
   gboolean ok;
-  char *error;
+  GError *error; /* when not ok */
 } Row;
 
 static void row_clear(Row *r) {
@@ -24,7 +24,7 @@ static void row_clear(Row *r) {
   for (int i = 0; i < r->stats.ntop; i++)
     g_free(r->stats.top[i].name);
   g_free(r->stats.top);
-  g_free(r->error);
+  g_clear_error(&r->error);
 }
 
 static void copy_stats(RfSimStats *dst, const RfSimStats *src) {
@@ -63,15 +63,15 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
 static void print_row(FILE *f, const Row *r) {
   fprintf(f, "\n## %s\n", rf_strategy_name(r->strategy));
   if (!r->ok) {
-    fprintf(f, "#  failed: %s\n", r->error);
+    fprintf(f, "#  failed: %s\n", r->error->message);
     return;
   }
   fprintf(f, "#  %-10s %12s %12s %14s\n", "stage", "start(s)", "end(s)", "bytes(GB)");
   for (int i = 0; i < r->res.nstages; i++)
     fprintf(f, "   %-10s %12.5g %12.5g %14.4g\n", r->res.stages[i].name, r->res.stages[i].start_s,
             r->res.stages[i].end_s, r->res.stages[i].bytes / 1e9);
-  fprintf(f, "#  busiest links (%d hosts of %d GPU%s, %llu flows, %.2f s wall)\n", r->stats.hosts,
-          r->stats.group, r->stats.group > 1 ? "s" : "", (unsigned long long)r->stats.flows,
+  fprintf(f, "#  busiest links (%d hosts of %d GPU%s, %" G_GUINT64_FORMAT " flows, %.2f s wall)\n",
+          r->stats.hosts, r->stats.group, r->stats.group > 1 ? "s" : "", (guint64)r->stats.flows,
           r->stats.wall_s);
   fprintf(f, "#  %-28s %12s %12s %10s\n", "link", "bytes(GB)", "busy(s)", "util(%)");
   for (int i = 0; i < r->stats.ntop; i++)
@@ -92,14 +92,15 @@ static void print_row(FILE *f, const Row *r) {
   fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
 }
 
-static void json_row(JsonBuilder *b, const Row *r) {
-  json_builder_begin_object(b);
+/* The members of one strategy (the run command writes the same names, measured_s for
+ * predicted_s). */
+static void json_row(JsonBuilder *b, int i, const void *rows) {
+  const Row *r = &((const Row *)rows)[i];
   json_builder_set_member_name(b, "strategy");
   json_builder_add_string_value(b, rf_strategy_name(r->strategy));
   if (!r->ok) {
     json_builder_set_member_name(b, "error");
-    json_builder_add_string_value(b, r->error);
-    json_builder_end_object(b);
+    json_builder_add_string_value(b, r->error->message);
     return;
   }
   json_builder_set_member_name(b, "predicted_s");
@@ -154,11 +155,26 @@ static void json_row(JsonBuilder *b, const Row *r) {
     json_builder_end_object(b);
   }
   json_builder_end_array(b);
-  json_builder_end_object(b);
 }
 
-/* Timeline PNG through sim/timeline.py (matplotlib), fed a CSV of the stages. */
-static gboolean write_timeline(const char *png, const Row *rows, int n, GError **error) {
+/* --timeline: a PNG path that can be written (checked before anything is simulated). */
+static gboolean timeline_check(const char *png, GError **error) {
+  if (!*png || !g_str_has_suffix(png, ".png") || g_file_test(png, G_FILE_TEST_IS_DIR)) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--timeline wants a FILE.png, got '%s'", png);
+    return FALSE;
+  }
+  char *dir = g_path_get_dirname(png);
+  gboolean ok = g_file_test(dir, G_FILE_TEST_IS_DIR);
+  if (!ok)
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--timeline %s: no directory '%s'", png, dir);
+  g_free(dir);
+  return ok;
+}
+
+/* Timeline PNG through sim/timeline.py (matplotlib), fed a CSV of the stages. A failure of the
+ * script is one line: the last line it wrote on stderr. */
+static gboolean write_timeline(const char *png, const char *title, const Row *rows, int n,
+                               GError **error) {
   char *csv = NULL;
   int fd = g_file_open_tmp("refit-timeline-XXXXXX.csv", &csv, error);
   if (fd < 0) return FALSE;
@@ -166,20 +182,26 @@ static gboolean write_timeline(const char *png, const Row *rows, int n, GError *
   fprintf(f, "strategy,stage,start_s,end_s,bytes\n");
   for (int i = 0; i < n; i++)
     for (int s = 0; rows[i].ok && s < rows[i].res.nstages; s++)
-      fprintf(f, "%s,%s,%.9g,%.9g,%llu\n", rf_strategy_name(rows[i].strategy),
+      fprintf(f, "%s,%s,%.9g,%.9g,%" G_GUINT64_FORMAT "\n", rf_strategy_name(rows[i].strategy),
               rows[i].res.stages[s].name, rows[i].res.stages[s].start_s,
-              rows[i].res.stages[s].end_s, (unsigned long long)rows[i].res.stages[s].bytes);
+              rows[i].res.stages[s].end_s, (guint64)rows[i].res.stages[s].bytes);
   fclose(f);
   char *script = g_strdup_printf("%s/sim/timeline.py", rf_data_dir());
   const char *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
-  char *argv[] = {(char *)python, script, csv, (char *)png, NULL};
+  char *argv[] = {(char *)python, script, csv, (char *)png, (char *)title, NULL};
   int status = 0;
   char *err = NULL;
+  GError *se = NULL;
   gboolean ok = g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-                             &status, error);
-  if (ok && !g_spawn_check_wait_status(status, NULL)) {
+                             &status, &se);
+  if (!ok) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "timeline: cannot run %s: %s", python, se->message);
+    g_error_free(se);
+  } else if (!g_spawn_check_wait_status(status, NULL)) {
+    char *last = err ? g_strstrip(err) : NULL;
+    char *nl = last ? strrchr(last, '\n') : NULL;
     g_set_error(error, RF_ERROR, RF_ERROR_IO, "timeline: %s failed: %s", script,
-                err ? g_strstrip(err) : "");
+                last && *last ? (nl ? nl + 1 : last) : "no message");
     ok = FALSE;
   }
   g_unlink(csv);
@@ -189,12 +211,62 @@ static gboolean write_timeline(const char *png, const Row *rows, int n, GError *
   return ok;
 }
 
-/* FILE.json -> FILE.STRATEGY.json when several strategies write dumps (as refit plan does). */
-static void json_row_at(JsonBuilder *b, int i, void *rows) {
-  json_row(b, &((const Row *)rows)[i]);
+/* The plot's title: what was simulated, on which cluster. */
+static char *timeline_title(const RfArgs *a, const RfProblem *pb, const Row *rows, int n) {
+  GString *t = g_string_new("refit sim: ");
+  if (a->spec)
+    g_string_append_printf(t, "spec %s", a->spec);
+  else
+    g_string_append_printf(t, "%s, train %s -> infer %s", pb->model->name, a->train, a->infer);
+  g_string_append_printf(t, ", %s (%d GPUs/domain), ", pb->topo->name, pb->topo->gpus_per_domain);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(t, "%s%s", i ? ", " : "", rf_strategy_name(rows[i].strategy));
+  return g_string_free(t, FALSE);
 }
 
-int rf_sim_command(int argc, char **argv) {
+static void print_summary(const Row *rows, int nrows) {
+  printf("\n# %-18s %12s %12s %8s  %s\n", "strategy", "predicted(s)", "bound(s)", "ratio",
+         "bound by");
+  for (int i = 0; i < nrows; i++) {
+    const Row *r = &rows[i];
+    if (!r->ok) {
+      printf("  %-18s %12s %12s %8s  %s\n", rf_strategy_name(r->strategy), "-", "-", "-",
+             r->error->message);
+      continue;
+    }
+    printf("  %-18s %12.5g %12.5g %8.2f  %s\n", rf_strategy_name(r->strategy), r->res.total_s,
+           r->res.lower_bound_s,
+           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0,
+           r->res.bound_by ? r->res.bound_by : "-");
+  }
+}
+
+/* One row per strategy: plan, simulate. A failed row keeps its error; with one strategy it is
+ * the command's error (FALSE). */
+static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
+                              const RfStrategy *strategies, int ns, Row *rows, GError **error) {
+  for (int i = 0; i < ns; i++) {
+    Row *r = &rows[i];
+    r->strategy = strategies[i];
+    RfPlan *plan = rf_plan_args_build(pa, pb, strategies[i], ns > 1, &r->error);
+    if (plan) {
+      r->plan = plan->stats;
+      if (ex->run(ex, plan, &r->res, &r->error)) {
+        r->ok = TRUE;
+        copy_stats(&r->stats, rf_sim_executor_stats(ex));
+      }
+      rf_plan_free(plan);
+    }
+    if (!r->ok && ns == 1) {
+      g_propagate_error(error, r->error);
+      r->error = NULL;
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+int rf_cmd_sim(int argc, char **argv) {
   RfArgs a = {0};
   RfPlanArgs pa = {0};
   GOptionEntry plan_entries[RF_PLAN_ARGS_NENTRIES];
@@ -219,6 +291,7 @@ int rf_sim_command(int argc, char **argv) {
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
+  g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
   g_option_context_set_main_group(ctx, rf_args_group(&a));
   g_option_context_add_main_entries(ctx, plan_entries, NULL);
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -226,105 +299,73 @@ int rf_sim_command(int argc, char **argv) {
   RfProblem *pb = NULL;
   RfCalibration cal = {0};
   Row *rows = NULL;
-  int nrows = 0, rc = 1;
+  int ns = 0, row_rc = 0;
   gboolean found = TRUE;
   RfExecutor *ex = NULL;
-  if (!g_option_context_parse(ctx, &argc, &argv, &e)) goto fail;
-  if (argc > 1) {
-    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "unexpected argument '%s'", argv[1]);
-    goto fail;
-  }
+  RfStrategy strategies[RF_STRATEGY_COUNT];
+  /* 1. options, all checked before anything is built */
+  if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
   if (group < 0 || max_flows < 0) {
     g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "--group and --max-flows must be >= 0");
-    goto fail;
+    goto out;
   }
-  if (!rf_plan_args_check(&pa, &e)) goto fail;
-  RfStrategy strategies[RF_STRATEGY_COUNT];
-  int ns = rf_args_strategies(&a, strategies, &e);
-  if (ns < 0) goto fail;
+  if (overlap && sequential) {
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
+                "--hybrid-overlap and --hybrid-sequential exclude each other");
+    goto out;
+  }
+  if (timeline && !timeline_check(timeline, &e)) goto out;
+  if (!rf_plan_args_check(&pa, &e)) goto out;
+  ns = rf_args_strategies(&a, strategies, &e);
+  if (ns < 0) goto out;
+  /* 2. problem and calibration */
   pb = rf_args_problem(&a, &e);
-  if (!pb) goto fail;
+  if (!pb) goto out;
   if (a.json && !a.quiet && pb->placement_note) g_printerr("# placement: %s\n", pb->placement_note);
   rf_calibration_defaults(&cal);
-  if (calib_path) {
-    if (!rf_calibration_load(&cal, calib_path, &e)) goto fail;
-  } else if (!rf_calibration_for_topology(&cal, pb->topo, &found, &e)) {
-    goto fail;
-  }
+  if (calib_path ? !rf_calibration_load(&cal, calib_path, &e)
+                 : !rf_calibration_for_topology(&cal, pb->topo, &found, &e))
+    goto out;
   if (overlap) cal.hybrid_overlap = TRUE;
   if (sequential) cal.hybrid_overlap = FALSE;
+  /* 3. the executor, one row per strategy */
   RfSimOptions so = {0};
   so.calib = cal;
   so.group = group;
   so.max_hosts_pairs = max_flows;
   so.keep_platform = keep;
   ex = rf_sim_executor_new(&so);
-  if (!ex->prepare(ex, pb, &e)) goto fail;
+  if (!ex->prepare(ex, pb, &e)) goto out;
   if (!found && !a.quiet) /* a note, once the topology is known to be usable */
     g_printerr("sim: no calibration file for topology '%s': neutral calibration (efficiency 1, "
                "no software latency)\n",
                pb->topo->name);
   rows = g_new0(Row, ns);
-  for (int i = 0; i < ns; i++) {
-    Row *r = &rows[nrows++];
-    r->strategy = strategies[i];
-    GError *pe = NULL;
-    RfPlan *plan = rf_plan_args_build(&pa, pb, strategies[i], ns > 1, &pe);
-    if (plan) {
-      r->plan = plan->stats;
-      if (ex->run(ex, plan, &r->res, &pe)) {
-        r->ok = TRUE;
-        copy_stats(&r->stats, rf_sim_executor_stats(ex));
-      }
-      rf_plan_free(plan);
-    }
-    if (!r->ok) {
-      r->error = g_strdup(pe ? pe->message : "unknown error");
-      g_clear_error(&pe);
-      if (ns == 1) {
-        g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "%s", r->error);
-        goto fail;
-      }
-    }
-  }
+  if (!simulate_rows(&pa, pb, ex, strategies, ns, rows, &e)) goto out;
+  /* 4. the report */
   if (a.json) {
-    JsonBuilder *b = json_builder_new();
-    rf_json_rows(b, nrows, json_row_at, rows);
-    rf_json_print(b);
+    rf_json_print_strategies(NULL, NULL, ns, json_row, rows);
   } else {
     print_header(stdout, &a, pb, &cal, found);
-    for (int i = 0; i < nrows; i++)
+    for (int i = 0; i < ns; i++)
       print_row(stdout, &rows[i]);
-    if (nrows > 1) {
-      printf("\n# %-18s %12s %12s %8s  %s\n", "strategy", "predicted(s)", "bound(s)", "ratio",
-             "bound by");
-      for (int i = 0; i < nrows; i++) {
-        if (!rows[i].ok) {
-          printf("  %-18s %12s %12s %8s  %s\n", rf_strategy_name(rows[i].strategy), "-", "-", "-",
-                 rows[i].error);
-          continue;
-        }
-        printf("  %-18s %12.5g %12.5g %8.2f  %s\n", rf_strategy_name(rows[i].strategy),
-               rows[i].res.total_s, rows[i].res.lower_bound_s,
-               rows[i].res.lower_bound_s > 0 ? rows[i].res.total_s / rows[i].res.lower_bound_s : 0,
-               rows[i].res.bound_by ? rows[i].res.bound_by : "-");
-      }
-    }
+    if (ns > 1) print_summary(rows, ns);
     int failed = 0;
-    for (int i = 0; i < nrows; i++)
+    for (int i = 0; i < ns; i++)
       failed += !rows[i].ok;
     printf("# %s\n", failed ? "FAILED (see above)" : "OK");
   }
-  if (timeline && !write_timeline(timeline, rows, nrows, &e)) goto fail;
-  rc = 0;
-  for (int i = 0; i < nrows; i++)
-    if (!rows[i].ok) rc = 1;
-fail:
-  if (e) {
-    g_printerr("refit sim: %s\n", e->message);
-    g_error_free(e);
+  if (timeline) {
+    char *title = timeline_title(&a, pb, rows, ns);
+    gboolean ok = write_timeline(timeline, title, rows, ns, &e);
+    g_free(title);
+    if (!ok) goto out;
   }
-  for (int i = 0; i < nrows; i++)
+  /* several strategies: the first failed row's status (its message is in the report) */
+  for (int i = 0; i < ns && !row_rc; i++)
+    if (!rows[i].ok) row_rc = rf_error_exit_status(rows[i].error);
+out:
+  for (int i = 0; rows && i < ns; i++)
     row_clear(&rows[i]);
   g_free(rows);
   if (ex) ex->destroy(ex);
@@ -335,5 +376,5 @@ fail:
   g_free(timeline);
   rf_plan_args_clear(&pa);
   g_option_context_free(ctx);
-  return rc;
+  return e ? rf_cmd_exit("refit sim", e, TRUE) : row_rc;
 }

@@ -1,0 +1,432 @@
+/* `refit run`: options (all checked before MPI starts), world check, one verified refit per
+ * strategy, the report on rank 0. The MPI lifecycle is real/run.c. */
+#include "args.h"
+#include "commands.h"
+#include "error.h"
+#include "real.h"
+#include "report.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  RfStrategy strategy;
+  gboolean ok;
+  GError *error; /* when not ok: the plan could not be built */
+  RfPlanStats plan;
+  uint64_t nxfers;
+  RfResult res;
+  RfRealSpread spread; /* copied: min_s / max_s owned here */
+} Row;
+
+static void row_clear(Row *r) {
+  g_clear_error(&r->error);
+  rf_result_clear(&r->res);
+  g_free(r->spread.min_s);
+  g_free(r->spread.max_s);
+}
+
+static double gbps(uint64_t bytes, double s) {
+  return s > 0 ? bytes / s / 1e9 : 0.0;
+}
+
+static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProblem *pb, int world,
+                         const char *hosts_note) {
+  printf("# refit run  backend %s%s  model %s  train %s  infer %s  spec %s\n", o->backend,
+         o->local ? " (all ranks in one process)" : "", a->model ? a->model : "-",
+         a->train ? a->train : "-", a->infer ? a->infer : "-", a->spec ? a->spec : "-");
+  printf("# ranks %d (train %d, infer %d), %s %d; topology %s (%d GPUs/domain)\n", pb->nranks,
+         pb->src.nranks, pb->dst.nranks, o->local ? "processes" : "MPI world", o->local ? 1 : world,
+         pb->topo->name, pb->topo->gpus_per_domain);
+  if (pb->placement_note) printf("# placement: %s\n", pb->placement_note);
+  if (hosts_note) printf("# hosts: %s\n", hosts_note);
+  printf("# staging %" G_GUINT64_FORMAT " B per rank per direction, max %d ops per group",
+         o->staging_bytes, o->max_ops);
+  if (o->plan_only) {
+    printf("\n# --memory: sizes only, no data moved\n");
+    return;
+  }
+  printf(", warm-up %d, iterations %d, timeout %.1f s\n", o->warmup, o->iters, o->timeout_s);
+  printf("# time = median over iterations (min / max beside it); algbw = bytes / time; a stage's\n"
+         "# window runs from the end of the plan stage before its first to the end of its last\n");
+}
+
+static double gib(uint64_t b) {
+  return b / (double)(1ull << 30);
+}
+
+static void print_row(const Row *r, gboolean memory) {
+  printf("\n## %s\n", rf_strategy_name(r->strategy));
+  if (!r->ok) {
+    printf("#  failed: %s\n", r->error->message);
+    return;
+  }
+  if (memory) {
+    printf(
+        "   largest rank: %.3f GiB = source %.3f + destination 2 x %.3f + holding %.3f + staging "
+        "%.3f (maxima over ranks, each)\n",
+        gib(r->spread.rank_bytes), gib(r->spread.src_bytes), gib(r->spread.dst_bytes),
+        gib(r->spread.hold_bytes), gib(r->spread.staging_bytes));
+    printf("#  %" G_GUINT64_FORMAT " groups, %" G_GUINT64_FORMAT " transfers, %" G_GUINT64_FORMAT
+           " B to deliver\n",
+           r->spread.rounds, r->nxfers, r->plan.payload_bytes);
+    return;
+  }
+  printf("#  %-10s %14s %8s %12s %12s %12s %12s %8s\n", "stage", "bytes", "xfers", "time", "min",
+         "max", "algbw", "#wrong");
+  printf("#  %-10s %14s %8s %12s %12s %12s %12s %8s\n", "", "(B)", "", "(s)", "(s)", "(s)",
+         "(GB/s)", "");
+  for (int i = 0; i < r->res.nstages; i++) {
+    const RfStageTime *s = &r->res.stages[i];
+    double t = s->end_s - s->start_s;
+    printf("   %-10s %14" G_GUINT64_FORMAT " %8s %12.6f %12.6f %12.6f %12.3f %8s\n", s->name,
+           s->bytes, "", t, r->spread.min_s[i], r->spread.max_s[i], gbps(s->bytes, t), "");
+  }
+  printf("   %-10s %14" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT
+         " %12.6f %12.6f %12.6f %12.3f %8" G_GUINT64_FORMAT "\n",
+         "total", r->plan.payload_bytes, r->nxfers, r->res.total_s, r->res.min_s, r->res.max_s,
+         gbps(r->plan.payload_bytes, r->res.total_s), r->res.wrong_elements);
+  printf("#  %d timed iteration%s, %" G_GUINT64_FORMAT " groups, holding store %" G_GUINT64_FORMAT
+         " B, staging %" G_GUINT64_FORMAT " B (largest rank); network lower bound %.6f s\n",
+         r->spread.iters, r->spread.iters == 1 ? "" : "s", r->spread.rounds, r->spread.hold_bytes,
+         r->spread.staging_bytes, r->res.lower_bound_s);
+  if (r->spread.wrong_old)
+    printf("#  %" G_GUINT64_FORMAT " elements of the previous weights changed during the refit\n",
+           r->spread.wrong_old);
+  if (r->res.wrong_elements)
+    printf("#  verification failed: the previous weights stay in place (no swap)\n");
+}
+
+static void print_csv(const Row *rows, int n) {
+  /* The first five columns are the simulator's timeline CSV. */
+  printf("strategy,stage,start_s,end_s,bytes,time_s,min_s,max_s,algbw_GBps,wrong\n");
+  for (int i = 0; i < n; i++) {
+    const Row *r = &rows[i];
+    if (!r->ok) continue;
+    for (int k = 0; k < r->res.nstages; k++) {
+      const RfStageTime *s = &r->res.stages[k];
+      double t = s->end_s - s->start_s;
+      printf("%s,%s,%.9g,%.9g,%" G_GUINT64_FORMAT ",%.9g,%.9g,%.9g,%.6g,\n",
+             rf_strategy_name(r->strategy), s->name, s->start_s, s->end_s, s->bytes, t,
+             r->spread.min_s[k], r->spread.max_s[k], gbps(s->bytes, t));
+    }
+    printf("%s,total,0,%.9g,%" G_GUINT64_FORMAT ",%.9g,%.9g,%.9g,%.6g,%" G_GUINT64_FORMAT "\n",
+           rf_strategy_name(r->strategy), r->res.total_s, r->plan.payload_bytes, r->res.total_s,
+           r->res.min_s, r->res.max_s, gbps(r->plan.payload_bytes, r->res.total_s),
+           r->res.wrong_elements);
+  }
+}
+
+/* The members of one strategy: the simulator's names where they mean the same. */
+static void json_row(JsonBuilder *b, int idx, const void *rows) {
+  const Row *r = &((const Row *)rows)[idx];
+#define MEMBER(name, call)                                                                         \
+  do {                                                                                             \
+    json_builder_set_member_name(b, (name));                                                       \
+    call;                                                                                          \
+  } while (0)
+  MEMBER("strategy", json_builder_add_string_value(b, rf_strategy_name(r->strategy)));
+  if (!r->ok) {
+    MEMBER("error", json_builder_add_string_value(b, r->error->message));
+    return;
+  }
+  /* The simulator's fields where they mean the same, measured_s in place of predicted_s. */
+  MEMBER("executor", json_builder_add_string_value(b, r->res.executor));
+  MEMBER("measured_s", json_builder_add_double_value(b, r->res.total_s));
+  MEMBER("min_s", json_builder_add_double_value(b, r->res.min_s));
+  MEMBER("max_s", json_builder_add_double_value(b, r->res.max_s));
+  MEMBER("lower_bound_s", json_builder_add_double_value(b, r->res.lower_bound_s));
+  MEMBER("ratio_to_lower_bound",
+         json_builder_add_double_value(
+             b, r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0));
+  MEMBER("network_bytes", json_builder_add_int_value(b, (gint64)r->plan.network_bytes));
+  MEMBER("payload_bytes", json_builder_add_int_value(b, (gint64)r->plan.payload_bytes));
+  MEMBER("messages", json_builder_add_int_value(b, (gint64)r->plan.messages));
+  MEMBER("iterations", json_builder_add_int_value(b, r->spread.iters));
+  MEMBER("groups", json_builder_add_int_value(b, (gint64)r->spread.rounds));
+  MEMBER("holding_bytes", json_builder_add_int_value(b, (gint64)r->spread.hold_bytes));
+  MEMBER("staging_bytes", json_builder_add_int_value(b, (gint64)r->spread.staging_bytes));
+  MEMBER("source_bytes", json_builder_add_int_value(b, (gint64)r->spread.src_bytes));
+  MEMBER("destination_bytes", json_builder_add_int_value(b, (gint64)r->spread.dst_bytes));
+  MEMBER("rank_bytes", json_builder_add_int_value(b, (gint64)r->spread.rank_bytes));
+  MEMBER("wrong_elements", json_builder_add_int_value(b, (gint64)r->res.wrong_elements));
+  MEMBER("wrong_previous_elements", json_builder_add_int_value(b, (gint64)r->spread.wrong_old));
+  json_builder_set_member_name(b, "stages");
+  json_builder_begin_array(b);
+  for (int i = 0; i < r->res.nstages; i++) {
+    const RfStageTime *s = &r->res.stages[i];
+    json_builder_begin_object(b);
+    MEMBER("name", json_builder_add_string_value(b, s->name));
+    MEMBER("start_s", json_builder_add_double_value(b, s->start_s));
+    MEMBER("end_s", json_builder_add_double_value(b, s->end_s));
+    MEMBER("bytes", json_builder_add_int_value(b, (gint64)s->bytes));
+    MEMBER("min_s", json_builder_add_double_value(b, r->spread.min_s[i]));
+    MEMBER("max_s", json_builder_add_double_value(b, r->spread.max_s[i]));
+    json_builder_end_object(b);
+  }
+  json_builder_end_array(b);
+#undef MEMBER
+}
+
+/* Options of `refit run`, every one checked before MPI starts. */
+typedef struct {
+  RfArgs a;
+  RfRealOptions o;
+  char *fail;
+  double staging_mib;
+  int drop; /* --test-drop; G_MININT when not given */
+  gboolean csv;
+  RfStrategy strategies[RF_STRATEGY_COUNT];
+  int ns;
+  RfProblem *pb;
+} RunCmd;
+
+/* Under mpirun every rank runs the same checks: only world rank 0 (as the launcher's environment
+ * tells it before MPI starts) prints what all of them found. */
+static gboolean env_rank_zero(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+  for (int i = 0; vars[i]; i++) {
+    const char *v = g_getenv(vars[i]);
+    if (v) return !strcmp(v, "0");
+  }
+  return TRUE;
+}
+
+/* --test-fail RANK:STAGE: two whole numbers. */
+static gboolean parse_fail(const char *s, int *rank, int *stage, GError **error) {
+  char *end = NULL;
+  gint64 r = g_ascii_strtoll(s, &end, 10), st = -1;
+  if (end != s && *end == ':' && g_ascii_isdigit(end[1])) {
+    const char *p = end + 1;
+    st = g_ascii_strtoll(p, &end, 10);
+  }
+  if (!g_ascii_isdigit(*s) || *end || r < 0 || r > G_MAXINT || st < 0 || st > G_MAXINT) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail wants RANK:STAGE, got '%s'", s);
+    return FALSE;
+  }
+  *rank = (int)r;
+  *stage = (int)st;
+  return TRUE;
+}
+
+/* 1. The values of the options, alone. */
+static gboolean check_options(RunCmd *c, GError **error) {
+  RfRealOptions *o = &c->o;
+  if (c->fail && !parse_fail(c->fail, &o->fail_rank, &o->fail_stage, error)) return FALSE;
+  if (!(c->staging_mib > 0 && c->staging_mib <= 1 << 20)) { /* refuses nan too */
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--staging-mib must be in (0, %d]", 1 << 20);
+    return FALSE;
+  }
+  if (o->iters < 1 || o->iters > 1000000 || o->warmup < 0 || o->warmup > 1000000) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--iters must be in 1..1000000 and --warmup in 0..1000000");
+    return FALSE;
+  }
+  if (!(o->timeout_s > 0 && o->timeout_s <= 1e6) || o->max_ops < 1) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--timeout must be in (0, 1e6] seconds and --max-ops >= 1");
+    return FALSE;
+  }
+  if (o->local && c->fail && !o->plan_only) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail needs MPI (one process per rank)");
+    return FALSE;
+  }
+  o->staging_bytes = (uint64_t)(c->staging_mib * 1048576.0);
+  if (o->plan_only) o->local = TRUE;
+  return TRUE;
+}
+
+/* 2. Strategies and problem, and the test hooks' ranks against the problem's world. */
+static gboolean check_problem(RunCmd *c, GError **error) {
+  c->ns = rf_args_strategies(&c->a, c->strategies, error);
+  if (c->ns < 0) return FALSE;
+  c->pb = rf_args_problem(&c->a, error);
+  if (!c->pb) return FALSE;
+  int n = c->pb->nranks;
+  if (c->drop != G_MININT) {
+    if (c->drop < 0 || c->drop >= n) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-drop %d: the plan has ranks 0..%d",
+                  c->drop, n - 1);
+      return FALSE;
+    }
+    c->o.corrupt_rank = c->drop;
+  }
+  if (c->fail && c->o.fail_rank >= n) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail %s: the plan has ranks 0..%d",
+                c->fail, n - 1);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* 3. One refit per strategy on every rank. A failed run takes the job down (peers may wait in
+ * a group); a plan that cannot be built fails the same way everywhere and is reported in its
+ * row. */
+static int run_rows(RunCmd *c, RfExecutor *ex, Row *rows) {
+  for (int i = 0; i < c->ns; i++) {
+    Row *r = &rows[i];
+    r->strategy = c->strategies[i];
+    GError *pe = NULL;
+    RfPlan *plan = rf_plan_build(c->pb, c->strategies[i], NULL, &r->error);
+    if (!plan) continue;
+    r->plan = plan->stats;
+    r->nxfers = plan->nxfers;
+    if (!ex->run(ex, plan, &r->res, &pe)) {
+      fprintf(stderr, "refit run: %s: %s\n", rf_strategy_name(c->strategies[i]), pe->message);
+      int rc = rf_error_exit_status(pe);
+      rf_plan_free(plan);
+      g_error_free(pe);
+      return rc;
+    }
+    r->ok = TRUE;
+    const RfRealSpread *sp = rf_real_spread(ex);
+    r->spread = *sp;
+    r->spread.min_s = g_memdup2(sp->min_s, sizeof(double) * MAX(1, sp->nstages));
+    r->spread.max_s = g_memdup2(sp->max_s, sizeof(double) * MAX(1, sp->nstages));
+    rf_plan_free(plan);
+  }
+  return 0;
+}
+
+/* 4. The report on rank 0; the exit status on every rank: verification failed (3) when any
+ * element arrived wrong, else the first unplannable strategy's status. */
+static int report(const RunCmd *c, const Row *rows, int world, const char *hosts_note,
+                  gboolean root) {
+  uint64_t wrong = 0;
+  int rc = 0;
+  for (int i = 0; i < c->ns; i++) {
+    wrong += rows[i].res.wrong_elements;
+    if (!rows[i].ok && !rc) rc = rf_error_exit_status(rows[i].error);
+  }
+  if (wrong) rc = RF_EXIT_VERIFY;
+  if (!root) return rc;
+  if (c->a.json) {
+    rf_json_print_strategies(NULL, NULL, c->ns, json_row, rows);
+  } else if (c->csv) {
+    print_csv(rows, c->ns);
+  } else {
+    print_header(&c->a, &c->o, c->pb, world, hosts_note);
+    for (int i = 0; i < c->ns; i++)
+      print_row(&rows[i], c->o.plan_only);
+    if (!c->o.plan_only)
+      printf("\n# wrong elements: %" G_GUINT64_FORMAT "\n", wrong);
+    else
+      printf("\n");
+    int failed = 0;
+    for (int i = 0; i < c->ns; i++)
+      failed += !rows[i].ok;
+    if (failed)
+      printf("# FAILED: %d strateg%s could not be planned\n", failed, failed == 1 ? "y" : "ies");
+    else
+      printf("# %s\n", wrong ? "FAILED: wrong elements" : "OK");
+  }
+  if (c->a.json || c->csv) {
+    if (!c->a.quiet && c->pb->placement_note)
+      fprintf(stderr, "# placement: %s\n", c->pb->placement_note);
+    if (hosts_note) fprintf(stderr, "# hosts: %s\n", hosts_note);
+    fprintf(stderr, "# wrong elements: %" G_GUINT64_FORMAT "\n", wrong);
+  }
+  return rc;
+}
+
+int rf_cmd_run(int argc, char **argv) {
+  RunCmd c = {0};
+  RfRealOptions *o = &c.o;
+  rf_real_options_init(o);
+  char *backend = NULL;
+  c.staging_mib = 64.0;
+  c.drop = G_MININT;
+  GOptionEntry entries[] = {
+      {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend,
+       "host (host memory + MPI) or cuda (GPU + NCCL)", "NAME"},
+      {"local", 0, 0, G_OPTION_ARG_NONE, &o->local,
+       "Every rank in this one process (no MPI; with cuda: single-GPU mode)", NULL},
+      {"warmup", 'w', 0, G_OPTION_ARG_INT, &o->warmup, "Untimed refits first (default 1)", "N"},
+      {"iters", 'n', 0, G_OPTION_ARG_INT, &o->iters,
+       "Timed refits, one training step each (default 5)", "N"},
+      {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &c.staging_mib,
+       "Staging bound per rank and direction in MiB (default 64)", "MIB"},
+      {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->max_ops,
+       "Send + receive operations of a rank per group (default 32)", "N"},
+      {"timeout", 0, 0, G_OPTION_ARG_DOUBLE, &o->timeout_s,
+       "Seconds without progress before a stage counts as failed (default 60)", "S"},
+      {"csv", 0, 0, G_OPTION_ARG_NONE, &c.csv, "Print CSV rows instead of a table", NULL},
+      {"memory", 0, 0, G_OPTION_ARG_NONE, &o->plan_only,
+       "Only the memory the largest rank needs (no buffers, no MPI, no data moved)", NULL},
+      {"test-fail", 0, 0, G_OPTION_ARG_STRING, &c.fail,
+       "Test hook: RANK stops responding at STAGE of the first refit", "RANK:STAGE"},
+      {"test-drop", 0, 0, G_OPTION_ARG_INT, &c.drop,
+       "Test hook: RANK loses one received chunk in the last refit", "RANK"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_set_prgname("refit run");
+  GOptionContext *ctx =
+      g_option_context_new("- run the refit on real memory, verify every element");
+  g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
+  g_option_context_set_main_group(ctx, rf_args_group(&c.a));
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *e = NULL;
+  RfExecutor *ex = NULL;
+  Row *rows = NULL;
+  char *hosts_note = NULL;
+  RfRealWorld w = {0, 1, FALSE};
+  gboolean started = FALSE, root = env_rank_zero(), say;
+  int rc = 0;
+  say = root;
+  if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
+  if (backend) {
+    g_free(o->backend);
+    o->backend = backend;
+  }
+  if (!check_options(&c, &e) || !check_problem(&c, &e)) goto out;
+  /* Only now MPI: a bad input never starts it. */
+  if (!rf_real_world_start(&argc, &argv, o->local, &w, &e)) {
+    say = TRUE;
+    goto out;
+  }
+  started = TRUE;
+  say = root = w.rank == 0;
+  if (!o->local && w.world != c.pb->nranks) {
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
+                "the MPI world has %d rank%s, the plan needs %d (%d training + %d inference): "
+                "launch with mpirun -np %d (or srun -n %d), or use --local",
+                w.world, w.world == 1 ? "" : "s", c.pb->nranks, c.pb->src.nranks, c.pb->dst.nranks,
+                c.pb->nranks, c.pb->nranks);
+    goto out;
+  }
+  ex = rf_real_executor_new(o, &e);
+  if (!ex) goto out;
+  if (!ex->prepare(ex, c.pb, &e)) {
+    /* a rank's own failure is its to report; a peer's failure is reported by the peer */
+    say = root || e->code != RF_ERROR_PEER;
+    goto out;
+  }
+  /* collective: every rank takes part, rank 0 reports */
+  if (!o->local) hosts_note = rf_real_world_placement(c.pb, o->timeout_s);
+  rows = g_new0(Row, c.ns);
+  rc = run_rows(&c, ex, rows);
+  if (rc) {
+    fflush(stdout);
+    fflush(stderr);
+    /* peers may wait inside a group: the whole job goes down */
+    if (w.mpi && w.world > 1) rf_real_world_abort(rc);
+    goto out;
+  }
+  rc = report(&c, rows, w.world, hosts_note, root);
+out:
+  fflush(stdout);
+  for (int i = 0; rows && i < c.ns; i++)
+    row_clear(&rows[i]);
+  g_free(rows);
+  if (ex) ex->destroy(ex);
+  rf_problem_free(c.pb);
+  if (started) rf_real_world_end();
+  if (e) rc = rf_cmd_exit("refit run", e, say);
+  g_option_context_free(ctx);
+  rf_args_clear(&c.a);
+  g_free(c.fail);
+  g_free(hosts_note);
+  g_free(o->backend);
+  return rc;
+}

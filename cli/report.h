@@ -1,0 +1,28 @@
+/* Output shared by the commands: the one JSON shape, per-strategy file names, error lines. */
+#ifndef RF_REPORT_H
+#define RF_REPORT_H
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+/* Print the builder's document, pretty, with a newline, to stdout; unrefs the builder. */
+void rf_json_print(JsonBuilder *b);
+
+/* Adds the members of strategy row i (strategy, then its figures) to the open object of b. */
+typedef void (*RfJsonRowFn)(JsonBuilder *b, int i, const void *rows);
+
+/* The JSON of every command that reports strategies (plan, sim, run), on stdout:
+ *   {HEAD..., "strategies": [{row 0}, {row 1}, ...]}
+ * and with exactly one row, that row's members again at the top level (scripts read
+ * d["predicted_s"] there). head(b, ud) adds the members before the rows; it may be NULL. */
+void rf_json_print_strategies(void (*head)(JsonBuilder *b, const void *ud), const void *ud, int n,
+                              RfJsonRowFn row, const void *rows);
+
+/* path with ".STRATEGY" before its extension when several strategies write files, else path. */
+char *rf_strategy_path(const char *path, const char *strategy, gboolean several);
+
+/* Print "PREFIX: MESSAGE" on stderr (when error is set and print is TRUE), free error, and
+ * return its exit status (rf_error_exit_status): 0 without an error. */
+int rf_cmd_exit(const char *prefix, GError *error, gboolean print);
+
+#endif

@@ -1,0 +1,89 @@
+#!/bin/sh
+# Bad input to sim, calibrate and run: exit 2 and one stderr line that names what is wrong,
+# never a traceback, never MPI started for a bad option. Runtime failures: exit 1.
+set -u
+REFIT=${1:?usage: test_cli_errors.sh path/to/refit}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# expect_rc NAME RC NEEDLE CMD...: exit RC, one stderr line containing NEEDLE
+expect_rc() {
+  name=$1; want=$2; needle=$3; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err.all"
+  rc=$?
+  # AddressSanitizer's note on the stack switch of g_spawn's child is not the command's output
+  grep -v -e '^==[0-9]*==WARNING: ASan is ignoring requested __asan_handle_no_return' \
+    -e '^False positive error reports may follow' -e 'google/sanitizers/issues/189' \
+    "$TMP/err.all" >"$TMP/err"
+  lines=$(wc -l <"$TMP/err")
+  if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, want $want ($(head -c 300 "$TMP/err"))"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
+  grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
+  ok
+}
+P="-m tiny-moe -t TP2 -i TP2"
+
+# sim
+expect_rc "sim overlap and sequential" 2 "exclude each other" \
+  "$REFIT" sim $P -T dgx-h100 --hybrid-overlap --hybrid-sequential
+expect_rc "sim timeline directory" 2 "timeline wants a FILE.png" "$REFIT" sim $P -T dgx-h100 --timeline "$TMP"
+expect_rc "sim timeline empty" 2 "timeline wants a FILE.png" "$REFIT" sim $P -T dgx-h100 --timeline ""
+expect_rc "sim timeline no directory" 2 "no directory" \
+  "$REFIT" sim $P -T dgx-h100 --timeline "$TMP/none/t.png"
+# The plot script fails: its last stderr line, not its traceback (a python that always fails).
+printf '#!/bin/sh\necho "Traceback (most recent call last):" >&2\necho "  File x" >&2\necho "OSError: disk full" >&2\nexit 1\n' >"$TMP/py"
+chmod +x "$TMP/py"
+REFIT_PYTHON="$TMP/py" expect_rc "sim timeline failure" 1 "failed: OSError: disk full" \
+  "$REFIT" sim $P -T dgx-h100 -s p2p -q --timeline "$TMP/t.png"
+# calibration files: whole numbers and 0 / 1 where the key is a count or a switch
+DATA=$(dirname "$0")/..
+sed 's/^buffers *=.*/buffers = 1.5/' "$DATA/sim/calibration/dgx-h100.cal" >"$TMP/b.cal"
+expect_rc "calibration buffers 1.5" 2 "buffers must be a whole number" "$REFIT" sim $P -T dgx-h100 -c "$TMP/b.cal"
+sed 's/^overlap *=.*/overlap = 0.5/' "$DATA/sim/calibration/dgx-h100.cal" >"$TMP/o.cal"
+expect_rc "calibration overlap 0.5" 2 "overlap must be 0 or 1" "$REFIT" sim $P -T dgx-h100 -c "$TMP/o.cal"
+expect_rc "sim unexpected argument" 2 "unexpected argument" "$REFIT" sim $P -T dgx-h100 extra
+
+# calibrate: measured_s must be a finite decimal number > 0, with the line number
+for v in nan inf 1e400 0.05abc 0x10 -1; do
+  printf 'topology,model,train,infer,strategy,measured_s\ndgx-h100,tiny-moe,TP2,TP2,p2p,0.05\ndgx-h100,tiny-moe,TP2,TP2,m2n,%s\n' "$v" >"$TMP/m.csv"
+  expect_rc "calibrate measured_s $v" 2 "m.csv:3: bad measured_s '$v'" "$REFIT" calibrate -M "$TMP/m.csv"
+done
+printf 'topology,model,train,infer,measured_s\ndgx-h100,tiny-moe,TP2,TP2,0.05\n' >"$TMP/m.csv"
+expect_rc "calibrate no strategy column" 2 "m.csv:2: measured_s needs a strategy column" \
+  "$REFIT" calibrate -M "$TMP/m.csv"
+printf 'topology,model,train,infer,strategy,measured_s\ndgx-h100,tiny-moe,TP2,TP2,all,0.05\n' >"$TMP/m.csv"
+expect_rc "calibrate strategy all" 2 "unknown strategy 'all' (one per row: gather-broadcast, p2p, m2n, hybrid)" \
+  "$REFIT" calibrate -M "$TMP/m.csv"
+grep -q "hybrid, all" "$TMP/err" && bad "calibrate lists 'all' as a strategy"
+printf 'topology,model,train,infer,strategy,measured_s\n# note\ndgx-h100,tiny-moe,TP2,TP3,p2p,0.05\ndgx-h100,tiny-moe,TP2,TP2,p2p,0.05\n' >"$TMP/m.csv"
+expect_rc "calibrate row error has its line" 2 "m.csv:3: " "$REFIT" calibrate -M "$TMP/m.csv"
+expect_rc "calibrate unknown param" 2 "unknown --param 'efficiency.hbm'" \
+  "$REFIT" calibrate -M "$TMP/m.csv" -p efficiency.hbm
+expect_rc "calibrate missing file" 2 "measurements:" "$REFIT" calibrate -M "$TMP/none.csv"
+
+# run: every option checked before MPI starts (no MPI output, one line, exit 2)
+expect_rc "run staging abc" 2 "staging-mib" "$REFIT" run --local --staging-mib abc $P
+expect_rc "run staging abc (MPI not started)" 2 "staging-mib" "$REFIT" run --staging-mib abc $P
+expect_rc "run staging nan" 2 "staging-mib must be" "$REFIT" run --local --staging-mib nan $P
+expect_rc "run drop 99" 2 "test-drop 99: the plan has ranks 0..3" "$REFIT" run --local --test-drop 99 $P
+expect_rc "run drop -5" 2 "test-drop -5: the plan has ranks 0..3" "$REFIT" run --local --test-drop -5 $P
+expect_rc "run fail 9:0" 2 "test-fail 9:0: the plan has ranks 0..3" "$REFIT" run --test-fail 9:0 $P
+expect_rc "run fail 1:x" 2 "test-fail wants RANK:STAGE" "$REFIT" run --test-fail 1:x $P
+expect_rc "run iters" 2 "iters must be" "$REFIT" run --local --iters 0 $P
+expect_rc "run bad model (MPI not started)" 2 "unknown model" "$REFIT" run -m nope -t TP2 -i TP2
+
+# A non-ASCII byte in an option: one line naming the option, in any locale.
+bytes=$(printf 'tiny\377')
+LC_ALL=C expect_rc "non-ASCII option, C locale" 2 "^refit: error: --model: the value has bytes" \
+  "$REFIT" plan --model "$bytes" -t TP2 -i TP2
+LC_ALL=C.UTF-8 expect_rc "invalid UTF-8 option" 2 "^refit: error: -m: the value has bytes" \
+  "$REFIT" plan -m "$bytes" -t TP2 -i TP2
+LC_ALL=C expect_rc "non-ASCII option, run" 2 "^refit run: --train: the value has bytes" \
+  "$REFIT" run --local -m tiny-moe --train="$bytes" -i TP2
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
