@@ -1,4 +1,5 @@
 #include "args.h"
+#include "datafile.h"
 #include "error.h"
 
 #include "report.h"
@@ -120,8 +121,8 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     char *text = NULL;
     gsize len = 0;
     GError *e = NULL;
-    if (!g_file_get_contents(a->spec, &text, &len, &e)) {
-      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "cannot read spec: %s", e->message);
+    if (!rf_file_read(a->spec, RF_MAX_INPUT_BYTES, &text, &len, &e)) {
+      g_set_error(error, RF_ERROR, e->code, "cannot read spec: %s", e->message);
       g_error_free(e);
       rf_topology_free(topo);
       return NULL;

@@ -4,6 +4,7 @@
  * sim/fit.c. */
 #include "args.h"
 #include "commands.h"
+#include "datafile.h"
 #include "error.h"
 #include "report.h"
 #include "sim.h"
@@ -103,8 +104,8 @@ static gboolean read_row(const char *path, int ln, GHashTable *h, GArray *rows, 
 static gboolean read_measurements(const char *path, GArray *rows, GError **error) {
   char *text = NULL;
   GError *e = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &e)) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "measurements: %s", e->message);
+  if (!rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, &e)) {
+    g_set_error(error, RF_ERROR, e->code, "measurements: %s", e->message);
     g_error_free(e);
     return FALSE;
   }
