@@ -55,6 +55,12 @@ static int model_show(const char *name, gboolean json) {
     json_builder_add_int_value(b, rf_model_params(m));
     json_builder_set_member_name(b, "bytes");
     json_builder_add_int_value(b, total);
+    json_builder_set_member_name(b, "checkpoint_bytes");
+    json_builder_add_int_value(b, rf_model_checkpoint_bytes(m));
+    if (m->quant) {
+      json_builder_set_member_name(b, "quantization");
+      json_builder_add_string_value(b, m->quant);
+    }
     json_builder_set_member_name(b, "tensors");
     json_builder_add_int_value(b, rf_model_checkpoint_tensors(m));
     json_builder_set_member_name(b, "layers");
@@ -85,6 +91,9 @@ static int model_show(const char *name, gboolean json) {
     printf("params     %18lld  (%.3f B)\n", (long long)rf_model_params(m),
            rf_model_params(m) / 1e9);
     printf("bytes      %18lld  (%.3f GB)\n", (long long)total, total / 1e9);
+    if (m->quant)
+      printf("checkpoint %18lld  (%.3f GB as published: %s)\n",
+             (long long)rf_model_checkpoint_bytes(m), rf_model_checkpoint_bytes(m) / 1e9, m->quant);
     printf("tensors    %18lld  (checkpoint tensors; %u entries with experts stacked)\n",
            (long long)rf_model_checkpoint_tensors(m), m->ntensors);
     printf("\n%-14s %10s %14s %8s\n", "kind", "tensors", "bytes(GB)", "share(%)");
