@@ -31,6 +31,7 @@ static int model_show(const char *name, gboolean json) {
   GError *e = NULL;
   RfModel *m = rf_model_load(name, &e);
   if (!m) return fail(e);
+  if (m->ckpt_note) fprintf(stderr, "refit: %s: %s\n", m->ckpt_dir, m->ckpt_note);
   uint64_t kb[RF_KIND_COUNT] = {0}, kt[RF_KIND_COUNT] = {0}, mtp_b = 0, mtp_t = 0;
   for (uint32_t i = 0; i < m->ntensors; i++) {
     const RfTensor *t = &m->tensors[i];
@@ -91,9 +92,10 @@ static int model_show(const char *name, gboolean json) {
     printf("params     %18lld  (%.3f B)\n", (long long)rf_model_params(m),
            rf_model_params(m) / 1e9);
     printf("bytes      %18lld  (%.3f GB)\n", (long long)total, total / 1e9);
-    if (m->quant)
-      printf("checkpoint %18lld  (%.3f GB as published: %s)\n",
-             (long long)rf_model_checkpoint_bytes(m), rf_model_checkpoint_bytes(m) / 1e9, m->quant);
+    if (m->quant || m->ckpt_dir)
+      printf("checkpoint %18lld  (%.3f GB %s: %s)\n", (long long)rf_model_checkpoint_bytes(m),
+             rf_model_checkpoint_bytes(m) / 1e9, m->ckpt_dir ? "read from" : "as published",
+             m->ckpt_dir ? m->ckpt_dir : m->quant);
     printf("tensors    %18lld  (checkpoint tensors; %u entries with experts stacked)\n",
            (long long)rf_model_checkpoint_tensors(m), m->ntensors);
     printf("\n%-14s %10s %14s %8s\n", "kind", "tensors", "bytes(GB)", "share(%)");
@@ -115,8 +117,9 @@ int rf_cmd_model(int argc, char **argv) {
   g_set_prgname("refit model");
   GOptionContext *ctx = g_option_context_new("list | show NAME");
   g_option_context_set_summary(ctx,
-                               "Models in the zoo. NAME may also be a path to a config.json or "
-                               "a tensor listing {name: {shape, dtype}}.");
+                               "Models in the zoo. NAME may also be a path to a config.json, "
+                               "a tensor listing {name: {shape, dtype}}, or a checkpoint directory "
+                               "(config.json + safetensors; only the headers are read).");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &e)) {

@@ -39,6 +39,7 @@ int rf_cmd_plan(int argc, char **argv) {
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
   const RfModel *m = pb->model;
+  if (m->ckpt_note && !a.quiet) fprintf(stderr, "refit: %s: %s\n", m->ckpt_dir, m->ckpt_note);
   uint64_t model_bytes = (uint64_t)rf_model_bytes(m);
   if (!a.json) {
     printf("# refit plan: model %s (%.1f GB)%s%s\n", m->name, model_bytes / 1e9,

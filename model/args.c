@@ -23,7 +23,9 @@ static gboolean parse_domain_size(const char *name, const char *value, gpointer 
 GOptionGroup *rf_args_group(RfArgs *a) {
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
-       "Model: a zoo name (refit model list) or a config.json / tensor listing", "NAME|FILE"},
+       "Model: a zoo name (refit model list), a config.json / tensor listing, or a checkpoint "
+       "directory (config.json + safetensors headers)",
+       "NAME|FILE|DIR"},
       {"train", 't', 0, G_OPTION_ARG_STRING, &a->train,
        "Megatron training layout, e.g. TP4xPP8xEP16 (DP omitted: smallest world consistent with "
        "EP)",

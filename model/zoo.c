@@ -1,4 +1,5 @@
 #include "zoo.h"
+#include "checkpoint.h"
 #include "datafile.h"
 #include "error.h"
 
@@ -9,8 +10,10 @@
 #include "jsonutil.h"
 #include "topology.h"
 
-static const char *const dtype_names[RF_DT_COUNT] = {"bf16", "fp16", "fp32", "fp8", "u8"};
-static const int dtype_sizes[RF_DT_COUNT] = {2, 2, 4, 1, 1};
+static const char *const dtype_names[RF_DT_COUNT] = {"bf16", "fp16", "fp32", "fp8", "u8",
+                                                     "i8",   "i16",  "u16",  "i32", "u32",
+                                                     "i64",  "u64",  "fp64", "bool"};
+static const int dtype_sizes[RF_DT_COUNT] = {2, 2, 4, 1, 1, 1, 2, 2, 4, 4, 8, 8, 8, 1};
 
 const char *rf_dtype_name(RfDtype d) {
   return dtype_names[d];
@@ -28,13 +31,18 @@ gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error) {
                {"f16", RF_DT_FP16},    {"float16", RF_DT_FP16},      {"fp32", RF_DT_FP32},
                {"f32", RF_DT_FP32},    {"float32", RF_DT_FP32},      {"fp8", RF_DT_FP8},
                {"f8_e4m3", RF_DT_FP8}, {"float8_e4m3fn", RF_DT_FP8}, {"f8_e5m2", RF_DT_FP8},
-               {"u8", RF_DT_U8},       {"uint8", RF_DT_U8},          {"f8_e8m0", RF_DT_U8}};
+               {"u8", RF_DT_U8},       {"uint8", RF_DT_U8},          {"f8_e8m0", RF_DT_U8},
+               {"i8", RF_DT_I8},       {"i16", RF_DT_I16},           {"u16", RF_DT_U16},
+               {"i32", RF_DT_I32},     {"u32", RF_DT_U32},           {"i64", RF_DT_I64},
+               {"u64", RF_DT_U64},     {"fp64", RF_DT_FP64},         {"f64", RF_DT_FP64},
+               {"bool", RF_DT_BOOL}};
   for (size_t i = 0; i < G_N_ELEMENTS(alias); i++)
     if (!g_ascii_strcasecmp(s, alias[i].name)) {
       *out = alias[i].dt;
       return TRUE;
     }
-  g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown dtype '%s' (bf16, fp16, fp32, fp8, u8)", s);
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "unknown dtype '%s' (bf16, fp16, fp32, fp8, u8, i8 ... u64, fp64, bool)", s);
   return FALSE;
 }
 
@@ -1072,7 +1080,7 @@ static GArray *ckpt_build(Builder *b, const Quant *q) {
 }
 
 /* Kind of a tensor in a plain listing, from its checkpoint name. */
-static RfKind kind_from_name(const char *n, int ndim) {
+RfKind rf_kind_from_name(const char *n, int ndim) {
   static const struct {
     const char *needle;
     RfKind kind;
@@ -1168,8 +1176,8 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
       layer = v < 100000 ? (int)v : -1;
     }
     if (layer > maxl) maxl = layer;
-    add_parts(b, add_tensor(b, kind_from_name(n, (int)nd), layer, 0, (int)nd, sh, "%s", n), 0, NULL,
-              NULL);
+    add_parts(b, add_tensor(b, rf_kind_from_name(n, (int)nd), layer, 0, (int)nd, sh, "%s", n), 0,
+              NULL, NULL);
   }
   g_list_free(names);
   *nlayers = maxl + 1;
@@ -1197,6 +1205,8 @@ void rf_model_free(RfModel *m) {
     g_free(m->ckpt[i].name);
   g_free(m->ckpt);
   g_free(m->quant);
+  g_free(m->ckpt_dir);
+  g_free(m->ckpt_note);
   g_free(m->name);
   g_free(m->family);
   g_free(m);
@@ -1431,8 +1441,47 @@ out:
   return m;
 }
 
+/* A checkpoint directory: config.json gives the model, the safetensors headers its checkpoint. */
+static RfModel *model_load_dir(const char *dir, GError **error) {
+  char *label = g_path_get_basename(dir);
+  char *path = g_build_filename(dir, "config.json", NULL);
+  char *text = NULL;
+  gsize len = 0;
+  RfModel *m = NULL;
+  if (rf_file_read(path, RF_MAX_INPUT_BYTES, &text, &len, error))
+    m = rf_model_from_json(label, text, (gssize)len, error);
+  RfCheckpoint *c = m ? rf_checkpoint_read(dir, error) : NULL;
+  if (c) {
+    uint32_t n = 0;
+    char *diff = NULL;
+    RfTensor *ts = rf_checkpoint_fold(m, c, &n, &diff);
+    if (diff) { /* the checkpoint wins for what it describes */
+      for (uint32_t i = 0; i < m->nckpt; i++)
+        g_free(m->ckpt[i].name);
+      g_free(m->ckpt);
+      m->ckpt = ts;
+      m->nckpt = n;
+      m->ckpt_note = diff;
+    } else {
+      for (uint32_t i = 0; i < n; i++)
+        g_free(ts[i].name);
+      g_free(ts);
+    }
+    m->ckpt_dir = g_strdup(dir);
+    rf_checkpoint_free(c);
+  } else if (m) {
+    rf_model_free(m);
+    m = NULL;
+  }
+  g_free(text);
+  g_free(path);
+  g_free(label);
+  return m;
+}
+
 RfModel *rf_model_load(const char *name_or_path, GError **error) {
   char *label;
+  if (g_file_test(name_or_path, G_FILE_TEST_IS_DIR)) return model_load_dir(name_or_path, error);
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".json")) {
     label = g_path_get_basename(name_or_path);
     if (g_str_has_suffix(label, ".json")) label[strlen(label) - 5] = 0;

@@ -16,8 +16,25 @@
 #include <glib.h>
 #include <stdint.h>
 
-/* FP8 is e4m3 or e5m2; U8 holds packed FP4 pairs and e8m0 block scales. */
-typedef enum { RF_DT_BF16, RF_DT_FP16, RF_DT_FP32, RF_DT_FP8, RF_DT_U8, RF_DT_COUNT } RfDtype;
+/* FP8 is e4m3 or e5m2; U8 holds packed FP4 pairs and e8m0 block scales. The integer, F64 and
+ * BOOL types appear only in checkpoints read from safetensors headers. */
+typedef enum {
+  RF_DT_BF16,
+  RF_DT_FP16,
+  RF_DT_FP32,
+  RF_DT_FP8,
+  RF_DT_U8,
+  RF_DT_I8,
+  RF_DT_I16,
+  RF_DT_U16,
+  RF_DT_I32,
+  RF_DT_U32,
+  RF_DT_I64,
+  RF_DT_U64,
+  RF_DT_FP64,
+  RF_DT_BOOL,
+  RF_DT_COUNT
+} RfDtype;
 
 typedef enum {
   RF_KIND_EMBEDDING,
@@ -105,21 +122,29 @@ typedef struct {
   int nlayers;    /* decoder layers (not counting MTP); the PP split runs over these */
   RfTensor *ckpt; /* the published checkpoint when it differs from tensors (quantized), or NULL */
   uint32_t nckpt;
-  char *quant; /* published quantization in words ("fp8 e4m3, 128x128 blocks"), or NULL */
+  char *quant;     /* published quantization in words ("fp8 e4m3, 128x128 blocks"), or NULL */
+  char *ckpt_dir;  /* loaded from a checkpoint directory: its path (ckpt read from its headers) */
+  char *ckpt_note; /* one line: where the checkpoint and config.json disagree, or NULL */
 } RfModel;
 
 const char *rf_dtype_name(RfDtype d);
 int rf_dtype_size(RfDtype d);
 gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error);
 const char *rf_kind_name(RfKind k);
+/* Kind of a tensor from its checkpoint name alone (listings, checkpoint tensors no config names).
+ */
+RfKind rf_kind_from_name(const char *name, int ndim);
 gboolean rf_kind_is_ffn(RfKind k); /* dense + routed expert gate/up/down: the hybrid reshard set */
 
 /* Config families refit builds (model_type values, NULL-terminated, static). */
 const char *const *rf_zoo_families(void);
 /* Shipped model names (NULL-terminated, static). */
 const char *const *rf_zoo_names(void);
-/* Load a shipped model by name, or a path to a config.json / tensor listing.
- * NULL + one-line error for an unknown name, unsupported family or malformed file. */
+/* Load a shipped model by name, a path to a config.json / tensor listing, or a checkpoint
+ * directory (config.json + safetensors; model/checkpoint.h): its tensors are the config's, its
+ * ckpt the tensors its safetensors headers list (only headers are read), with ckpt_note set
+ * where they disagree. NULL + one-line error for an unknown name, unsupported family or
+ * malformed file or header. */
 RfModel *rf_model_load(const char *name_or_path, GError **error);
 /* Build from JSON text: a config.json (Python's Infinity/NaN accepted, as Hugging Face writes
  * them) or a tensor listing (strict RFC 8259). name labels it. Errors: RF_ERROR_INPUT for a
