@@ -156,7 +156,7 @@ static gboolean tiling_check(const char *label, RfCkptTensor *ts, guint n, uint6
     ok = fail(error, RF_ERROR_INPUT, label,
               "the tensors cover %llu of the %llu data bytes after the header",
               (unsigned long long)pos, (unsigned long long)data_bytes);
-  if (ok) {
+  if (ok && n) {
     RfCkptTensor *sorted = g_new(RfCkptTensor, n ? n : 1);
     for (guint i = 0; i < n; i++)
       sorted[i] = *p[i];
@@ -224,8 +224,8 @@ gboolean rf_safetensors_parse(const char *label, const void *buf, gsize len, uin
   }
   g_list_free(names);
   if (ok)
-    ok = tiling_check(label, &g_array_index(out, RfCkptTensor, first), out->len - first, data_bytes,
-                      error);
+    ok = tiling_check(label, out->len > first ? &g_array_index(out, RfCkptTensor, first) : NULL,
+                      out->len - first, data_bytes, error);
   if (!ok) {
     for (guint i = first; i < out->len; i++)
       g_free(g_array_index(out, RfCkptTensor, i).name);
