@@ -1481,7 +1481,11 @@ static RfModel *model_load_dir(const char *dir, GError **error) {
 
 RfModel *rf_model_load(const char *name_or_path, GError **error) {
   char *label;
-  if (g_file_test(name_or_path, G_FILE_TEST_IS_DIR)) return model_load_dir(name_or_path, error);
+  gboolean zoo_name = FALSE; /* a zoo name wins over a directory of that name in the cwd */
+  for (int i = 0; zoo_names[i]; i++)
+    zoo_name |= !strcmp(zoo_names[i], name_or_path);
+  if (!zoo_name && g_file_test(name_or_path, G_FILE_TEST_IS_DIR))
+    return model_load_dir(name_or_path, error);
   if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".json")) {
     label = g_path_get_basename(name_or_path);
     if (g_str_has_suffix(label, ".json")) label[strlen(label) - 5] = 0;
