@@ -64,7 +64,9 @@ gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean po
 GOptionGroup *rf_args_group(RfArgs *a) {
   GOptionEntry entries[] = {
       {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
-       "Model: a zoo name (refit model list) or a config.json / tensor listing", "NAME|FILE"},
+       "Model: a zoo name (refit model list), a config.json / tensor listing, or a checkpoint "
+       "directory (config.json + safetensors headers)",
+       "NAME|FILE|DIR"},
       {"train", 't', 0, G_OPTION_ARG_STRING, &a->train,
        "Megatron training layout, e.g. TP4xPP8xEP16 (DP omitted: smallest world consistent with "
        "EP)",

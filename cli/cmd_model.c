@@ -32,6 +32,7 @@ static int model_show(const char *name, gboolean json) {
   GError *e = NULL;
   RfModel *m = rf_model_load(name, &e);
   if (!m) return fail(e);
+  if (m->ckpt_note) fprintf(stderr, "refit: %s: %s\n", m->ckpt_dir, m->ckpt_note);
   uint64_t kb[RF_KIND_COUNT] = {0}, kt[RF_KIND_COUNT] = {0}, mtp_b = 0, mtp_t = 0;
   for (uint32_t i = 0; i < m->ntensors; i++) {
     const RfTensor *t = &m->tensors[i];
@@ -56,6 +57,12 @@ static int model_show(const char *name, gboolean json) {
     json_builder_add_int_value(b, rf_model_params(m));
     json_builder_set_member_name(b, "bytes");
     json_builder_add_int_value(b, total);
+    json_builder_set_member_name(b, "checkpoint_bytes");
+    json_builder_add_int_value(b, rf_model_checkpoint_bytes(m));
+    if (m->quant) {
+      json_builder_set_member_name(b, "quantization");
+      json_builder_add_string_value(b, m->quant);
+    }
     json_builder_set_member_name(b, "tensors");
     json_builder_add_int_value(b, rf_model_checkpoint_tensors(m));
     json_builder_set_member_name(b, "layers");
@@ -86,6 +93,10 @@ static int model_show(const char *name, gboolean json) {
     printf("params     %18" G_GINT64_FORMAT "  (%.3f B)\n", (gint64)rf_model_params(m),
            rf_model_params(m) / 1e9);
     printf("bytes      %18" G_GINT64_FORMAT "  (%.3f GB)\n", (gint64)total, total / 1e9);
+    if (m->quant || m->ckpt_dir)
+      printf("checkpoint %18" G_GINT64_FORMAT "  (%.3f GB %s: %s)\n",
+             (gint64)rf_model_checkpoint_bytes(m), rf_model_checkpoint_bytes(m) / 1e9,
+             m->ckpt_dir ? "read from" : "as published", m->ckpt_dir ? m->ckpt_dir : m->quant);
     printf("tensors    %18" G_GINT64_FORMAT "  (checkpoint tensors; %u entries with experts "
            "stacked)\n",
            (gint64)rf_model_checkpoint_tensors(m), m->ntensors);
@@ -109,8 +120,9 @@ int rf_cmd_model(int argc, char **argv) {
   g_set_prgname("refit model");
   GOptionContext *ctx = g_option_context_new("list | show NAME");
   g_option_context_set_summary(ctx,
-                               "Models in the zoo. NAME may also be a path to a config.json or "
-                               "a tensor listing {name: {shape, dtype}}.");
+                               "Models in the zoo. NAME may also be a path to a config.json, "
+                               "a tensor listing {name: {shape, dtype}}, or a checkpoint directory "
+                               "(config.json + safetensors; only the headers are read).");
   g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;

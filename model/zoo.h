@@ -1,6 +1,9 @@
 /* Model zoo: every weight tensor of a model, generated from a Hugging Face style config.json
- * (families qwen3_moe, qwen3_next, deepseek_v3, kimi, nemotron_h) or read from a plain tensor
- * listing {name: {shape, dtype}}.
+ * (families: see rf_zoo_families) or read from a plain tensor listing {name: {shape, dtype}}.
+ *
+ * Two lists: `tensors` is the model in its training precision (what the reshard moves; BF16
+ * unless the config's dtype says otherwise), `ckpt` the checkpoint as published when it is
+ * quantized (stored dtypes, packed FP4 blocks, scale tensors; NULL when it equals `tensors`).
  *
  * Routed experts of one layer and projection are kept as one stacked entry: name holds "{e}"
  * where the expert index goes, shape[0] is the expert count, and the entry stands for that many
@@ -13,7 +16,25 @@
 #include <glib.h>
 #include <stdint.h>
 
-typedef enum { RF_DT_BF16, RF_DT_FP16, RF_DT_FP32, RF_DT_FP8, RF_DT_COUNT } RfDtype;
+/* FP8 is e4m3 or e5m2; U8 holds packed FP4 pairs and e8m0 block scales. The integer, F64 and
+ * BOOL types appear only in checkpoints read from safetensors headers. */
+typedef enum {
+  RF_DT_BF16,
+  RF_DT_FP16,
+  RF_DT_FP32,
+  RF_DT_FP8,
+  RF_DT_U8,
+  RF_DT_I8,
+  RF_DT_I16,
+  RF_DT_U16,
+  RF_DT_I32,
+  RF_DT_U32,
+  RF_DT_I64,
+  RF_DT_U64,
+  RF_DT_FP64,
+  RF_DT_BOOL,
+  RF_DT_COUNT
+} RfDtype;
 
 typedef enum {
   RF_KIND_EMBEDDING,
@@ -98,21 +119,36 @@ typedef struct {
   uint32_t ntensors;
   RfPart *parts;
   uint32_t nparts;
-  int nlayers; /* decoder layers (not counting MTP); the PP split runs over these */
+  int nlayers;    /* decoder layers (not counting MTP); the PP split runs over these */
+  RfTensor *ckpt; /* the published checkpoint when it differs from tensors (quantized), or NULL */
+  uint32_t nckpt;
+  char *quant;     /* published quantization in words ("fp8 e4m3, 128x128 blocks"), or NULL */
+  char *ckpt_dir;  /* loaded from a checkpoint directory: its path (ckpt read from its headers) */
+  char *ckpt_note; /* one line: where the checkpoint and config.json disagree, or NULL */
 } RfModel;
 
 const char *rf_dtype_name(RfDtype d);
 int rf_dtype_size(RfDtype d);
 gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error);
 const char *rf_kind_name(RfKind k);
+/* Kind of a tensor from its checkpoint name alone (listings, checkpoint tensors no config names).
+ */
+RfKind rf_kind_from_name(const char *name, int ndim);
 gboolean rf_kind_is_ffn(RfKind k); /* dense + routed expert gate/up/down: the hybrid reshard set */
 
+/* Config families refit builds (model_type values, NULL-terminated, static). */
+const char *const *rf_zoo_families(void);
 /* Shipped model names (NULL-terminated, static). */
 const char *const *rf_zoo_names(void);
-/* Load a shipped model by name, or a path to a config.json / tensor listing.
- * NULL + one-line error for an unknown name, unsupported family or malformed file. */
+/* Load a shipped model by name, a path to a config.json / tensor listing, or a checkpoint
+ * directory (config.json + safetensors; model/checkpoint.h): its tensors are the config's, its
+ * ckpt the tensors its safetensors headers list (only headers are read), with ckpt_note set
+ * where they disagree. NULL + one-line error for an unknown name, unsupported family or
+ * malformed file or header. */
 RfModel *rf_model_load(const char *name_or_path, GError **error);
-/* Build from parsed JSON text (config.json or tensor listing); name labels it. */
+/* Build from JSON text: a config.json (Python's Infinity/NaN accepted, as Hugging Face writes
+ * them) or a tensor listing (strict RFC 8259). name labels it. Errors: RF_ERROR_INPUT for a
+ * malformed or unsupported file, RF_ERROR_LIMIT for sizes past refit's limits. */
 RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GError **error);
 void rf_model_free(RfModel *m);
 
@@ -122,7 +158,11 @@ int64_t rf_tensor_elems(const RfTensor *t);
 int64_t rf_part_elems(const RfPart *p);
 int64_t rf_model_params(const RfModel *m);
 int64_t rf_model_bytes(const RfModel *m);
+/* The published checkpoint: tensors (scales included) and bytes as stored. */
 int64_t rf_model_checkpoint_tensors(const RfModel *m);
+int64_t rf_model_checkpoint_bytes(const RfModel *m);
+/* Largest model total in bytes (both lists); a model past it is refused at load. */
+#define RF_MAX_MODEL_BYTES (INT64_C(1) << 60)
 
 /* Checkpoint name of expert e of a stacked entry (or the name itself); caller frees. */
 char *rf_tensor_name(const RfTensor *t, int64_t expert);

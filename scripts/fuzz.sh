@@ -8,7 +8,7 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift 2>/dev/null || true
-targets=${*:-"json layout spec model topology calibration"}
+targets=${*:-"json layout spec model safetensors topology calibration"}
 command -v clang >/dev/null || { echo "fuzz: clang is needed (apt-get install clang)"; exit 2; }
 cmake -S . -B build-fuzz -DREFIT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ >build-fuzz.cmake.log 2>&1 || { cat build-fuzz.cmake.log; exit 1; }
@@ -20,6 +20,7 @@ seeds() { # TARGET: the files its corpus starts from
   layout) ls tests/fuzz/seeds/layout/* ;;
   spec) ls tests/data/*.json ;;
   model) ls model/configs/*.json ;;
+  safetensors) ls tests/fuzz/seeds/safetensors/* ;;
   topology) ls topologies/*.topo tests/data/sim/*.topo ;;
   calibration) ls sim/calibration/*.cal tests/data/sim/*.cal ;;
   esac

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "error.h"
 #include "plan.h"
 #include "zoo.h"
 
@@ -175,8 +176,205 @@ static void test_bad(void) {
   g_clear_error(&e);
 }
 
+/* Published configs (tests/data/hf, copied from shared/reference/hf-configs): each loads within
+ * 1% of its published size. "~" sizes in the README are two significant figures: 2%. Sizes
+ * without MTP where the published figure leaves the MTP block out (Nemotron-3, Qwen3.5). */
+typedef struct {
+  const char *file;
+  double params, tol;
+  gboolean with_mtp;
+} HfCase;
+
+static const HfCase hf_cases[] = {
+    {"DeepSeek-V3", 685e9, 0.01, TRUE}, /* 671 B + 14 B MTP */
+    {"Kimi-K3", 2.8e12, 0.02, TRUE},
+    {"Meta-Llama-3.1-70B", 70.6e9, 0.01, TRUE},
+    {"MiniMax-M2.5", 230e9, 0.02, TRUE},
+    {"Mixtral-8x7B-v0.1", 46.7e9, 0.01, TRUE},
+    {"NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16", 550e9, 0.02, FALSE},
+    {"Nemotron-H-56B-Base-8K", 56e9, 0.02, TRUE},
+    {"Qwen3-Next-80B-A3B-Thinking", 80e9, 0.01, TRUE},
+    {"Qwen3.5-397B-A17B", 397e9, 0.01, FALSE},
+    {"gpt-oss-120b", 116.8e9, 0.01, TRUE},
+};
+
+static RfModel *load_data(const char *dir, const char *name) {
+  char *path = g_strdup_printf("%s/tests/data/%s/%s.json", g_getenv("REFIT_DATA_DIR"), dir, name);
+  GError *e = NULL;
+  RfModel *m = rf_model_load(path, &e);
+  g_assert_no_error(e);
+  g_free(path);
+  return m;
+}
+
+static void test_hf(gconstpointer data) {
+  const HfCase *c = data;
+  RfModel *m = load_data("hf", c->file);
+  double p = 0;
+  for (uint32_t i = 0; i < m->ntensors; i++)
+    if (c->with_mtp || !m->tensors[i].mtp) p += (double)rf_tensor_elems(&m->tensors[i]);
+  if (fabs(p / c->params - 1) > c->tol)
+    g_error("%s: %.4g params, published %.4g", c->file, p, c->params);
+  /* planning keeps the training precision */
+  g_assert_cmpint(rf_model_bytes(m), ==, 2 * rf_model_params(m));
+  rf_model_free(m);
+}
+
+/* GLM-5 has no published size at hand: it loads, with its DSA indexer in every layer. */
+static void test_hf_glm5(void) {
+  RfModel *m = load_data("hf", "GLM-5");
+  int idx = 0;
+  for (uint32_t i = 0; i < m->ntensors; i++)
+    idx += g_str_has_suffix(m->tensors[i].name, "indexer.wk.weight");
+  g_assert_cmpint(idx, ==, m->nlayers + m->arch.mtp_layers);
+  rf_model_free(m);
+}
+
+/* Published quantization: FP8 blocks add weight_scale_inv; MXFP4 packs gpt-oss experts. */
+static void test_quant(void) {
+  RfModel *m = load_data("hf", "DeepSeek-V3");
+  g_assert_nonnull(m->ckpt);
+  int fp8 = 0, scales = 0;
+  for (uint32_t i = 0; i < m->nckpt; i++) {
+    const RfTensor *t = &m->ckpt[i];
+    if (t->dtype == RF_DT_FP8) fp8++;
+    if (g_str_has_suffix(t->name, "weight_scale_inv")) {
+      scales++;
+      g_assert_cmpint(t->dtype, ==, RF_DT_FP32);
+      g_assert_true(g_str_has_suffix(m->ckpt[i - 1].name, ".weight"));
+      g_assert_cmpint(t->shape[t->ndim - 1], ==, (m->ckpt[i - 1].shape[t->ndim - 1] + 127) / 128);
+    }
+    g_assert_false(t->kind == RF_KIND_EMBEDDING && t->dtype != RF_DT_BF16);
+  }
+  g_assert_cmpint(fp8, ==, scales);
+  g_assert_cmpint(fp8, >, 0);
+  /* about one byte a parameter, scales and BF16 tables on top */
+  double r = (double)rf_model_checkpoint_bytes(m) / rf_model_params(m);
+  g_assert_cmpfloat(r, >, 1.0);
+  g_assert_cmpfloat(r, <, 1.02);
+  rf_model_free(m);
+  /* gpt-oss-120b: the MXFP4 checkpoint is about 65 GB */
+  m = load_data("hf", "gpt-oss-120b");
+  g_assert_cmpfloat(fabs(rf_model_checkpoint_bytes(m) / 65.3e9 - 1), <, 0.01);
+  rf_model_free(m);
+}
+
+/* Every tiny family config plans and verifies with every strategy. */
+static const struct {
+  const char *file, *train, *infer;
+} tiny_cases[] = {
+    {"llama", "TP2xPP2", "TP4"},
+    {"mixtral", "TP2xPP2xEP2", "TP2xDP2"},
+    {"minimax-m2", "TP2xEP4", "TP4xDP2"},
+    {"glm4-moe", "TP2xPP2xEP2", "TP4"},
+    {"glm5", "TP2xPP2xEP4", "TP4xDP2"},
+    {"qwen3.5-moe", "TP2xPP2xEP2", "TP2xDP2"},
+    {"qwen3.5", "TP2xPP2", "TP2"},
+    {"gpt-oss", "TP2xEP2", "TP4"},
+    {"nemotron-listed", "TP2xPP2", "TP2xDP2"},
+};
+
+static void test_tiny(gconstpointer data) {
+  const int i = GPOINTER_TO_INT(data);
+  RfModel *m = load_data("tiny", tiny_cases[i].file);
+  GError *e = NULL;
+  RfProblem *pb = rf_problem_new_preset(m, tiny_cases[i].train, tiny_cases[i].infer,
+                                        rf_topology_new_domains(8), &e);
+  g_assert_no_error(e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    RfPlan *p = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_true(rf_plan_verify(p, NULL));
+    rf_plan_free(p);
+  }
+  rf_problem_free(pb);
+}
+
+/* Issue 10: shapes and counts past the limits, refused with their codes before any overflow. */
+static void test_limits(void) {
+  static const struct {
+    const char *json;
+    int code;
+  } cases[] = {
+      /* heads x head_dim, MLA and Mamba dims would overflow int64 if multiplied first */
+      {"{\"model_type\":\"llama\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_"
+       "heads\":"
+       "4294967295,\"head_dim\":4294967295,\"intermediate_size\":8,\"vocab_size\":8}",
+       RF_ERROR_LIMIT},
+      {"{\"model_type\":\"deepseek_v3\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_"
+       "heads\":2,\"kv_lora_rank\":8,\"qk_nope_head_dim\":4294967295,\"qk_rope_head_dim\":8,\"v_"
+       "head_dim\":8,\"n_routed_experts\":2,\"num_experts_per_tok\":1,\"moe_intermediate_size\":8,"
+       "\"intermediate_size\":8,\"vocab_size\":8}",
+       RF_ERROR_LIMIT},
+      {"{\"model_type\":\"nemotron_h\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_"
+       "heads\":2,\"mamba_num_heads\":4294967295,\"mamba_head_dim\":4294967295,\"n_groups\":1,"
+       "\"ssm_state_size\":2,\"conv_kernel\":2,\"vocab_size\":8,\"hybrid_override_pattern\":\"M\"}",
+       RF_ERROR_LIMIT},
+      /* the largest accepted dims still stay below int64 and are refused by volume */
+      {"{\"model_type\":\"llama\",\"hidden_size\":16777216,\"num_hidden_layers\":1,\"num_attention_"
+       "heads\":16777216,\"head_dim\":16777216,\"intermediate_size\":8,\"vocab_size\":8}",
+       RF_ERROR_LIMIT},
+      /* a listing dim past 2^56, and a product past 2^56 */
+      {"{\"w\":{\"dtype\":\"bf16\",\"shape\":[4294967296,4294967296]}}", RF_ERROR_LIMIT},
+      {"{\"w\":{\"dtype\":\"bf16\",\"shape\":[72057594037927936,2]}}", RF_ERROR_LIMIT},
+      /* 0 layers, decoder_sparse_step 0, more experts per token than experts */
+      {"{\"model_type\":\"qwen3\",\"hidden_size\":8,\"num_hidden_layers\":0,\"num_attention_"
+       "heads\":"
+       "2,\"intermediate_size\":8,\"vocab_size\":8,\"mlp_only_layers\":[0]}",
+       RF_ERROR_INPUT},
+      {"{\"model_type\":\"qwen3_moe\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_"
+       "heads\":2,\"num_experts\":4,\"num_experts_per_tok\":2,\"moe_intermediate_size\":8,"
+       "\"decoder_sparse_step\":0,\"vocab_size\":8}",
+       RF_ERROR_INPUT},
+      {"{\"model_type\":\"qwen3_moe\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_"
+       "heads\":2,\"num_experts\":4,\"num_experts_per_tok\":5,\"moe_intermediate_size\":8,"
+       "\"vocab_size\":8}",
+       RF_ERROR_INPUT},
+      /* Python's constants: fine in a config, never in a listing */
+      {"{\"w\":{\"dtype\":\"bf16\",\"shape\":[4]},\"x\":{\"dtype\":\"bf16\",\"shape\":[4],\"s\":"
+       "Infinity}}",
+       RF_ERROR_INPUT},
+      {"{\"model_type\":\"llama4\"}", RF_ERROR_INPUT},
+      {"{\"model_type\":\"llama\",\"quantization_config\":{\"quant_method\":\"gptq\"}}",
+       RF_ERROR_INPUT},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    GError *e = NULL;
+    RfModel *m = rf_model_from_json("bad", cases[i].json, -1, &e);
+    if (m) g_error("accepted: %s", cases[i].json);
+    g_assert_error(e, RF_ERROR, cases[i].code);
+    g_assert_null(strchr(e->message, '\n'));
+    g_assert_null(strstr(e->message, "0..-1"));
+    g_clear_error(&e);
+  }
+  /* 33 tensors of 2^56 fp32 elements: each within the limits, the total is not */
+  GString *js = g_string_new("{");
+  for (int i = 0; i < 33; i++)
+    g_string_append_printf(js, "%s\"t%d\":{\"dtype\":\"fp32\",\"shape\":[72057594037927936]}",
+                           i ? "," : "", i);
+  g_string_append(js, "}");
+  GError *e = NULL;
+  g_assert_null(rf_model_from_json("big", js->str, -1, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_clear_error(&e);
+  g_string_free(js, TRUE);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  for (size_t i = 0; i < G_N_ELEMENTS(hf_cases); i++) {
+    char *path = g_strdup_printf("/zoo/hf/%s", hf_cases[i].file);
+    g_test_add_data_func(path, &hf_cases[i], test_hf);
+    g_free(path);
+  }
+  g_test_add_func("/zoo/hf/GLM-5", test_hf_glm5);
+  g_test_add_func("/zoo/quant", test_quant);
+  for (size_t i = 0; i < G_N_ELEMENTS(tiny_cases); i++) {
+    char *path = g_strdup_printf("/zoo/tiny/%s", tiny_cases[i].file);
+    g_test_add_data_func(path, GINT_TO_POINTER((int)i), test_tiny);
+    g_free(path);
+  }
+  g_test_add_func("/zoo/limits", test_limits);
   g_test_add_func("/zoo/public_totals", test_public_totals);
   g_test_add_func("/zoo/qwen38_experts", test_qwen38_experts);
   g_test_add_func("/zoo/layer_mix", test_layer_mix);
