@@ -41,8 +41,28 @@ for t in datafile dtensor zoo layout topology plan real sim; do
   fi
 done
 rm -f "$log.vg"
+# Fuzz targets (libFuzzer, clang) for a short budget each, and the CLI random-argument driver
+# against the ASan build: any crash, sanitizer report or undocumented exit status fails.
+fz_pass=0
+fz_fail=0
+echo "# fuzz targets (${REFIT_FUZZ_SECONDS:-60} s each)"
+if sh scripts/fuzz.sh "${REFIT_FUZZ_SECONDS:-60}" >"$log.fz" 2>&1; then :; else status=1; fi
+cat "$log.fz"
+fz_pass=$(grep -c ': clean' "$log.fz" || true)
+fz_fail=$(grep -c ': FAILED' "$log.fz" || true)
+[ "$fz_pass" -gt 0 ] || { echo "fuzz: no target ran"; fz_fail=$((fz_fail + 1)); status=1; }
+echo "# CLI random-argument driver (ASan build)"
+if REFIT_DATA_DIR=$PWD python3 tests/fuzz/cli_random.py build-asan/cli/refit --count 300 --seed 1 \
+    --timeout 120 >"$log.cr" 2>&1; then
+  fz_pass=$((fz_pass + 1))
+else
+  fz_fail=$((fz_fail + 1))
+  status=1
+fi
+cat "$log.cr"
+rm -f "$log.fz" "$log.cr"
 # ctest prints "N% tests passed, F tests failed out of T" and lists skipped tests.
-awk -v vp="$vg_pass" -v vf="$vg_fail" '
+awk -v vp="$((vg_pass + fz_pass))" -v vf="$((vg_fail + fz_fail))" '
   /tests passed, .* tests failed out of/ { total += $NF; failed += $(NF - 4) }
   /\(Skipped\)/ { skipped++ }
   END { printf "refit: %d passed, %d failed, %d skipped\n", total - failed - skipped + vp, failed + vf, skipped }
