@@ -64,6 +64,7 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
 /* Raw DTensor spec (JSON text, see docs/formats.md); rank r sits on GPU r. Owns topo. */
 RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, GError **error);
 void rf_problem_free(RfProblem *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfProblem, rf_problem_free)
 
 static inline int rf_problem_domain(const RfProblem *p, int rank) {
   return p->gpu[rank] / p->topo->gpus_per_domain;

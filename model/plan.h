@@ -101,6 +101,7 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error);
 RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOptions *opt,
                       GError **error);
 void rf_plan_free(RfPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfPlan, rf_plan_free)
 
 /* Check the plan's invariants: every destination element of every part received exactly once
  * by its destination rank, no box outside its part or outside the sender's holding, every
