@@ -25,14 +25,24 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
     int which = -1;
     for (int k = 0; k < 6; k++)
       if (strlen(names[k]) == n && !g_ascii_strncasecmp(t, names[k], n)) which = k;
-    char *end = NULL;
-    long v = n && t[n] ? strtol(t + n, &end, 10) : -1;
-    if (which < 0 || v < 1 || (end && *end) || v > (1 << 20)) {
+    /* digits only, no sign, space or leading zero: "TP+2", "TP 2" and "TP02" are not layouts */
+    size_t nd = strspn(t + n, "0123456789");
+    if (which < 0 || nd == 0 || t[n + nd] || t[n] == '0') {
+      g_autofree char *es = g_strescape(s, NULL), *et = g_strescape(t, NULL);
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "bad layout '%s': '%s' is not TP<n>, PP<n>, EP<n>, ETP<n>, CP<n> or DP<n>", s, t);
+                  "bad layout '%s': '%s' is not TP<n>, PP<n>, EP<n>, ETP<n>, CP<n> or DP<n> "
+                  "(n a whole number from 1, no sign, space or leading zero)",
+                  es, et);
       ok = FALSE;
       break;
     }
+    if (nd > 7 || strtol(t + n, NULL, 10) > RF_MAX_LAYOUT) {
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "bad layout '%s': %s is above the limit of %d",
+                  s, t, RF_MAX_LAYOUT);
+      ok = FALSE;
+      break;
+    }
+    long v = strtol(t + n, NULL, 10);
     if (seen[which]) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "bad layout '%s': %s given twice", s,
                   names[which]);

@@ -89,6 +89,7 @@ static void set_place(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *place)
 static gboolean need_div(Ctx *c, uint32_t pi, int d, int64_t n, const char *what) {
   const RfPart *part = &c->pb->model->parts[pi];
   if (n <= 1 || part->shape[d] % n == 0) return TRUE;
+  if (c->failed) return FALSE; /* the first failure is the one reported */
   const RfTensor *t = &c->pb->model->tensors[part->tensor];
   g_set_error(c->error, RF_ERROR, RF_ERROR_INPUT, "%s: %s%lld does not divide %s%s%s dim %d (%lld)",
               c->side->framework, what, (long long)n, t->name, part->tag[0] ? "#" : "", part->tag,
@@ -141,91 +142,196 @@ static void place_tp(Ctx *c, uint32_t pi, const Dense *D, int tdim) {
   if (tdim >= 0) need_div(c, pi, tdim, D->tp, "TP");
 }
 
-/* Everything but routed experts and KV-head replication. */
-static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
+/* Embedding and LM head: rows split TP ways over a padded vocabulary. Megatron pads the
+ * vocab to a multiple of 128 x TP; vLLM to a multiple of 64, then / TP. */
+static void place_vocab(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfPart *part = &c->pb->model->parts[pi];
+  const RfTensor *t = &c->pb->model->tensors[part->tensor];
+  int tp = D->tp;
+  place_tp(c, pi, D, -1);
+  RfPlacement *p = &c->side->place[pi];
+  p->place[D->mesh->ndim - 1] = 0;
+  int64_t padded =
+      D->megatron ? round_up(part->shape[0], 128LL * tp) : round_up(part->shape[0], 64);
+  need(c, padded % tp == 0, "TP%d does not divide the padded vocabulary of %s (%lld)", tp, t->name,
+       (long long)padded);
+  p->pad_shape[0] = padded;
+  set_own(c, pi);
+}
+
+/* Local rows of q, k or v in the fused qkv buffer of its layer. */
+static void qkv_local(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfPart *part = &m->parts[pi];
+  const RfTensor *t = &m->tensors[part->tensor];
+  int64_t hd = m->arch.head_dim, kv = m->arch.kv_heads;
+  int tp = D->tp;
+  /* q_proj rows (with a per-head output gate, 2 x heads x hd): q, k, v are consecutive
+   * tensors of one layer in every family. */
+  uint32_t qi = part->tensor - (t->kind == RF_KIND_ATTN_K ? 1 : t->kind == RF_KIND_ATTN_V ? 2 : 0);
+  int64_t qk_rows_total = m->tensors[qi].shape[0];
+  int64_t qpg = qk_rows_total / kv; /* q rows per KV group */
+  g_autofree char *blk = block_of(t->name);
+  g_autofree char *bname = g_strdup_printf("%sqkv", blk);
+  if (D->megatron) {
+    /* Megatron fuses per KV group: [q_g | k_g | v_g] for each local group; with replicated
+     * KV heads a rank holds part of one group: [q_local | k | v]. */
+    int64_t qb = tp <= kv ? qpg : qk_rows_total / tp;
+    int64_t period = qb + 2 * hd;
+    int64_t off = t->kind == RF_KIND_ATTN_Q ? 0 : t->kind == RF_KIND_ATTN_K ? qb : qb + hd;
+    int64_t b = t->kind == RF_KIND_ATTN_Q ? qb : hd;
+    set_fused(c, pi, bname, 0, off, tp <= kv ? b : 0, period);
+  } else {
+    /* vLLM: [q_local | k_local | v_local]; a replicated KV head is one head per rank. */
+    int64_t q_loc_rows = qk_rows_total / tp;
+    int64_t kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
+    int64_t off = t->kind == RF_KIND_ATTN_Q   ? 0
+                  : t->kind == RF_KIND_ATTN_K ? q_loc_rows
+                                              : q_loc_rows + kv_loc_rows;
+    set_fused(c, pi, bname, 0, off, 0, q_loc_rows + 2 * kv_loc_rows);
+  }
+}
+
+/* q, k, v projections: split by heads, KV heads replicated when TP exceeds them. */
+static void place_qkv(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+  const RfArch *a = &m->arch;
+  int64_t hd = a->head_dim, kv = a->kv_heads;
+  int tp = D->tp;
+  if (kv <= 0 || hd <= 0 || a->heads <= 0) {
+    /* a tensor listing: no head structure known, a plain row split in its own buffer */
+    place_tp(c, pi, D, 0);
+    set_own(c, pi);
+    return;
+  }
+  need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp, (long long)a->heads);
+  need(c, a->heads % kv == 0, "%lld KV heads do not divide %lld attention heads", (long long)kv,
+       (long long)a->heads);
+  if (t->kind == RF_KIND_ATTN_Q) {
+    place_tp(c, pi, D, 0);
+  } else if (tp <= kv) {
+    need(c, kv % tp == 0, "TP%d does not divide %lld KV heads", tp, (long long)kv);
+    place_tp(c, pi, D, 0);
+  } else {
+    /* More ranks than KV heads: each KV head is replicated on TP / kv ranks (vLLM does this;
+     * for Megatron we assume the same, as the reported Nemotron-3 Ultra TP8 run needs). */
+    need(c, tp % kv == 0, "TP%d is not a multiple of %lld KV heads", tp, (long long)kv);
+    if (c->failed) return;
+    const RfMesh *km = kv_mesh(c, D->mesh, (int)kv);
+    if (!km) return;
+    int8_t pl[RF_MAX_DIMS];
+    for (int i = 0; i < km->ndim; i++)
+      pl[i] = RF_REPLICATE;
+    pl[km->ndim - 2] = 0;
+    set_place(c, pi, km, pl);
+  }
+  if (c->failed) return;
+  qkv_local(c, pi, D);
+}
+
+/* Gate and up projections: gated MLPs keep [gate_r; up_r] in one buffer per rank; relu2 MLPs
+ * have only up. */
+static void place_gate_up(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfPart *part = &m->parts[pi];
+  const RfTensor *t = &m->tensors[part->tensor];
+  place_tp(c, pi, D, 0);
+  gboolean gate = t->kind == RF_KIND_DENSE_GATE || t->kind == RF_KIND_SHARED_GATE;
+  uint32_t other = gate ? part->tensor + 1 : part->tensor - 1;
+  gboolean fused = other < m->ntensors &&
+                   (m->tensors[other].kind == (gate ? t->kind + 1 : t->kind - 1)) &&
+                   m->tensors[other].layer == t->layer && m->tensors[other].shape[0] == t->shape[0];
+  if (!fused) {
+    set_own(c, pi);
+    return;
+  }
+  int64_t loc = part->shape[0] / D->tp;
+  g_autofree char *blk = block_of(t->name);
+  g_autofree char *bname = g_strdup_printf("%sgate_up", blk);
+  set_fused(c, pi, bname, 0, gate ? 0 : loc, 0, 2 * loc);
+}
+
+/* Mamba and GDN input projections and convolutions: per rank [z_r | x_r | B_r | C_r | dt_r]
+ * (and x | B | C for conv), the tensor's parts each split TP ways, laid side by side. */
+static void place_mixer_in(Ctx *c, uint32_t pi, const Dense *D) {
   const RfModel *m = c->pb->model;
   const RfPart *part = &m->parts[pi];
   const RfTensor *t = &m->tensors[part->tensor];
   const RfArch *a = &m->arch;
   int tp = D->tp;
-  switch (t->kind) {
-  case RF_KIND_EMBEDDING:
-  case RF_KIND_LM_HEAD: {
-    place_tp(c, pi, D, -1);
-    RfPlacement *p = &c->side->place[pi];
-    p->place[D->mesh->ndim - 1] = 0;
-    /* Megatron pads the vocab to a multiple of 128 x TP; vLLM to a multiple of 64, then / TP. */
-    int64_t padded =
-        D->megatron ? round_up(part->shape[0], 128LL * tp) : round_up(part->shape[0], 64);
-    need(c, padded % tp == 0, "TP%d does not divide the padded vocabulary of %s (%lld)", tp,
-         t->name, (long long)padded);
-    p->pad_shape[0] = padded;
+  place_tp(c, pi, D, 0);
+  if (t->kind == RF_KIND_MAMBA_IN || t->kind == RF_KIND_MAMBA_CONV)
+    need(c, a->mamba_groups % tp == 0 && a->mamba_heads % tp == 0,
+         "TP%d does not divide Mamba groups (%lld) and heads (%lld)", tp,
+         (long long)a->mamba_groups, (long long)a->mamba_heads);
+  else
+    need(c, a->lin_heads % tp == 0 && a->lin_kv_heads % tp == 0,
+         "TP%d does not divide GDN heads (%lld key, %lld value)", tp, (long long)a->lin_kv_heads,
+         (long long)a->lin_heads);
+  if (!part->tag[0]) {
     set_own(c, pi);
     return;
   }
-  case RF_KIND_ATTN_Q:
-  case RF_KIND_ATTN_K:
-  case RF_KIND_ATTN_V: {
-    int64_t hd = a->head_dim, kv = a->kv_heads;
-    if (kv <= 0 || hd <= 0 || a->heads <= 0) {
-      /* a tensor listing: no head structure known, a plain row split in its own buffer */
-      place_tp(c, pi, D, 0);
-      set_own(c, pi);
-      return;
-    }
+  if (c->failed) return;
+  int64_t off = 0, total = 0;
+  for (uint32_t j = 0; j < m->nparts; j++) {
+    if (m->parts[j].tensor != part->tensor) continue;
+    if (j < pi) off += m->parts[j].shape[0] / tp;
+    total += m->parts[j].shape[0] / tp;
+  }
+  set_fused(c, pi, t->name, 0, off, 0, total);
+}
+
+/* Row splits by heads: the head count must divide, not only the rows. */
+static void place_heads(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+  const RfArch *a = &m->arch;
+  int tp = D->tp;
+  if (t->kind == RF_KIND_MLA_Q_B || t->kind == RF_KIND_MLA_KV_B || t->kind == RF_KIND_ATTN_GATE)
     need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp,
          (long long)a->heads);
-    need(c, a->heads % kv == 0, "%lld KV heads do not divide %lld attention heads", (long long)kv,
-         (long long)a->heads);
-    if (t->kind == RF_KIND_ATTN_Q) {
-      place_tp(c, pi, D, 0);
-    } else if (tp <= kv) {
-      need(c, kv % tp == 0, "TP%d does not divide %lld KV heads", tp, (long long)kv);
-      place_tp(c, pi, D, 0);
-    } else {
-      /* More ranks than KV heads: each KV head is replicated on TP / kv ranks (vLLM does this;
-       * for Megatron we assume the same, as the reported Nemotron-3 Ultra TP8 run needs). */
-      need(c, tp % kv == 0, "TP%d is not a multiple of %lld KV heads", tp, (long long)kv);
-      if (c->failed) return;
-      const RfMesh *km = kv_mesh(c, D->mesh, (int)kv);
-      if (!km) return;
-      int8_t pl[RF_MAX_DIMS];
-      for (int i = 0; i < km->ndim; i++)
-        pl[i] = RF_REPLICATE;
-      pl[km->ndim - 2] = 0;
-      set_place(c, pi, km, pl);
-    }
-    if (c->failed) return;
-    /* q_proj rows (with a per-head output gate, 2 x heads x hd): q, k, v are consecutive
-     * tensors of one layer in every family. */
-    uint32_t qi = part->tensor - (t->kind == RF_KIND_ATTN_K   ? 1
-                                  : t->kind == RF_KIND_ATTN_V ? 2
-                                                              : 0);
-    int64_t qk_rows_total = m->tensors[qi].shape[0];
-    int64_t qpg = qk_rows_total / kv; /* q rows per KV group */
-    char *blk = block_of(t->name);
-    char *bname = g_strdup_printf("%sqkv", blk);
-    if (D->megatron) {
-      /* Megatron fuses per KV group: [q_g | k_g | v_g] for each local group; with replicated
-       * KV heads a rank holds part of one group: [q_local | k | v]. */
-      int64_t qb = tp <= kv ? qpg : qk_rows_total / tp;
-      int64_t period = qb + 2 * hd;
-      int64_t off = t->kind == RF_KIND_ATTN_Q ? 0 : t->kind == RF_KIND_ATTN_K ? qb : qb + hd;
-      int64_t b = t->kind == RF_KIND_ATTN_Q ? qb : hd;
-      set_fused(c, pi, bname, 0, off, tp <= kv ? b : 0, period);
-    } else {
-      /* vLLM: [q_local | k_local | v_local]; a replicated KV head is one head per rank. */
-      int64_t q_loc_rows = qk_rows_total / tp;
-      int64_t kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
-      int64_t off = t->kind == RF_KIND_ATTN_Q   ? 0
-                    : t->kind == RF_KIND_ATTN_K ? q_loc_rows
-                                                : q_loc_rows + kv_loc_rows;
-      set_fused(c, pi, bname, 0, off, 0, q_loc_rows + 2 * kv_loc_rows);
-    }
-    g_free(bname);
-    g_free(blk);
+  else if (t->kind >= RF_KIND_KDA_PROJ && t->kind <= RF_KIND_KDA_HEAD)
+    need(c, a->lin_heads % tp == 0, "TP%d does not divide %lld KDA heads", tp,
+         (long long)a->lin_heads);
+  else if (t->kind == RF_KIND_GDN_HEAD)
+    need(c, a->lin_heads % tp == 0 && a->lin_kv_heads % tp == 0,
+         "TP%d does not divide GDN heads (%lld key, %lld value)", tp, (long long)a->lin_kv_heads,
+         (long long)a->lin_heads);
+  place_tp(c, pi, D, 0);
+  set_own(c, pi);
+}
+
+/* MLA q_a and kv_a: replicated; vLLM fuses them into one fused_qkv_a_proj. */
+static void place_mla_a(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfPart *part = &m->parts[pi];
+  const RfTensor *t = &m->tensors[part->tensor];
+  place_tp(c, pi, D, -1);
+  if (D->megatron || !m->arch.q_lora) {
+    set_own(c, pi);
     return;
   }
+  int64_t qa = t->kind == RF_KIND_MLA_Q_A ? part->shape[0] : m->arch.q_lora;
+  int64_t kva = m->arch.kv_lora + m->arch.qk_rope;
+  g_autofree char *blk = block_of(t->name);
+  g_autofree char *bname = g_strdup_printf("%sfused_qkv_a_proj", blk);
+  set_fused(c, pi, bname, 0, t->kind == RF_KIND_MLA_Q_A ? 0 : qa, 0, qa + kva);
+}
+
+/* Everything but routed experts. */
+static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
+  switch (c->pb->model->tensors[c->pb->model->parts[pi].tensor].kind) {
+  case RF_KIND_EMBEDDING:
+  case RF_KIND_LM_HEAD:
+    place_vocab(c, pi, D);
+    return;
+  case RF_KIND_ATTN_Q:
+  case RF_KIND_ATTN_K:
+  case RF_KIND_ATTN_V:
+    place_qkv(c, pi, D);
+    return;
   case RF_KIND_ATTN_O:
   case RF_KIND_MAMBA_OUT:
   case RF_KIND_KDA_O:
@@ -238,57 +344,15 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_DENSE_GATE:
   case RF_KIND_DENSE_UP:
   case RF_KIND_SHARED_GATE:
-  case RF_KIND_SHARED_UP: {
-    place_tp(c, pi, D, 0);
-    gboolean gate = t->kind == RF_KIND_DENSE_GATE || t->kind == RF_KIND_SHARED_GATE;
-    /* Gated MLPs keep [gate_r; up_r] in one buffer per rank; relu2 MLPs have only up. */
-    uint32_t other = gate ? part->tensor + 1 : part->tensor - 1;
-    gboolean fused =
-        other < m->ntensors && (m->tensors[other].kind == (gate ? t->kind + 1 : t->kind - 1)) &&
-        m->tensors[other].layer == t->layer && m->tensors[other].shape[0] == t->shape[0];
-    if (!fused) {
-      set_own(c, pi);
-      return;
-    }
-    int64_t loc = part->shape[0] / tp;
-    char *blk = block_of(t->name);
-    char *bname = g_strdup_printf("%sgate_up", blk);
-    set_fused(c, pi, bname, 0, gate ? 0 : loc, 0, 2 * loc);
-    g_free(bname);
-    g_free(blk);
+  case RF_KIND_SHARED_UP:
+    place_gate_up(c, pi, D);
     return;
-  }
   case RF_KIND_MAMBA_IN:
   case RF_KIND_MAMBA_CONV:
   case RF_KIND_GDN_PROJ:
-  case RF_KIND_GDN_CONV: {
-    place_tp(c, pi, D, 0);
-    if (t->kind == RF_KIND_MAMBA_IN || t->kind == RF_KIND_MAMBA_CONV)
-      need(c, a->mamba_groups % tp == 0 && a->mamba_heads % tp == 0,
-           "TP%d does not divide Mamba groups (%lld) and heads (%lld)", tp,
-           (long long)a->mamba_groups, (long long)a->mamba_heads);
-    else
-      need(c, a->lin_heads % tp == 0 && a->lin_kv_heads % tp == 0,
-           "TP%d does not divide GDN heads (%lld key, %lld value)", tp, (long long)a->lin_kv_heads,
-           (long long)a->lin_heads);
-    if (!part->tag[0]) {
-      set_own(c, pi);
-      return;
-    }
-    if (c->failed) return;
-    /* Per rank [z_r | x_r | B_r | C_r | dt_r] (and x | B | C for conv): the tensor's parts,
-     * each split TP ways, laid side by side. */
-    int64_t off = 0, total = 0;
-    for (uint32_t j = 0; j < m->nparts; j++) {
-      if (m->parts[j].tensor != part->tensor) continue;
-      if (j < pi) off += m->parts[j].shape[0] / tp;
-      total += m->parts[j].shape[0] / tp;
-    }
-    char *bname = g_strdup(t->name);
-    set_fused(c, pi, bname, 0, off, 0, total);
-    g_free(bname);
+  case RF_KIND_GDN_CONV:
+    place_mixer_in(c, pi, D);
     return;
-  }
   case RF_KIND_MAMBA_HEAD:
   case RF_KIND_MAMBA_NORM:
   case RF_KIND_KDA_PROJ:
@@ -298,39 +362,11 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_MLA_Q_B:
   case RF_KIND_MLA_KV_B:
   case RF_KIND_ATTN_GATE:
-    /* split by heads: the head count must divide, not only the rows */
-    if (t->kind == RF_KIND_MLA_Q_B || t->kind == RF_KIND_MLA_KV_B || t->kind == RF_KIND_ATTN_GATE)
-      need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp,
-           (long long)a->heads);
-    else if (t->kind >= RF_KIND_KDA_PROJ && t->kind <= RF_KIND_KDA_HEAD)
-      need(c, a->lin_heads % tp == 0, "TP%d does not divide %lld KDA heads", tp,
-           (long long)a->lin_heads);
-    else if (t->kind == RF_KIND_GDN_HEAD)
-      need(c, a->lin_heads % tp == 0 && a->lin_kv_heads % tp == 0,
-           "TP%d does not divide GDN heads (%lld key, %lld value)", tp, (long long)a->lin_kv_heads,
-           (long long)a->lin_heads);
-    place_tp(c, pi, D, 0);
-    set_own(c, pi);
+    place_heads(c, pi, D);
     return;
   case RF_KIND_MLA_Q_A:
   case RF_KIND_MLA_KV_A:
-    place_tp(c, pi, D, -1);
-    if (!D->megatron) {
-      /* vLLM fuses q_a and kv_a into one replicated fused_qkv_a_proj. */
-      int64_t qa = t->kind == RF_KIND_MLA_Q_A ? part->shape[0] : m->arch.q_lora;
-      if (!m->arch.q_lora) {
-        set_own(c, pi);
-        return;
-      }
-      int64_t kva = m->arch.kv_lora + m->arch.qk_rope;
-      char *blk = block_of(t->name);
-      char *bname = g_strdup_printf("%sfused_qkv_a_proj", blk);
-      set_fused(c, pi, bname, 0, t->kind == RF_KIND_MLA_Q_A ? 0 : qa, 0, qa + kva);
-      g_free(bname);
-      g_free(blk);
-      return;
-    }
-    set_own(c, pi);
+    place_mla_a(c, pi, D);
     return;
   default: /* norms, router, latent projections, MTP eh_proj, low-rank KDA, unknown */
     place_tp(c, pi, D, -1);
@@ -363,12 +399,10 @@ static void place_expert(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *pl,
     return;
   }
   int64_t loc = part->shape[1] / split;
-  char *blk = block_of(t->name);
+  g_autofree char *blk = block_of(t->name);
   /* blk ends in "experts.{e}."; w13 is per layer */
-  char *bname = g_strdup_printf("%sw13", blk);
+  g_autofree char *bname = g_strdup_printf("%sw13", blk);
   set_fused(c, pi, bname, 1, t->kind == RF_KIND_EXPERT_GATE ? 0 : loc, 0, 2 * loc);
-  g_free(bname);
-  g_free(blk);
 }
 
 static int pp_stage(const RfModel *m, const RfTensor *t, int pp) {
@@ -492,111 +526,113 @@ static int64_t gcd64(int64_t a, int64_t b) {
   return a;
 }
 
-RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *infer,
-                                 RfTopology *topo, GError **error) {
-  RfProblem *pb = g_new0(RfProblem, 1);
-  pb->model = model;
-  pb->topo = topo;
-  RfParallel T, I;
-  if (!rf_parallel_parse(train, &T, error) || !rf_parallel_parse(infer, &I, error)) goto fail;
+/* Rank counts are compared in double before any integer product is formed: a product of at
+ * most six layout numbers (each below 2^21) is exact there up to 2^53, and above the rank
+ * limit it cannot round back below it. */
+static gboolean check_layouts(RfParallel *T, const RfParallel *I, const char *train,
+                              const char *infer, GError **error) {
   /* Training: EP x ETP folds into the TP x CP x DP ranks of a PP stage. */
-  {
-    int64_t fold = (int64_t)T.ep * T.etp, base = (int64_t)T.tp * T.cp;
-    if (fold * base >= RF_MAX_RANKS) {
-      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "training layout %s needs more than %d ranks",
-                  train, RF_MAX_RANKS - 1);
-      goto fail;
-    }
-    if (!T.dp_given) T.dp = (int)(fold / gcd64(fold, base));
-    if ((base * T.dp) % fold) {
-      g_set_error(
-          error, RF_ERROR, RF_ERROR_INPUT,
-          "training layout %s: EP%d x ETP%d does not divide TP%d x CP%d x DP%d = %lld ranks", train,
-          T.ep, T.etp, T.tp, T.cp, T.dp, (long long)(base * T.dp));
-      goto fail;
-    }
+  double fold = (double)T->ep * T->etp, base = (double)T->tp * T->cp;
+  if (fold * base >= RF_MAX_RANKS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                "training layout %s: EP x ETP x TP x CP = %.4g ranks, more than the limit of %d",
+                train, fold * base, RF_MAX_RANKS - 1);
+    return FALSE;
   }
-  if (I.pp > 1 || I.cp > 1 || I.etp > 1) {
+  if (!T->dp_given) T->dp = (int)((int64_t)fold / gcd64((int64_t)fold, (int64_t)base));
+  double wt = base * T->dp * T->pp, wi = (double)I->tp * I->dp;
+  if (wt + wi >= RF_MAX_RANKS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                "layouts %s -> %s need %.4g ranks, more than the limit of %d", train, infer,
+                wt + wi, RF_MAX_RANKS - 1);
+    return FALSE;
+  }
+  /* From here every product is below 2^24. */
+  int64_t stage = (int64_t)base * T->dp;
+  if (stage % (int64_t)fold) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "training layout %s: EP%d x ETP%d does not divide TP%d x CP%d x DP%d = %lld ranks",
+                train, T->ep, T->etp, T->tp, T->cp, T->dp, (long long)stage);
+    return FALSE;
+  }
+  if (I->pp > 1 || I->cp > 1 || I->etp > 1) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "inference layout %s: the vLLM preset takes TP, DP and EP (generation PP = 1)",
                 infer);
-    goto fail;
+    return FALSE;
   }
-  if (I.ep_given && I.ep != I.tp * I.dp) {
+  if (I->ep_given && I->ep != I->tp * I->dp) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "inference layout %s: vLLM expert parallel has EP = TP x DP = %d, not %d", infer,
-                I.tp * I.dp, I.ep);
-    goto fail;
+                I->tp * I->dp, I->ep);
+    return FALSE;
   }
-  {
-    int64_t wt64 = (int64_t)T.tp * T.cp * T.dp * T.pp, wi64 = (int64_t)I.tp * I.dp;
-    if (wt64 + wi64 >= RF_MAX_RANKS || (int64_t)T.ep * T.etp >= RF_MAX_RANKS) {
-      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "layouts %s -> %s need %lld ranks, more than %d",
-                  train, infer, (long long)(wt64 + wi64), RF_MAX_RANKS - 1);
-      goto fail;
+  return TRUE;
+}
+
+/* Training fills domains from GPU 0; inference starts on a fresh domain and a replica that
+ * fits in a domain never straddles two. Sets pb->nranks, pb->gpu and the placement note. */
+static gboolean place_ranks(RfProblem *pb, const RfParallel *T, const RfParallel *I,
+                            GError **error) {
+  const RfTopology *topo = pb->topo;
+  int wt = T->tp * T->cp * T->dp * T->pp, wi = I->tp * I->dp;
+  int64_t D = topo->gpus_per_domain;
+  pb->nranks = wt + wi;
+  pb->gpu = g_new(int, pb->nranks);
+  for (int r = 0; r < wt; r++)
+    pb->gpu[r] = r;
+  int64_t first_dom = (wt + D - 1) / D;
+  int64_t per = I->tp <= D ? D / I->tp : 0;
+  int64_t span = I->tp <= D ? 1 : (I->tp + D - 1) / D;
+  int64_t last_dom = first_dom;
+  for (int k = 0; k < I->dp; k++) {
+    int64_t dom = per ? first_dom + k / per : first_dom + k * span;
+    int64_t slot = per ? (k % per) * I->tp : 0;
+    if ((dom + span) * D > INT32_MAX) {
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                  "placement needs GPU ids beyond %d (domain size %lld)", INT32_MAX, (long long)D);
+      return FALSE;
     }
+    for (int t = 0; t < I->tp; t++)
+      pb->gpu[wt + k * I->tp + t] = (int)(dom * D + slot + t);
+    last_dom = dom + span - 1;
   }
-  int wt = T.tp * T.cp * T.dp * T.pp, wi = I.tp * I.dp;
+  g_autofree char *ts = rf_parallel_format(T);
+  g_autofree char *is = rf_parallel_format(I);
+  /* GPUs of the first inference domain that no replica uses */
+  int64_t idle = per ? D - MIN(per, (int64_t)I->dp) * I->tp : span * D - I->tp;
+  g_autofree char *fit = per ? g_strdup_printf("up to %lld per domain", (long long)per)
+                             : g_strdup_printf("each spanning %lld whole domains", (long long)span);
+  GString *note = g_string_new(NULL);
+  g_string_printf(note,
+                  "training %s = %d GPUs on domains 0-%lld; inference %s = %d GPUs (%d replica%s "
+                  "of TP%d, %s) on domains %lld-%lld; %lld GPUs per domain (%s)",
+                  ts, wt, (long long)first_dom - 1, is, wi, I->dp, I->dp == 1 ? "" : "s", I->tp,
+                  fit, (long long)first_dom, (long long)last_dom, (long long)D, topo->name);
+  if (idle > 0)
+    g_string_append_printf(note, "; idle GPUs in each inference domain: %lld", (long long)idle);
+  if (!T->dp_given && T->ep * T->etp > 1)
+    g_string_append_printf(note, "; training DP%d chosen as the smallest consistent with EP%d",
+                           T->dp, T->ep);
+  pb->placement_note = g_string_free(note, FALSE);
+  return TRUE;
+}
+
+RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *infer,
+                                 RfTopology *topo, GError **error) {
+  g_autoptr(RfProblem) pb = g_new0(RfProblem, 1);
+  pb->model = model;
+  pb->topo = topo;
+  RfParallel T, I;
+  if (!rf_parallel_parse(train, &T, error) || !rf_parallel_parse(infer, &I, error)) return NULL;
+  if (!check_layouts(&T, &I, train, infer, error)) return NULL;
   if (topo->gpus_per_domain < 1 || topo->gpus_per_domain >= RF_MAX_RANKS) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "GPUs per domain must be 1..%d, got %d",
                 RF_MAX_RANKS - 1, topo->gpus_per_domain);
-    goto fail;
+    return NULL;
   }
-  if (!build_megatron(pb, &T, error)) goto fail;
-  if (!build_vllm(pb, &I, wt, error)) goto fail;
-  /* Placement: training fills domains from GPU 0; inference starts on a fresh domain and a
-   * replica that fits in a domain never straddles two. */
-  {
-    int64_t D = topo->gpus_per_domain;
-    pb->nranks = wt + wi;
-    pb->gpu = g_new(int, pb->nranks);
-    for (int r = 0; r < wt; r++)
-      pb->gpu[r] = r;
-    int64_t first_dom = (wt + D - 1) / D;
-    int64_t per = I.tp <= D ? D / I.tp : 0;
-    int64_t span = I.tp <= D ? 1 : (I.tp + D - 1) / D;
-    int64_t last_dom = first_dom;
-    for (int k = 0; k < I.dp; k++) {
-      int64_t dom = per ? first_dom + k / per : first_dom + k * span;
-      int64_t slot = per ? (k % per) * I.tp : 0;
-      if ((dom + span) * D > INT32_MAX) {
-        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                    "placement needs GPU ids beyond %d (domain size %lld)", INT32_MAX,
-                    (long long)D);
-        goto fail;
-      }
-      for (int t = 0; t < I.tp; t++)
-        pb->gpu[wt + k * I.tp + t] = (int)(dom * D + slot + t);
-      last_dom = dom + span - 1;
-    }
-    char *ts = rf_parallel_format(&T), *is = rf_parallel_format(&I);
-    /* GPUs of the first inference domain that no replica uses */
-    int64_t idle = per ? D - MIN(per, (int64_t)I.dp) * I.tp : span * D - I.tp;
-    char *fit = per ? g_strdup_printf("up to %lld per domain", (long long)per)
-                    : g_strdup_printf("each spanning %lld whole domains", (long long)span);
-    pb->placement_note = g_strdup_printf(
-        "training %s = %d GPUs on domains 0-%lld; inference %s = %d GPUs (%d replica%s of TP%d, "
-        "%s) on domains %lld-%lld; %lld GPUs per domain (%s)%s",
-        ts, wt, (long long)first_dom - 1, is, wi, I.dp, I.dp == 1 ? "" : "s", I.tp, fit,
-        (long long)first_dom, (long long)last_dom, (long long)D, topo->name,
-        idle > 0 ? "; idle GPUs in each inference domain" : "");
-    g_free(fit);
-    if (idle > 0) {
-      char *n = g_strdup_printf("%s: %lld", pb->placement_note, (long long)idle);
-      g_free(pb->placement_note);
-      pb->placement_note = n;
-    }
-    if (!T.dp_given && T.ep * T.etp > 1) {
-      char *n = g_strdup_printf("%s; training DP%d chosen as the smallest consistent with EP%d",
-                                pb->placement_note, T.dp, T.ep);
-      g_free(pb->placement_note);
-      pb->placement_note = n;
-    }
-    g_free(ts);
-    g_free(is);
-  }
-  return pb;
-fail:
-  rf_problem_free(pb);
-  return NULL;
+  if (!build_megatron(pb, &T, error)) return NULL;
+  if (!build_vllm(pb, &I, T.tp * T.cp * T.dp * T.pp, error)) return NULL;
+  if (!place_ranks(pb, &T, &I, error)) return NULL;
+  return g_steal_pointer(&pb);
 }

@@ -167,13 +167,16 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     }
     int64_t vol = 1;
     for (int d = 0; d < t->ndim && ok; d++) {
-      if (!rf_json_array_int(sh, d, 1, RF_MAX_ELEMS, &t->shape[d]) ||
-          (vol *= t->shape[d]) > RF_MAX_ELEMS) {
+      if (!rf_json_array_int(sh, d, 1, RF_MAX_ELEMS, &t->shape[d])) {
         g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                    "spec: tensor '%s' dim %d must be an integer >= 1, and the tensor at most "
-                    "2^56 elements",
-                    name, d);
+                    "spec: tensor '%s' dim %d must be an integer in 1..2^56", name, d);
         ok = FALSE;
+      } else if (vol > RF_MAX_ELEMS / t->shape[d]) { /* checked before multiplying */
+        g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                    "spec: tensor '%s' has more than 2^56 elements, the limit", name);
+        ok = FALSE;
+      } else {
+        vol *= t->shape[d];
       }
     }
     JsonNode *dtn = rf_json_member(to, "dtype");
