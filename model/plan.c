@@ -57,6 +57,12 @@ typedef struct {
   XferVec x;
   int max_stage;
   int bcast_channels;
+  RfStrategy strategy;
+  int *domain; /* per global rank: its NVLink domain (a division saved per lookup) */
+  int ndomains;
+  uint32_t *dh_stamp; /* per domain: == stamp when dh_first holds this delivery's holder */
+  int *dh_first;
+  uint32_t stamp;
   GError **error;
   gboolean failed;
 } Builder;
@@ -73,7 +79,7 @@ static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
 }
 
 static inline int dom(const Builder *b, int rank) {
-  return rf_problem_domain(b->pb, rank);
+  return b->domain[rank];
 }
 
 static inline uint8_t net_flag(const Builder *b, int src, int dst) {
@@ -92,6 +98,15 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
   if (stage > MAX_STAGE) {
     if (!b->failed)
       g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT, "plan needs more than %d stages", MAX_STAGE);
+    b->failed = TRUE;
+    return;
+  }
+  if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
+    if (!b->failed)
+      g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
+                  "%s plan needs more than %llu transfers (2^27, the limit: about 4 GiB while "
+                  "sorting); use fewer ranks or another strategy",
+                  rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS);
     b->failed = TRUE;
     return;
   }
@@ -161,10 +176,21 @@ static void send1(Builder *b, const Delivery *dv, int src, int dst, int stage, R
 }
 
 /* A holder in domain d, or -1. */
-static int domain_holder(const Builder *b, const Delivery *dv, int d) {
-  for (int h = 0; h < dv->nhold; h++)
-    if (dom(b, dv->hold[h]) == d) return dv->hold[h];
-  return -1;
+static int domain_holder(const Builder *b, int d) {
+  return b->dh_stamp[d] == b->stamp ? b->dh_first[d] : -1;
+}
+
+/* Index the holders of a delivery by domain (the first holder of each), in O(holders). */
+static void domain_holders_mark(Builder *b, const Delivery *dv) {
+  if (++b->stamp == 0) { /* wrapped: forget every old mark */
+    memset(b->dh_stamp, 0, sizeof(uint32_t) * b->ndomains);
+    b->stamp = 1;
+  }
+  for (int h = dv->nhold - 1; h >= 0; h--) {
+    int d = dom(b, dv->hold[h]);
+    b->dh_stamp[d] = b->stamp;
+    b->dh_first[d] = dv->hold[h];
+  }
 }
 
 /* End of the run of ranks in dst[i..n) that share dst[i]'s domain. */
@@ -199,15 +225,20 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
     }
     return;
   }
-  g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b); /* stable: keeps rank order per domain */
+  /* stable: keeps rank order per domain; replicas usually come in domain order already */
+  gboolean sorted = TRUE;
+  for (int j = 1; j < n && sorted; j++)
+    sorted = dom(b, dst[j - 1]) <= dom(b, dst[j]);
+  if (!sorted) g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b);
   int *leader = g_new(int, n > 0 ? n : 1);
   int nremote = 0;
+  domain_holders_mark(b, dv);
   for (int i = 0; i < n; i = domain_end(b, dst, n, i))
-    if (domain_holder(b, dv, dom(b, dst[i])) < 0) nremote++;
+    if (domain_holder(b, dom(b, dst[i])) < 0) nremote++;
   int K = MIN(dv->nhold, nremote), k = 0;
   for (int i = 0, j; i < n; i = j) {
     j = domain_end(b, dst, n, i);
-    if (domain_holder(b, dv, dom(b, dst[i])) >= 0) {
+    if (domain_holder(b, dom(b, dst[i])) >= 0) {
       for (int t = i; t < j; t++)
         send1(b, dv, near_source(b, dv, dst[t], t - i), dst[t], dv->stage, RF_PHASE_DIRECT);
     } else {
@@ -227,21 +258,23 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
 /* p2p and m2n: the overlap of every (source shard, destination shard) pair, to every replica. */
 static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *D, gboolean m2n) {
   int nd = b->pb->model->parts[pi].ndim;
-  int *hold = g_new(int, S->nrep), *dst = g_new(int, D->nrep);
+  int *hold = g_new(int, S->nrep), *dst = g_new(int, D->nrep), *dall = g_new(int, D->nrep);
   for (int dk = 0; dk < D->n; dk++) {
+    for (int j = 0; j < D->nrep; j++)
+      dall[j] = holder(D, dk, j);
     for (int sk = 0; sk < S->n; sk++) {
       RfBox box;
       if (!rf_box_intersect(&S->box[sk], &D->box[dk], nd, &box)) continue;
       for (int j = 0; j < S->nrep; j++)
         hold[j] = holder(S, sk, j);
-      for (int j = 0; j < D->nrep; j++)
-        dst[j] = holder(D, dk, j);
+      memcpy(dst, dall, sizeof(int) * D->nrep); /* deliver may reorder it */
       Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, sk + dk};
       deliver(b, &dv, dst, D->nrep, m2n);
     }
   }
   g_free(hold);
   g_free(dst);
+  g_free(dall);
 }
 
 /* ---- gather-broadcast ----------------------------------------------------------------- */
@@ -385,50 +418,79 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
 
 /* ---- sort, messages, stats ------------------------------------------------------------ */
 
-static inline uint64_t xkey(const RfTransfer *t) {
-  return ((uint64_t)t->stage << 48) | ((uint64_t)(uint32_t)t->src << 24) | (uint32_t)t->dst;
+/* (stage, src, dst) packed into one integer, order-preserving: rb bits per rank id. */
+static inline uint64_t xkey(const RfTransfer *t, int rb) {
+  return ((((uint64_t)t->stage << rb) | (uint32_t)t->src) << rb) | (uint32_t)t->dst;
 }
 
-/* LSD radix sort by (stage, src, dst), stable: 16-bit digits, skipping constant digits. */
-static void sort_xfers(RfTransfer *v, uint64_t n) {
-  if (n < 2) return;
-  RfTransfer *tmp = g_new(RfTransfer, n);
-  uint32_t *cnt = g_new(uint32_t, 65536);
-  for (int pass = 0; pass < 4; pass++) {
+/* Bits that hold every value in 0..n-1 (at least 1). */
+static int bits_for(uint64_t n) {
+  int b = 1;
+  while (b < 64 && (UINT64_C(1) << b) < n)
+    b++;
+  return b;
+}
+
+/* LSD radix sort by (stage, src, dst), stable: 16-bit digits of the packed key, so only as
+ * many passes as the stage and rank counts need; all histograms counted in one pass, and the
+ * passes alternate between v and one scratch array. Returns the sorted array (v or a new one;
+ * the other is freed). */
+static RfTransfer *sort_xfers(RfTransfer *v, uint64_t n, int rb, int sb) {
+  if (n < 2) return v;
+  int passes = (sb + 2 * rb + 15) / 16;
+  uint64_t *cnt = g_new0(uint64_t, (size_t)passes * 65536);
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t k = xkey(&v[i], rb);
+    for (int pass = 0; pass < passes; pass++)
+      cnt[pass * 65536 + ((k >> (pass * 16)) & 0xffff)]++;
+  }
+  RfTransfer *tmp = NULL;
+  for (int pass = 0; pass < passes; pass++) {
     int sh = pass * 16;
-    memset(cnt, 0, sizeof(uint32_t) * 65536);
-    for (uint64_t i = 0; i < n; i++)
-      cnt[(xkey(&v[i]) >> sh) & 0xffff]++;
-    if (cnt[(xkey(&v[0]) >> sh) & 0xffff] == n) continue;
-    uint32_t sum = 0;
+    uint64_t *c = cnt + pass * 65536;
+    if (c[(xkey(&v[0], rb) >> sh) & 0xffff] == n) continue;
+    if (!tmp) tmp = g_new(RfTransfer, n);
+    uint64_t sum = 0;
     for (int i = 0; i < 65536; i++) {
-      uint32_t c = cnt[i];
-      cnt[i] = sum;
-      sum += c;
+      uint64_t x = c[i];
+      c[i] = sum;
+      sum += x;
     }
     for (uint64_t i = 0; i < n; i++)
-      tmp[cnt[(xkey(&v[i]) >> sh) & 0xffff]++] = v[i];
-    memcpy(v, tmp, sizeof(RfTransfer) * n);
+      tmp[c[(xkey(&v[i], rb) >> sh) & 0xffff]++] = v[i];
+    RfTransfer *t = v;
+    v = tmp;
+    tmp = t;
   }
   g_free(cnt);
   g_free(tmp);
+  return v;
 }
 
 static void finish(RfPlan *plan) {
   const RfProblem *pb = plan->problem;
-  sort_xfers(plan->xfers, plan->nxfers);
+  int rb = bits_for((uint64_t)pb->nranks), sb = bits_for((uint64_t)plan->nstages);
+  plan->xfers = sort_xfers(plan->xfers, plan->nxfers, rb, sb);
   uint64_t nm = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++)
-    if (i == 0 || xkey(&plan->xfers[i]) != xkey(&plan->xfers[i - 1])) nm++;
+    if (i == 0 || xkey(&plan->xfers[i], rb) != xkey(&plan->xfers[i - 1], rb)) nm++;
+  /* piece sizes in a compact array: the sorted transfers visit pieces in no useful order */
+  uint64_t *pbytes = g_new(uint64_t, plan->npieces ? plan->npieces : 1);
+  for (uint32_t k = 0; k < plan->npieces; k++)
+    pbytes[k] = plan->pieces[k].bytes;
   plan->msgs = g_new0(RfMessage, nm ? nm : 1);
   plan->nmsgs = nm;
-  uint64_t *tx = g_new0(uint64_t, pb->nranks), *rx = g_new0(uint64_t, pb->nranks);
+  /* Bytes each rank sends and receives over the network: all phases (slot RF_PHASE_COUNT) and
+   * each phase alone, in one pass. */
+  const int nslot = RF_PHASE_COUNT + 1;
+  uint64_t *tx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
+  uint64_t *rx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
   RfPlanStats *st = &plan->stats;
   int64_t mi = -1;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *t = &plan->xfers[i];
-    uint64_t by = plan->pieces[t->piece].bytes;
-    if (i == 0 || xkey(t) != xkey(&plan->xfers[i - 1])) {
+    uint64_t by = pbytes[t->piece];
+    if (i == 0 || xkey(t, rb) != xkey(&plan->xfers[i - 1], rb)) {
       RfMessage *m = &plan->msgs[++mi];
       m->stage = t->stage;
       m->phase = t->phase;
@@ -441,34 +503,26 @@ static void finish(RfPlan *plan) {
     plan->msgs[mi].count++;
     if (t->flags & RF_XFER_NET) {
       st->network_bytes += by;
-      tx[t->src] += by;
-      rx[t->dst] += by;
+      st->phase_network_bytes[t->phase] += by;
+      tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
+      rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
+      tx[(size_t)t->src * nslot + t->phase] += by;
+      rx[(size_t)t->dst * nslot + t->phase] += by;
     } else if (t->src != t->dst) {
       st->nvlink_bytes += by;
     }
   }
-  uint64_t mx = 0;
+  uint64_t mx[RF_PHASE_COUNT + 1] = {0};
   for (int r = 0; r < pb->nranks; r++)
-    mx = MAX(mx, MAX(tx[r], rx[r]));
-  st->max_nic_bytes = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
-  for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
-    memset(tx, 0, sizeof(uint64_t) * pb->nranks);
-    memset(rx, 0, sizeof(uint64_t) * pb->nranks);
-    for (uint64_t i = 0; i < plan->nxfers; i++) {
-      const RfTransfer *t = &plan->xfers[i];
-      if (t->phase != ph || !(t->flags & RF_XFER_NET)) continue;
-      uint64_t by = plan->pieces[t->piece].bytes;
-      st->phase_network_bytes[ph] += by;
-      tx[t->src] += by;
-      rx[t->dst] += by;
-    }
-    mx = 0;
-    for (int r = 0; r < pb->nranks; r++)
-      mx = MAX(mx, MAX(tx[r], rx[r]));
-    st->phase_max_nic_bytes[ph] = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
-  }
+    for (int k = 0; k < nslot; k++)
+      mx[k] = MAX(mx[k], MAX(tx[(size_t)r * nslot + k], rx[(size_t)r * nslot + k]));
+  uint64_t nics = (uint64_t)MAX(1, pb->topo->nics_per_gpu);
+  st->max_nic_bytes = mx[RF_PHASE_COUNT] / nics;
+  for (int ph = 0; ph < RF_PHASE_COUNT; ph++)
+    st->phase_max_nic_bytes[ph] = mx[ph] / nics;
   g_free(tx);
   g_free(rx);
+  g_free(pbytes);
   st->messages = plan->nmsgs;
   st->transfers = plan->nxfers;
   st->stages = plan->nstages;
@@ -491,10 +545,18 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
                       GError **error) {
   Builder b = {0};
   b.pb = pb;
+  b.strategy = strategy;
   b.pieces = g_array_new(FALSE, FALSE, sizeof(RfPiece));
   b.error = error;
   b.bcast_channels =
       opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
+  b.domain = g_new(int, pb->nranks);
+  for (int r = 0; r < pb->nranks; r++) {
+    b.domain[r] = rf_problem_domain(pb, r);
+    b.ndomains = MAX(b.ndomains, b.domain[r] + 1);
+  }
+  b.dh_stamp = g_new0(uint32_t, b.ndomains);
+  b.dh_first = g_new(int, b.ndomains);
   const RfModel *m = pb->model;
   Chains ch = {0};
   gboolean need_chains = strategy == RF_STRATEGY_GATHER_BROADCAST || strategy == RF_STRATEGY_HYBRID;
@@ -514,7 +576,18 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     RfStrategy st = strategy;
     if (st == RF_STRATEGY_HYBRID)
       st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
-    if (st == RF_STRATEGY_GATHER_BROADCAST)
+    /* The export all-gathers every shard on every source rank: quadratic in the mesh size.
+     * Refuse before emitting what cannot fit. */
+    uint64_t export_min = (uint64_t)MAX(S.n - 1, 0) * (uint64_t)pb->src.nranks +
+                          (uint64_t)MAX(ch.n - 1, 0); /* and one broadcast chain */
+    if (st == RF_STRATEGY_GATHER_BROADCAST && b.x.n + export_min > RF_PLAN_MAX_TRANSFERS) {
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                  "gather-broadcast: gathering the %d shards of %s on %d source ranks needs over "
+                  "%llu transfers, more than the limit of %llu (2^27); use another strategy",
+                  S.n, t->name, pb->src.nranks, (unsigned long long)(b.x.n + export_min),
+                  (unsigned long long)RF_PLAN_MAX_TRANSFERS);
+      b.failed = TRUE;
+    } else if (st == RF_STRATEGY_GATHER_BROADCAST)
       plan_gather_broadcast(&b, pi, &S, &ch);
     else
       plan_direct(&b, pi, &S, &D, st == RF_STRATEGY_M2N);
@@ -522,14 +595,10 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     shards_clear(&D);
   }
   if (need_chains) chains_clear(&ch);
+  g_free(b.domain);
+  g_free(b.dh_stamp);
+  g_free(b.dh_first);
   if (b.failed) {
-    g_array_free(b.pieces, TRUE);
-    g_free(b.x.v);
-    return NULL;
-  }
-  if (b.x.n > UINT32_MAX) {
-    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "plan has %llu transfers, more than %u",
-                (unsigned long long)b.x.n, UINT32_MAX);
     g_array_free(b.pieces, TRUE);
     g_free(b.x.v);
     return NULL;

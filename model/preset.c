@@ -23,6 +23,7 @@ typedef struct {
   RfMesh *inf;           /* [DP, TP] */
   GHashTable *kv_meshes; /* base mesh -> mesh with TP split as [kv, TP / kv] */
   RfMesh *inf_ep;        /* [EP] when expert parallel */
+  GHashTable *gated;     /* gate_key of every expert block with a gate projection (w13) */
 } Ctx;
 
 static RfMesh *mesh_add(Ctx *c, int ndim, const int *dims, const int *ranks, int n) {
@@ -274,9 +275,14 @@ static void place_mixer_in(Ctx *c, uint32_t pi, const Dense *D) {
     return;
   }
   if (c->failed) return;
+  /* the parts of one tensor are consecutive (zoo.h) */
+  uint32_t first = pi, end = pi + 1;
+  while (first > 0 && m->parts[first - 1].tensor == part->tensor)
+    first--;
+  while (end < m->nparts && m->parts[end].tensor == part->tensor)
+    end++;
   int64_t off = 0, total = 0;
-  for (uint32_t j = 0; j < m->nparts; j++) {
-    if (m->parts[j].tensor != part->tensor) continue;
+  for (uint32_t j = first; j < end; j++) {
     if (j < pi) off += m->parts[j].shape[0] / tp;
     total += m->parts[j].shape[0] / tp;
   }
@@ -375,6 +381,11 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   }
 }
 
+/* Key of a tensor's expert block (layer, MTP or not) in Ctx.gated. */
+static gpointer gate_key(const RfTensor *t) {
+  return GINT_TO_POINTER((int)((t->layer + 2) * 2 + !!t->mtp));
+}
+
 /* Routed experts, stacked [E, I, H] (gate/up) or [E, H, I] (down). */
 static void place_expert(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *pl, int split_dim,
                          int64_t split, int64_t ep) {
@@ -389,12 +400,7 @@ static void place_expert(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *pl,
     set_own(c, pi);
     return;
   }
-  gboolean has_gate = FALSE;
-  for (uint32_t j = 0; j < mod->ntensors; j++)
-    if (mod->tensors[j].layer == t->layer && mod->tensors[j].kind == RF_KIND_EXPERT_GATE &&
-        mod->tensors[j].mtp == t->mtp)
-      has_gate = TRUE;
-  if (!has_gate) {
+  if (!g_hash_table_contains(c->gated, gate_key(t))) {
     set_own(c, pi);
     return;
   }
@@ -424,6 +430,11 @@ static void ctx_init(Ctx *c, RfProblem *pb, RfSide *side, GError **error) {
   c->buf_names = g_ptr_array_new();
   c->buf_part = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   c->kv_meshes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  c->gated = g_hash_table_new(g_direct_hash, g_direct_equal);
+  const RfModel *m = pb->model;
+  for (uint32_t j = 0; j < m->ntensors; j++)
+    if (m->tensors[j].kind == RF_KIND_EXPERT_GATE)
+      g_hash_table_add(c->gated, gate_key(&m->tensors[j]));
 }
 
 static void ctx_finish(Ctx *c) {
@@ -433,6 +444,7 @@ static void ctx_finish(Ctx *c) {
   c->side->buf_part = (uint32_t *)g_array_free(c->buf_part, FALSE);
   g_hash_table_destroy(c->bufs);
   g_hash_table_destroy(c->kv_meshes);
+  g_hash_table_destroy(c->gated);
   g_free(c->dense);
   g_free(c->expert);
 }

@@ -420,6 +420,38 @@ static void test_dump_json(void) {
   json_node_unref(root);
 }
 
+/* Gather-broadcast all-gathers every shard on every source rank: n^2 transfers for one S0 mesh
+ * of n ranks. At 16,384 ranks that is over the plan limit: refused at once, before any memory
+ * is spent on it (issue 10: it ran for minutes); m2n plans the same spec. */
+static void test_transfer_limit(void) {
+  int n = 16384;
+  GString *js = g_string_new(NULL);
+  g_string_printf(js,
+                  "{\"tensors\":[{\"name\":\"w\",\"shape\":[%d,64],\"src\":{\"mesh\":[%d],"
+                  "\"ranks\":[",
+                  4 * n, n);
+  for (int r = 0; r < n; r++)
+    g_string_append_printf(js, "%s%d", r ? "," : "", r);
+  g_string_append_printf(js,
+                         "],\"placements\":[\"S0\"]},\"dst\":{\"mesh\":[1],\"ranks\":[%d],"
+                         "\"placements\":[\"R\"]}}]}",
+                         n);
+  GError *e = NULL;
+  g_autoptr(RfProblem) pb = spec_problem(js->str, 8, &e);
+  g_string_free(js, TRUE);
+  g_assert_no_error(e);
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(RfPlan) gb = rf_plan_build(pb, RF_STRATEGY_GATHER_BROADCAST, NULL, &e);
+  g_assert_null(gb);
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_nonnull(strstr(e->message, "limit of 134217728"));
+  g_clear_error(&e);
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC); /* refused, not built */
+  g_autoptr(RfPlan) m2n = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpuint(m2n->nxfers, ==, (uint64_t)n);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/plan/random_specs", test_random_specs);
@@ -437,5 +469,6 @@ int main(int argc, char **argv) {
     g_test_add_data_func(path, &bad_specs[i], test_bad_spec);
   }
   g_test_add_func("/plan/dump_json", test_dump_json);
+  g_test_add_func("/plan/transfer_limit", test_transfer_limit);
   return g_test_run();
 }
