@@ -96,39 +96,38 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
 }
 
 RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
-  char *path = rf_data_resolve(name_or_path, "topologies", ".topo");
+  g_autofree char *path = rf_data_resolve(name_or_path, "topologies", ".topo");
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown topology '%s' (no file %s)", name_or_path,
                 path);
-    g_free(path);
     return NULL;
   }
-  GKeyFile *kf = g_key_file_new();
-  RfTopology *t = topology_defaults();
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  g_autoptr(RfTopology) t = topology_defaults();
   GError *e = NULL;
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &e)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: %s", path, e->message);
     g_error_free(e);
-    goto fail;
+    return NULL;
   }
   t->name = g_key_file_get_string(kf, "cluster", "name", NULL);
   if (!t->name) t->name = g_path_get_basename(path);
   t->description = g_key_file_get_string(kf, "cluster", "description", NULL);
   if (!get_int(kf, path, "cluster", "gpus_per_domain", 1, TOPO_MAX_DOMAIN, &t->gpus_per_domain,
                error))
-    goto fail;
-  if (!get_num(kf, path, "nvlink", "bandwidth_GBps", FALSE, &t->nvlink_GBps, error)) goto fail;
-  if (!get_num(kf, path, "nvlink", "latency_us", TRUE, &t->nvlink_latency_us, error)) goto fail;
-  if (!get_int(kf, path, "nic", "per_gpu", 1, TOPO_MAX_NICS, &t->nics_per_gpu, error)) goto fail;
-  if (!get_num(kf, path, "nic", "bandwidth_Gbps", FALSE, &t->nic_Gbps, error)) goto fail;
-  if (!get_num(kf, path, "nic", "latency_us", TRUE, &t->nic_latency_us, error)) goto fail;
-  if (!get_num(kf, path, "nic", "pcie_GBps", FALSE, &t->pcie_GBps, error)) goto fail;
+    return NULL;
+  if (!get_num(kf, path, "nvlink", "bandwidth_GBps", FALSE, &t->nvlink_GBps, error)) return NULL;
+  if (!get_num(kf, path, "nvlink", "latency_us", TRUE, &t->nvlink_latency_us, error)) return NULL;
+  if (!get_int(kf, path, "nic", "per_gpu", 1, TOPO_MAX_NICS, &t->nics_per_gpu, error)) return NULL;
+  if (!get_num(kf, path, "nic", "bandwidth_Gbps", FALSE, &t->nic_Gbps, error)) return NULL;
+  if (!get_num(kf, path, "nic", "latency_us", TRUE, &t->nic_latency_us, error)) return NULL;
+  if (!get_num(kf, path, "nic", "pcie_GBps", FALSE, &t->pcie_GBps, error)) return NULL;
   {
-    char *kind = g_key_file_get_string(kf, "fabric", "kind", NULL);
+    g_autofree char *kind = g_key_file_get_string(kf, "fabric", "kind", NULL);
     if (!kind) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: [fabric] kind is missing (rail-optimized or fat-tree)", path);
-      goto fail;
+      return NULL;
     }
     if (!strcmp(kind, "rail-optimized"))
       t->fabric = RF_FABRIC_RAIL_OPTIMIZED;
@@ -137,32 +136,23 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
     else {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: [fabric] kind must be rail-optimized or fat-tree, got '%s'", path, kind);
-      g_free(kind);
-      goto fail;
+      return NULL;
     }
-    g_free(kind);
   }
   if (!get_num(kf, path, "fabric", "oversubscription", FALSE, &t->oversubscription, error))
-    goto fail;
+    return NULL;
   if (t->oversubscription < 1.0) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: [fabric] oversubscription must be >= 1, got %g", path, t->oversubscription);
-    goto fail;
+    return NULL;
   }
   if (!get_int(kf, path, "fabric", "gpus_per_leaf", 1, TOPO_MAX_LEAF, &t->gpus_per_leaf, error))
-    goto fail;
+    return NULL;
   if (!get_num(kf, path, "fabric", "switch_latency_us", TRUE, &t->switch_latency_us, error))
-    goto fail;
-  if (!get_num(kf, path, "gpu", "hbm_GBps", FALSE, &t->hbm_GBps, error)) goto fail;
+    return NULL;
+  if (!get_num(kf, path, "gpu", "hbm_GBps", FALSE, &t->hbm_GBps, error)) return NULL;
   if (g_key_file_has_key(kf, "nccl", "bcast_channels", NULL) &&
       !get_int(kf, path, "nccl", "bcast_channels", 1, TOPO_MAX_CHANNELS, &t->bcast_channels, error))
-    goto fail;
-  g_key_file_free(kf);
-  g_free(path);
-  return t;
-fail:
-  g_key_file_free(kf);
-  g_free(path);
-  rf_topology_free(t);
-  return NULL;
+    return NULL;
+  return g_steal_pointer(&t);
 }
