@@ -356,17 +356,22 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   int ngroups = staged ? src->nranks / msize : 1;
   int nrep = S->nrep;
   int *hold = g_new(int, MAX(nrep, src->nranks)), *dst = g_new(int, src->nranks);
+  /* Per part, not per shard: the shard each mesh position holds, and (spec input) the source
+   * ranks outside the mesh. */
+  int *own = g_new(int, msize), *outside = g_new(int, staged ? 1 : src->nranks), nout = 0;
+  for (int q = 0; q < msize; q++)
+    rf_placement_locate(sp, q, &own[q], NULL);
+  for (int i = 0; !staged && i < src->nranks; i++)
+    if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) outside[nout++] = src->ranks[i];
   uint64_t first_xfer = b->x.n;
-  for (int k = 0; k < S->n; k++) {
+  for (int k = 0; k < S->n && !b->failed; k++) {
     uint32_t piece = add_piece(b, pi, &S->box[k]);
     for (int g = 0; g < ngroups; g++) {
       const int *grp = staged ? src->ranks + g * msize : mranks;
       gboolean owner = grp[0] == mranks[0];
       int nh = 0, n = 0;
       for (int q = 0; q < msize; q++) {
-        int s_own;
-        rf_placement_locate(sp, q, &s_own, NULL);
-        if (s_own == S->idx[k]) {
+        if (own[q] == S->idx[k]) {
           hold[nh++] = grp[q];
           if (!owner) {
             Delivery pp = {piece, pi, &S->box[k], &mranks[q], 1, 0, RF_PHASE_EXPORT, 0};
@@ -380,17 +385,17 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
       deliver(b, &dv, dst, n, TRUE);
     }
     if (!staged) {
-      int n = 0;
-      for (int i = 0; i < src->nranks; i++)
-        if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) dst[n++] = src->ranks[i];
+      memcpy(dst, outside, sizeof(int) * nout); /* deliver may reorder it */
       for (int j = 0; j < nrep; j++)
         hold[j] = holder(S, k, j);
       Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, k};
-      deliver(b, &dv, dst, n, TRUE);
+      deliver(b, &dv, dst, nout, TRUE);
     }
   }
   g_free(hold);
   g_free(dst);
+  g_free(own);
+  g_free(outside);
   /* Broadcast: split the part into chunks along dim 0, one per chain. */
   uint64_t bytes = (uint64_t)rf_part_elems(part) * rf_dtype_size(m->tensors[part->tensor].dtype);
   int nch = (int)MIN((int64_t)ch->nchains, MAX(1, (int64_t)(bytes >> 22))); /* >= 4 MiB a chain */
