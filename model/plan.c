@@ -338,13 +338,11 @@ static void chains_clear(Chains *ch) {
   g_free(ch->order);
 }
 
-static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, const Chains *ch) {
+/* Export of part pi to every source rank. */
+static void gb_export(Builder *b, uint32_t pi, const Shards *S) {
   const RfProblem *pb = b->pb;
-  const RfModel *m = pb->model;
-  const RfPart *part = &m->parts[pi];
   const RfPlacement *sp = S->p;
   const RfSide *src = &pb->src;
-  int nd = part->ndim;
   /* Export. Megatron: every training rank at position q of its PP stage first receives
    * shard(q) from the owner stage's rank at q (PP broadcast, stage 0), then the other shards
    * inside its own stage (TP / EP all-gather, as NCCL rings do it: each shard enters each NVLink
@@ -363,7 +361,6 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
     rf_placement_locate(sp, q, &own[q], NULL);
   for (int i = 0; !staged && i < src->nranks; i++)
     if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) outside[nout++] = src->ranks[i];
-  uint64_t first_xfer = b->x.n;
   for (int k = 0; k < S->n && !b->failed; k++) {
     uint32_t piece = add_piece(b, pi, &S->box[k]);
     for (int g = 0; g < ngroups; g++) {
@@ -396,7 +393,14 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   g_free(dst);
   g_free(own);
   g_free(outside);
-  /* Broadcast: split the part into chunks along dim 0, one per chain. */
+}
+
+/* Broadcast of part pi along the chains, once its export (transfers from first_xfer on) is
+ * complete: the part split into chunks along dim 0, one per chain. */
+static void gb_broadcast(Builder *b, uint32_t pi, uint64_t first_xfer, const Chains *ch) {
+  const RfModel *m = b->pb->model;
+  const RfPart *part = &m->parts[pi];
+  int nd = part->ndim;
   uint64_t bytes = (uint64_t)rf_part_elems(part) * rf_dtype_size(m->tensors[part->tensor].dtype);
   int nch = (int)MIN((int64_t)ch->nchains, MAX(1, (int64_t)(bytes >> 22))); /* >= 4 MiB a chain */
   if (nch > part->shape[0]) nch = (int)part->shape[0];
@@ -419,6 +423,12 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
            relay_for(b, pi, r, &box));
     }
   }
+}
+
+static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, const Chains *ch) {
+  uint64_t first_xfer = b->x.n;
+  gb_export(b, pi, S);
+  if (!b->failed) gb_broadcast(b, pi, first_xfer, ch);
 }
 
 /* ---- sort, messages, stats ------------------------------------------------------------ */
