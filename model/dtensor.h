@@ -63,6 +63,7 @@ char *rf_box_format(const RfBox *b, int ndim, char *buf, size_t len);
 /* New mesh with dims[ndim] over ranks (copied); NULL + error when the rank count mismatches. */
 RfMesh *rf_mesh_new(int ndim, const int *dims, const int *ranks, int nranks, GError **error);
 void rf_mesh_free(RfMesh *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfMesh, rf_mesh_free)
 /* Row-major position of a rank in the mesh, or -1. O(log n). */
 int rf_mesh_position(const RfMesh *m, int rank);
 

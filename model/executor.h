@@ -37,6 +37,7 @@ struct RfExecutor {
 };
 
 void rf_result_clear(RfResult *r);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(RfResult, rf_result_clear)
 /* Append a stage (name copied). */
 void rf_result_add_stage(RfResult *r, const char *name, double start_s, double end_s,
                          uint64_t bytes);

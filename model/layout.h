@@ -13,12 +13,18 @@
 #include "zoo.h"
 #include <glib.h>
 
+/* Largest number a layout string may give one dim (TP, PP, ...). */
+#define RF_MAX_LAYOUT (1 << 20)
+
 /* Parsed layout string. Missing dims are 1 (dp = 0 means "not given"). */
 typedef struct {
   int tp, pp, ep, etp, cp, dp;
   gboolean dp_given, ep_given;
 } RfParallel;
 
+/* "TP4xPP8xEP16" (x, X or * between dims, names in any case, each dim once, numbers 1 to
+ * RF_MAX_LAYOUT in plain decimal). FALSE + one-line error (RF_ERROR_INPUT, or RF_ERROR_LIMIT
+ * for a number above the limit) otherwise. */
 gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error);
 char *rf_parallel_format(const RfParallel *p); /* "TP4xPP8xEP16xDP4"; caller frees */
 
@@ -64,6 +70,7 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
 /* Raw DTensor spec (JSON text, see docs/formats.md); rank r sits on GPU r. Owns topo. */
 RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, GError **error);
 void rf_problem_free(RfProblem *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfProblem, rf_problem_free)
 
 static inline int rf_problem_domain(const RfProblem *p, int rank) {
   return p->gpu[rank] / p->topo->gpus_per_domain;

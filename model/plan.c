@@ -1,8 +1,6 @@
 #include "plan.h"
 #include "error.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 #define MAX_STAGE 65535
@@ -59,6 +57,12 @@ typedef struct {
   XferVec x;
   int max_stage;
   int bcast_channels;
+  RfStrategy strategy;
+  int *domain; /* per global rank: its NVLink domain (a division saved per lookup) */
+  int ndomains;
+  uint32_t *dh_stamp; /* per domain: == stamp when dh_first holds this delivery's holder */
+  int *dh_first;
+  uint32_t stamp;
   GError **error;
   gboolean failed;
 } Builder;
@@ -75,7 +79,7 @@ static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
 }
 
 static inline int dom(const Builder *b, int rank) {
-  return rf_problem_domain(b->pb, rank);
+  return b->domain[rank];
 }
 
 static inline uint8_t net_flag(const Builder *b, int src, int dst) {
@@ -94,6 +98,15 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
   if (stage > MAX_STAGE) {
     if (!b->failed)
       g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT, "plan needs more than %d stages", MAX_STAGE);
+    b->failed = TRUE;
+    return;
+  }
+  if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
+    if (!b->failed)
+      g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
+                  "%s plan needs more than %llu transfers (2^27, the limit: about 4 GiB while "
+                  "sorting); use fewer ranks or another strategy",
+                  rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS);
     b->failed = TRUE;
     return;
   }
@@ -163,10 +176,21 @@ static void send1(Builder *b, const Delivery *dv, int src, int dst, int stage, R
 }
 
 /* A holder in domain d, or -1. */
-static int domain_holder(const Builder *b, const Delivery *dv, int d) {
-  for (int h = 0; h < dv->nhold; h++)
-    if (dom(b, dv->hold[h]) == d) return dv->hold[h];
-  return -1;
+static int domain_holder(const Builder *b, int d) {
+  return b->dh_stamp[d] == b->stamp ? b->dh_first[d] : -1;
+}
+
+/* Index the holders of a delivery by domain (the first holder of each), in O(holders). */
+static void domain_holders_mark(Builder *b, const Delivery *dv) {
+  if (++b->stamp == 0) { /* wrapped: forget every old mark */
+    memset(b->dh_stamp, 0, sizeof(uint32_t) * b->ndomains);
+    b->stamp = 1;
+  }
+  for (int h = dv->nhold - 1; h >= 0; h--) {
+    int d = dom(b, dv->hold[h]);
+    b->dh_stamp[d] = b->stamp;
+    b->dh_first[d] = dv->hold[h];
+  }
 }
 
 /* End of the run of ranks in dst[i..n) that share dst[i]'s domain. */
@@ -201,15 +225,20 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
     }
     return;
   }
-  g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b); /* stable: keeps rank order per domain */
+  /* stable: keeps rank order per domain; replicas usually come in domain order already */
+  gboolean sorted = TRUE;
+  for (int j = 1; j < n && sorted; j++)
+    sorted = dom(b, dst[j - 1]) <= dom(b, dst[j]);
+  if (!sorted) g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b);
   int *leader = g_new(int, n > 0 ? n : 1);
   int nremote = 0;
+  domain_holders_mark(b, dv);
   for (int i = 0; i < n; i = domain_end(b, dst, n, i))
-    if (domain_holder(b, dv, dom(b, dst[i])) < 0) nremote++;
+    if (domain_holder(b, dom(b, dst[i])) < 0) nremote++;
   int K = MIN(dv->nhold, nremote), k = 0;
   for (int i = 0, j; i < n; i = j) {
     j = domain_end(b, dst, n, i);
-    if (domain_holder(b, dv, dom(b, dst[i])) >= 0) {
+    if (domain_holder(b, dom(b, dst[i])) >= 0) {
       for (int t = i; t < j; t++)
         send1(b, dv, near_source(b, dv, dst[t], t - i), dst[t], dv->stage, RF_PHASE_DIRECT);
     } else {
@@ -229,21 +258,23 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
 /* p2p and m2n: the overlap of every (source shard, destination shard) pair, to every replica. */
 static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *D, gboolean m2n) {
   int nd = b->pb->model->parts[pi].ndim;
-  int *hold = g_new(int, S->nrep), *dst = g_new(int, D->nrep);
+  int *hold = g_new(int, S->nrep), *dst = g_new(int, D->nrep), *dall = g_new(int, D->nrep);
   for (int dk = 0; dk < D->n; dk++) {
+    for (int j = 0; j < D->nrep; j++)
+      dall[j] = holder(D, dk, j);
     for (int sk = 0; sk < S->n; sk++) {
       RfBox box;
       if (!rf_box_intersect(&S->box[sk], &D->box[dk], nd, &box)) continue;
       for (int j = 0; j < S->nrep; j++)
         hold[j] = holder(S, sk, j);
-      for (int j = 0; j < D->nrep; j++)
-        dst[j] = holder(D, dk, j);
+      memcpy(dst, dall, sizeof(int) * D->nrep); /* deliver may reorder it */
       Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, sk + dk};
       deliver(b, &dv, dst, D->nrep, m2n);
     }
   }
   g_free(hold);
   g_free(dst);
+  g_free(dall);
 }
 
 /* ---- gather-broadcast ----------------------------------------------------------------- */
@@ -307,13 +338,11 @@ static void chains_clear(Chains *ch) {
   g_free(ch->order);
 }
 
-static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, const Chains *ch) {
+/* Export of part pi to every source rank. */
+static void gb_export(Builder *b, uint32_t pi, const Shards *S) {
   const RfProblem *pb = b->pb;
-  const RfModel *m = pb->model;
-  const RfPart *part = &m->parts[pi];
   const RfPlacement *sp = S->p;
   const RfSide *src = &pb->src;
-  int nd = part->ndim;
   /* Export. Megatron: every training rank at position q of its PP stage first receives
    * shard(q) from the owner stage's rank at q (PP broadcast, stage 0), then the other shards
    * inside its own stage (TP / EP all-gather, as NCCL rings do it: each shard enters each NVLink
@@ -325,17 +354,21 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   int ngroups = staged ? src->nranks / msize : 1;
   int nrep = S->nrep;
   int *hold = g_new(int, MAX(nrep, src->nranks)), *dst = g_new(int, src->nranks);
-  uint64_t first_xfer = b->x.n;
-  for (int k = 0; k < S->n; k++) {
+  /* Per part, not per shard: the shard each mesh position holds, and (spec input) the source
+   * ranks outside the mesh. */
+  int *own = g_new(int, msize), *outside = g_new(int, staged ? 1 : src->nranks), nout = 0;
+  for (int q = 0; q < msize; q++)
+    rf_placement_locate(sp, q, &own[q], NULL);
+  for (int i = 0; !staged && i < src->nranks; i++)
+    if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) outside[nout++] = src->ranks[i];
+  for (int k = 0; k < S->n && !b->failed; k++) {
     uint32_t piece = add_piece(b, pi, &S->box[k]);
     for (int g = 0; g < ngroups; g++) {
       const int *grp = staged ? src->ranks + g * msize : mranks;
       gboolean owner = grp[0] == mranks[0];
       int nh = 0, n = 0;
       for (int q = 0; q < msize; q++) {
-        int s_own;
-        rf_placement_locate(sp, q, &s_own, NULL);
-        if (s_own == S->idx[k]) {
+        if (own[q] == S->idx[k]) {
           hold[nh++] = grp[q];
           if (!owner) {
             Delivery pp = {piece, pi, &S->box[k], &mranks[q], 1, 0, RF_PHASE_EXPORT, 0};
@@ -349,18 +382,25 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
       deliver(b, &dv, dst, n, TRUE);
     }
     if (!staged) {
-      int n = 0;
-      for (int i = 0; i < src->nranks; i++)
-        if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) dst[n++] = src->ranks[i];
+      memcpy(dst, outside, sizeof(int) * nout); /* deliver may reorder it */
       for (int j = 0; j < nrep; j++)
         hold[j] = holder(S, k, j);
       Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, k};
-      deliver(b, &dv, dst, n, TRUE);
+      deliver(b, &dv, dst, nout, TRUE);
     }
   }
   g_free(hold);
   g_free(dst);
-  /* Broadcast: split the part into chunks along dim 0, one per chain. */
+  g_free(own);
+  g_free(outside);
+}
+
+/* Broadcast of part pi along the chains, once its export (transfers from first_xfer on) is
+ * complete: the part split into chunks along dim 0, one per chain. */
+static void gb_broadcast(Builder *b, uint32_t pi, uint64_t first_xfer, const Chains *ch) {
+  const RfModel *m = b->pb->model;
+  const RfPart *part = &m->parts[pi];
+  int nd = part->ndim;
   uint64_t bytes = (uint64_t)rf_part_elems(part) * rf_dtype_size(m->tensors[part->tensor].dtype);
   int nch = (int)MIN((int64_t)ch->nchains, MAX(1, (int64_t)(bytes >> 22))); /* >= 4 MiB a chain */
   if (nch > part->shape[0]) nch = (int)part->shape[0];
@@ -385,52 +425,87 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
   }
 }
 
-/* ---- sort, messages, stats ------------------------------------------------------------ */
-
-static inline uint64_t xkey(const RfTransfer *t) {
-  return ((uint64_t)t->stage << 48) | ((uint64_t)(uint32_t)t->src << 24) | (uint32_t)t->dst;
+static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, const Chains *ch) {
+  uint64_t first_xfer = b->x.n;
+  gb_export(b, pi, S);
+  if (!b->failed) gb_broadcast(b, pi, first_xfer, ch);
 }
 
-/* LSD radix sort by (stage, src, dst), stable: 16-bit digits, skipping constant digits. */
-static void sort_xfers(RfTransfer *v, uint64_t n) {
-  if (n < 2) return;
-  RfTransfer *tmp = g_new(RfTransfer, n);
-  uint32_t *cnt = g_new(uint32_t, 65536);
-  for (int pass = 0; pass < 4; pass++) {
+/* ---- sort, messages, stats ------------------------------------------------------------ */
+
+/* (stage, src, dst) packed into one integer, order-preserving: rb bits per rank id. */
+static inline uint64_t xkey(const RfTransfer *t, int rb) {
+  return ((((uint64_t)t->stage << rb) | (uint32_t)t->src) << rb) | (uint32_t)t->dst;
+}
+
+/* Bits that hold every value in 0..n-1 (at least 1). */
+static int bits_for(uint64_t n) {
+  int b = 1;
+  while (b < 64 && (UINT64_C(1) << b) < n)
+    b++;
+  return b;
+}
+
+/* LSD radix sort by (stage, src, dst), stable: 16-bit digits of the packed key, so only as
+ * many passes as the stage and rank counts need; all histograms counted in one pass, and the
+ * passes alternate between v and one scratch array. Returns the sorted array (v or a new one;
+ * the other is freed). */
+static RfTransfer *sort_xfers(RfTransfer *v, uint64_t n, int rb, int sb) {
+  if (n < 2) return v;
+  int passes = (sb + 2 * rb + 15) / 16;
+  uint64_t *cnt = g_new0(uint64_t, (size_t)passes * 65536);
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t k = xkey(&v[i], rb);
+    for (int pass = 0; pass < passes; pass++)
+      cnt[pass * 65536 + ((k >> (pass * 16)) & 0xffff)]++;
+  }
+  RfTransfer *tmp = NULL;
+  for (int pass = 0; pass < passes; pass++) {
     int sh = pass * 16;
-    memset(cnt, 0, sizeof(uint32_t) * 65536);
-    for (uint64_t i = 0; i < n; i++)
-      cnt[(xkey(&v[i]) >> sh) & 0xffff]++;
-    if (cnt[(xkey(&v[0]) >> sh) & 0xffff] == n) continue;
-    uint32_t sum = 0;
+    uint64_t *c = cnt + pass * 65536;
+    if (c[(xkey(&v[0], rb) >> sh) & 0xffff] == n) continue;
+    if (!tmp) tmp = g_new(RfTransfer, n);
+    uint64_t sum = 0;
     for (int i = 0; i < 65536; i++) {
-      uint32_t c = cnt[i];
-      cnt[i] = sum;
-      sum += c;
+      uint64_t x = c[i];
+      c[i] = sum;
+      sum += x;
     }
     for (uint64_t i = 0; i < n; i++)
-      tmp[cnt[(xkey(&v[i]) >> sh) & 0xffff]++] = v[i];
-    memcpy(v, tmp, sizeof(RfTransfer) * n);
+      tmp[c[(xkey(&v[i], rb) >> sh) & 0xffff]++] = v[i];
+    RfTransfer *t = v;
+    v = tmp;
+    tmp = t;
   }
   g_free(cnt);
   g_free(tmp);
+  return v;
 }
 
 static void finish(RfPlan *plan) {
   const RfProblem *pb = plan->problem;
-  sort_xfers(plan->xfers, plan->nxfers);
+  int rb = bits_for((uint64_t)pb->nranks), sb = bits_for((uint64_t)plan->nstages);
+  plan->xfers = sort_xfers(plan->xfers, plan->nxfers, rb, sb);
   uint64_t nm = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++)
-    if (i == 0 || xkey(&plan->xfers[i]) != xkey(&plan->xfers[i - 1])) nm++;
+    if (i == 0 || xkey(&plan->xfers[i], rb) != xkey(&plan->xfers[i - 1], rb)) nm++;
+  /* piece sizes in a compact array: the sorted transfers visit pieces in no useful order */
+  uint64_t *pbytes = g_new(uint64_t, plan->npieces ? plan->npieces : 1);
+  for (uint32_t k = 0; k < plan->npieces; k++)
+    pbytes[k] = plan->pieces[k].bytes;
   plan->msgs = g_new0(RfMessage, nm ? nm : 1);
   plan->nmsgs = nm;
-  uint64_t *tx = g_new0(uint64_t, pb->nranks), *rx = g_new0(uint64_t, pb->nranks);
+  /* Bytes each rank sends and receives over the network: all phases (slot RF_PHASE_COUNT) and
+   * each phase alone, in one pass. */
+  const int nslot = RF_PHASE_COUNT + 1;
+  uint64_t *tx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
+  uint64_t *rx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
   RfPlanStats *st = &plan->stats;
   int64_t mi = -1;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *t = &plan->xfers[i];
-    uint64_t by = plan->pieces[t->piece].bytes;
-    if (i == 0 || xkey(t) != xkey(&plan->xfers[i - 1])) {
+    uint64_t by = pbytes[t->piece];
+    if (i == 0 || xkey(t, rb) != xkey(&plan->xfers[i - 1], rb)) {
       RfMessage *m = &plan->msgs[++mi];
       m->stage = t->stage;
       m->phase = t->phase;
@@ -443,34 +518,26 @@ static void finish(RfPlan *plan) {
     plan->msgs[mi].count++;
     if (t->flags & RF_XFER_NET) {
       st->network_bytes += by;
-      tx[t->src] += by;
-      rx[t->dst] += by;
+      st->phase_network_bytes[t->phase] += by;
+      tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
+      rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
+      tx[(size_t)t->src * nslot + t->phase] += by;
+      rx[(size_t)t->dst * nslot + t->phase] += by;
     } else if (t->src != t->dst) {
       st->nvlink_bytes += by;
     }
   }
-  uint64_t mx = 0;
+  uint64_t mx[RF_PHASE_COUNT + 1] = {0};
   for (int r = 0; r < pb->nranks; r++)
-    mx = MAX(mx, MAX(tx[r], rx[r]));
-  st->max_nic_bytes = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
-  for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
-    memset(tx, 0, sizeof(uint64_t) * pb->nranks);
-    memset(rx, 0, sizeof(uint64_t) * pb->nranks);
-    for (uint64_t i = 0; i < plan->nxfers; i++) {
-      const RfTransfer *t = &plan->xfers[i];
-      if (t->phase != ph || !(t->flags & RF_XFER_NET)) continue;
-      uint64_t by = plan->pieces[t->piece].bytes;
-      st->phase_network_bytes[ph] += by;
-      tx[t->src] += by;
-      rx[t->dst] += by;
-    }
-    mx = 0;
-    for (int r = 0; r < pb->nranks; r++)
-      mx = MAX(mx, MAX(tx[r], rx[r]));
-    st->phase_max_nic_bytes[ph] = mx / (uint64_t)MAX(1, pb->topo->nics_per_gpu);
-  }
+    for (int k = 0; k < nslot; k++)
+      mx[k] = MAX(mx[k], MAX(tx[(size_t)r * nslot + k], rx[(size_t)r * nslot + k]));
+  uint64_t nics = (uint64_t)MAX(1, pb->topo->nics_per_gpu);
+  st->max_nic_bytes = mx[RF_PHASE_COUNT] / nics;
+  for (int ph = 0; ph < RF_PHASE_COUNT; ph++)
+    st->phase_max_nic_bytes[ph] = mx[ph] / nics;
   g_free(tx);
   g_free(rx);
+  g_free(pbytes);
   st->messages = plan->nmsgs;
   st->transfers = plan->nxfers;
   st->stages = plan->nstages;
@@ -493,10 +560,18 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
                       GError **error) {
   Builder b = {0};
   b.pb = pb;
+  b.strategy = strategy;
   b.pieces = g_array_new(FALSE, FALSE, sizeof(RfPiece));
   b.error = error;
   b.bcast_channels =
       opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
+  b.domain = g_new(int, pb->nranks);
+  for (int r = 0; r < pb->nranks; r++) {
+    b.domain[r] = rf_problem_domain(pb, r);
+    b.ndomains = MAX(b.ndomains, b.domain[r] + 1);
+  }
+  b.dh_stamp = g_new0(uint32_t, b.ndomains);
+  b.dh_first = g_new(int, b.ndomains);
   const RfModel *m = pb->model;
   Chains ch = {0};
   gboolean need_chains = strategy == RF_STRATEGY_GATHER_BROADCAST || strategy == RF_STRATEGY_HYBRID;
@@ -516,7 +591,18 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     RfStrategy st = strategy;
     if (st == RF_STRATEGY_HYBRID)
       st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
-    if (st == RF_STRATEGY_GATHER_BROADCAST)
+    /* The export all-gathers every shard on every source rank: quadratic in the mesh size.
+     * Refuse before emitting what cannot fit. */
+    uint64_t export_min = (uint64_t)MAX(S.n - 1, 0) * (uint64_t)pb->src.nranks +
+                          (uint64_t)MAX(ch.n - 1, 0); /* and one broadcast chain */
+    if (st == RF_STRATEGY_GATHER_BROADCAST && b.x.n + export_min > RF_PLAN_MAX_TRANSFERS) {
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                  "gather-broadcast: gathering the %d shards of %s on %d source ranks needs over "
+                  "%llu transfers, more than the limit of %llu (2^27); use another strategy",
+                  S.n, t->name, pb->src.nranks, (unsigned long long)(b.x.n + export_min),
+                  (unsigned long long)RF_PLAN_MAX_TRANSFERS);
+      b.failed = TRUE;
+    } else if (st == RF_STRATEGY_GATHER_BROADCAST)
       plan_gather_broadcast(&b, pi, &S, &ch);
     else
       plan_direct(&b, pi, &S, &D, st == RF_STRATEGY_M2N);
@@ -524,14 +610,10 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
     shards_clear(&D);
   }
   if (need_chains) chains_clear(&ch);
+  g_free(b.domain);
+  g_free(b.dh_stamp);
+  g_free(b.dh_first);
   if (b.failed) {
-    g_array_free(b.pieces, TRUE);
-    g_free(b.x.v);
-    return NULL;
-  }
-  if (b.x.n > UINT32_MAX) {
-    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "plan has %llu transfers, more than %u",
-                (unsigned long long)b.x.n, UINT32_MAX);
     g_array_free(b.pieces, TRUE);
     g_free(b.x.v);
     return NULL;
@@ -554,246 +636,4 @@ void rf_plan_free(RfPlan *plan) {
   g_free(plan->xfers);
   g_free(plan->msgs);
   g_free(plan);
-}
-
-/* ---- verification --------------------------------------------------------------------- */
-
-/* Replace the boxes in left by what remains of them outside cut. */
-static void box_subtract(GArray *left, const RfBox *cut, int nd) {
-  GArray *out = g_array_new(FALSE, FALSE, sizeof(RfBox));
-  for (guint i = 0; i < left->len; i++) {
-    RfBox rest[2 * RF_MAX_DIMS];
-    int n = rf_box_subtract(&g_array_index(left, RfBox, i), cut, nd, rest);
-    g_array_append_vals(out, rest, (guint)n);
-  }
-  g_array_set_size(left, 0);
-  g_array_append_vals(left, out->data, out->len);
-  g_array_free(out, TRUE);
-}
-
-gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
-  const RfProblem *pb = plan->problem;
-  const RfModel *m = pb->model;
-  char b1[256], b2[256];
-  /* index transfers by (part, dst) */
-  GHashTable *by =
-      g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)g_array_unref);
-  gboolean ok = TRUE;
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *t = &plan->xfers[i];
-    const RfPiece *pc = &plan->pieces[t->piece];
-    const RfPart *part = &m->parts[pc->part];
-    RfBox full;
-    rf_box_full(&full, part->shape, part->ndim);
-    if (rf_box_empty(&pc->box, part->ndim) || !rf_box_contains(&full, &pc->box, part->ndim)) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: box %s outside part %u",
-                  (unsigned long long)i, rf_box_format(&pc->box, part->ndim, b1, sizeof b1),
-                  pc->part);
-      ok = FALSE;
-      goto out;
-    }
-    if (pc->bytes != (uint64_t)rf_box_volume(&pc->box, part->ndim) *
-                         rf_dtype_size(m->tensors[part->tensor].dtype)) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "piece %u: bytes do not match its box",
-                  t->piece);
-      ok = FALSE;
-      goto out;
-    }
-    if (i > 0) {
-      const RfTransfer *p = &plan->xfers[i - 1];
-      if (p->stage > t->stage ||
-          (p->stage == t->stage && (p->src > t->src || (p->src == t->src && p->dst > t->dst)))) {
-        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                    "transfers not sorted by (stage, src, dst) at %llu", (unsigned long long)i);
-        ok = FALSE;
-        goto out;
-      }
-    }
-    gint64 key = ((gint64)pc->part << 32) | (uint32_t)t->dst;
-    GArray *a = g_hash_table_lookup(by, &key);
-    if (!a) {
-      a = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-      g_hash_table_insert(by, g_memdup2(&key, sizeof key), a);
-    }
-    g_array_append_val(a, i);
-  }
-  /* Messages cover the transfers in order, each of one (stage, source, destination). */
-  uint64_t next = 0;
-  for (uint64_t i = 0; i < plan->nmsgs; i++) {
-    const RfMessage *mg = &plan->msgs[i];
-    uint64_t by = 0;
-    gboolean same = mg->first == next && mg->count > 0;
-    for (uint64_t j = mg->first; same && j < (uint64_t)mg->first + mg->count; j++) {
-      const RfTransfer *t = &plan->xfers[j];
-      same = t->stage == mg->stage && t->src == mg->src && t->dst == mg->dst;
-      by += plan->pieces[t->piece].bytes;
-    }
-    if (!same || by != mg->bytes) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "message %llu does not match its transfers",
-                  (unsigned long long)i);
-      ok = FALSE;
-      goto out;
-    }
-    next += mg->count;
-  }
-  if (next != plan->nxfers) {
-    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "messages cover %llu of %llu transfers",
-                (unsigned long long)next, (unsigned long long)plan->nxfers);
-    ok = FALSE;
-    goto out;
-  }
-  /* Every sender held what it sends: its source shard, or a box it received at an earlier
-   * stage. Flags say the truth. */
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *t = &plan->xfers[i];
-    const RfPiece *pc = &plan->pieces[t->piece];
-    int nd = m->parts[pc->part].ndim;
-    RfBox own;
-    gboolean held = rf_side_rank_shard(&pb->src, pc->part, t->src, &own, NULL) &&
-                    rf_box_contains(&own, &pc->box, nd);
-    if (!held) {
-      /* covered by its source shard and what it received at earlier stages */
-      GArray *left = g_array_new(FALSE, FALSE, sizeof(RfBox));
-      g_array_append_val(left, pc->box);
-      if (rf_side_rank_shard(&pb->src, pc->part, t->src, &own, NULL)) box_subtract(left, &own, nd);
-      gint64 key = ((gint64)pc->part << 32) | (uint32_t)t->src;
-      GArray *a = g_hash_table_lookup(by, &key);
-      for (guint j = 0; a && j < a->len && left->len; j++) {
-        const RfTransfer *u = &plan->xfers[g_array_index(a, uint64_t, j)];
-        if (u->stage < t->stage) box_subtract(left, &plan->pieces[u->piece].box, nd);
-      }
-      held = left->len == 0;
-      g_array_free(left, TRUE);
-    }
-    if (!held) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                  "transfer %llu (stage %d, %d -> %d, part %u %s): the sender does not hold it",
-                  (unsigned long long)i, t->stage, t->src, t->dst, pc->part,
-                  rf_box_format(&pc->box, nd, b1, sizeof b1));
-      ok = FALSE;
-      goto out;
-    }
-    if (!!(t->flags & RF_XFER_NET) !=
-        (rf_problem_domain(pb, t->src) != rf_problem_domain(pb, t->dst))) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: network flag is wrong",
-                  (unsigned long long)i);
-      ok = FALSE;
-      goto out;
-    }
-    RfBox mine, ov;
-    gboolean keeps = t->phase != RF_PHASE_EXPORT &&
-                     rf_side_rank_shard(&pb->dst, pc->part, t->dst, &mine, NULL) &&
-                     rf_box_intersect(&mine, &pc->box, nd, &ov);
-    if (keeps == !!(t->flags & RF_XFER_RELAY)) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: relay flag is wrong",
-                  (unsigned long long)i);
-      ok = FALSE;
-      goto out;
-    }
-  }
-  /* Every destination element received exactly once: the received boxes, clipped to the
-   * rank's shard, are pairwise disjoint and their volumes add up to the shard's. */
-  uint64_t delivered = 0;
-  for (uint32_t pi = 0; pi < m->nparts; pi++) {
-    const RfPlacement *dp = &pb->dst.place[pi];
-    if (!dp->mesh) continue;
-    int nd = dp->ndim;
-    int es = rf_dtype_size(m->tensors[m->parts[pi].tensor].dtype);
-    for (int pos = 0; pos < dp->mesh->nranks; pos++) {
-      int r = dp->mesh->ranks[pos];
-      RfBox mine;
-      if (!rf_side_rank_shard(&pb->dst, pi, r, &mine, NULL)) continue;
-      gint64 key = ((gint64)pi << 32) | (uint32_t)r;
-      GArray *a = g_hash_table_lookup(by, &key);
-      int64_t vol = 0;
-      GArray *clips = g_array_new(FALSE, FALSE, sizeof(RfBox));
-      for (guint j = 0; a && j < a->len; j++) {
-        const RfTransfer *t = &plan->xfers[g_array_index(a, uint64_t, j)];
-        RfBox ov;
-        if (t->flags & RF_XFER_RELAY) continue;
-        if (!rf_box_intersect(&plan->pieces[t->piece].box, &mine, nd, &ov)) continue;
-        for (guint k = 0; k < clips->len; k++) {
-          RfBox x;
-          if (rf_box_intersect(&g_array_index(clips, RfBox, k), &ov, nd, &x)) {
-            g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "rank %d receives %s of %s twice", r,
-                        rf_box_format(&x, nd, b1, sizeof b1), m->tensors[m->parts[pi].tensor].name);
-            g_array_free(clips, TRUE);
-            ok = FALSE;
-            goto out;
-          }
-        }
-        g_array_append_val(clips, ov);
-        vol += rf_box_volume(&ov, nd);
-      }
-      g_array_free(clips, TRUE);
-      if (vol != rf_box_volume(&mine, nd)) {
-        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                    "rank %d receives %lld of the %lld elements of %s %s", r, (long long)vol,
-                    (long long)rf_box_volume(&mine, nd), m->tensors[m->parts[pi].tensor].name,
-                    rf_box_format(&mine, nd, b2, sizeof b2));
-        ok = FALSE;
-        goto out;
-      }
-      delivered += (uint64_t)vol * es;
-    }
-  }
-  if (delivered != plan->stats.payload_bytes) {
-    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                "bytes not conserved: %llu delivered, %llu expected", (unsigned long long)delivered,
-                (unsigned long long)plan->stats.payload_bytes);
-    ok = FALSE;
-  }
-out:
-  g_hash_table_destroy(by);
-  return ok;
-}
-
-/* ---- dump ----------------------------------------------------------------------------- */
-
-gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "cannot write %s: %s", path, g_strerror(errno));
-    return FALSE;
-  }
-  const RfModel *m = plan->problem->model;
-  fprintf(f, "{\"strategy\":\"%s\",\"transfers\":[", rf_strategy_name(plan->strategy));
-  gboolean first = TRUE;
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *t = &plan->xfers[i];
-    const RfPiece *pc = &plan->pieces[t->piece];
-    const RfPart *part = &m->parts[pc->part];
-    const RfTensor *ten = &m->tensors[part->tensor];
-    /* Checkpoint coordinates: add the segment offset; a stacked expert box becomes one entry
-     * per expert without the expert dim. */
-    int64_t e0 = 0, e1 = 1;
-    int d0 = 0;
-    if (ten->nexperts > 0) {
-      e0 = pc->box.lo[0];
-      e1 = pc->box.hi[0];
-      d0 = 1;
-    }
-    for (int64_t e = e0; e < e1; e++) {
-      char *name = rf_tensor_name(ten, e);
-      char *esc = g_strescape(name, NULL);
-      fprintf(f, "%s\n{\"tensor\":\"%s\",\"src\":%d,\"dst\":%d,\"box\":[", first ? "" : ",", esc,
-              t->src, t->dst);
-      g_free(esc);
-      g_free(name);
-      first = FALSE;
-      for (int d = d0; d < part->ndim; d++) {
-        int64_t off = d == part->seg_dim ? part->seg_off : 0;
-        fprintf(f, "%s[%lld,%lld]", d > d0 ? "," : "", (long long)(pc->box.lo[d] + off),
-                (long long)(pc->box.hi[d] + off));
-      }
-      fprintf(f, "],\"stage\":%d,\"phase\":\"%s\",\"relay\":%s}", t->stage,
-              rf_phase_name((RfPhase)t->phase), (t->flags & RF_XFER_RELAY) ? "true" : "false");
-    }
-  }
-  fprintf(f, "\n]}\n");
-  if (fclose(f) != 0) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "cannot write %s: %s", path, g_strerror(errno));
-    return FALSE;
-  }
-  return TRUE;
 }

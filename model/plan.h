@@ -97,10 +97,17 @@ const char *rf_phase_name(RfPhase p);
 /* "gather-broadcast", "p2p", "m2n", "hybrid"; FALSE + error for anything else. */
 gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error);
 
-/* Build the plan of one strategy. NULL + error if the problem cannot be planned. */
+/* Most transfers one plan may hold: 2^27 transfers are 2 GiB, twice that while sorting, and
+ * take about 10 s to plan. */
+#define RF_PLAN_MAX_TRANSFERS (UINT64_C(1) << 27)
+
+/* Build the plan of one strategy. NULL + error if the problem cannot be planned, or
+ * (RF_ERROR_LIMIT) when it needs more than RF_PLAN_MAX_TRANSFERS transfers: refused before the
+ * quadratic gather-broadcast export is emitted. Time and memory grow with the transfers. */
 RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOptions *opt,
                       GError **error);
 void rf_plan_free(RfPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfPlan, rf_plan_free)
 
 /* Check the plan's invariants: every destination element of every part received exactly once
  * by its destination rank, no box outside its part or outside the sender's holding, every

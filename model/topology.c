@@ -60,19 +60,35 @@ gboolean rf_keyfile_number(GKeyFile *kf, const char *path, const char *group, co
 /* Topology figures: bandwidths and counts strictly positive, latencies may be 0. */
 #define TOPO_MAX 1e12
 #define TOPO_POSITIVE 1e-9
+/* Integer counts: plausible ranges, far above any machine built so far (an NVL576 domain,
+ * 8 NICs per GPU, 64 broadcast rings), so a typo is refused instead of planned. */
+#define TOPO_MAX_DOMAIN 65536  /* gpus_per_domain */
+#define TOPO_MAX_NICS 16       /* nic.per_gpu */
+#define TOPO_MAX_LEAF 65536    /* fabric.gpus_per_leaf */
+#define TOPO_MAX_CHANNELS 1024 /* nccl.bcast_channels */
 
 static gboolean get_num(GKeyFile *kf, const char *path, const char *group, const char *key,
                         gboolean zero_ok, double *out, GError **error) {
   return rf_keyfile_number(kf, path, group, key, zero_ok ? 0 : TOPO_POSITIVE, TOPO_MAX, out, error);
 }
 
-static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const char *key,
-                        int *out, GError **error) {
-  double v;
-  if (!get_num(kf, path, group, key, FALSE, &v, error)) return FALSE;
-  if (v > INT32_MAX || v != (double)(int)v) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [%s] %s must be a whole number, got %g", path,
-                group, key, v);
+/* An integer count in lo..hi, written in plain decimal. */
+static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const char *key, int lo,
+                        int hi, int *out, GError **error) {
+  GError *e = NULL;
+  g_autofree char *raw = g_key_file_get_value(kf, group, key, &e);
+  if (e) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [%s] %s: %s", path, group, key, e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  g_strstrip(raw);
+  gint64 v = 0;
+  if (!g_ascii_string_to_signed(raw, 10, lo, hi, &v, NULL)) {
+    g_autofree char *shown = g_strescape(raw, NULL);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%s: [%s] %s must be an integer in %d..%d, got '%s'", path, group, key, lo, hi,
+                shown);
     return FALSE;
   }
   *out = (int)v;
@@ -80,42 +96,38 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
 }
 
 RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
-  char *path = rf_data_resolve(name_or_path, "topologies", ".topo");
+  g_autofree char *path = rf_data_resolve(name_or_path, "topologies", ".topo");
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown topology '%s' (no file %s)", name_or_path,
                 path);
-    g_free(path);
     return NULL;
   }
-  GKeyFile *kf = g_key_file_new();
-  RfTopology *t = topology_defaults();
+  g_autoptr(GKeyFile) kf = g_key_file_new();
+  g_autoptr(RfTopology) t = topology_defaults();
   GError *e = NULL;
   if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &e)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: %s", path, e->message);
     g_error_free(e);
-    goto fail;
+    return NULL;
   }
   t->name = g_key_file_get_string(kf, "cluster", "name", NULL);
   if (!t->name) t->name = g_path_get_basename(path);
   t->description = g_key_file_get_string(kf, "cluster", "description", NULL);
-  if (!get_int(kf, path, "cluster", "gpus_per_domain", &t->gpus_per_domain, error)) goto fail;
-  if (t->gpus_per_domain >= RF_MAX_RANKS) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [cluster] gpus_per_domain must be below %d",
-                path, RF_MAX_RANKS);
-    goto fail;
-  }
-  if (!get_num(kf, path, "nvlink", "bandwidth_GBps", FALSE, &t->nvlink_GBps, error)) goto fail;
-  if (!get_num(kf, path, "nvlink", "latency_us", TRUE, &t->nvlink_latency_us, error)) goto fail;
-  if (!get_int(kf, path, "nic", "per_gpu", &t->nics_per_gpu, error)) goto fail;
-  if (!get_num(kf, path, "nic", "bandwidth_Gbps", FALSE, &t->nic_Gbps, error)) goto fail;
-  if (!get_num(kf, path, "nic", "latency_us", TRUE, &t->nic_latency_us, error)) goto fail;
-  if (!get_num(kf, path, "nic", "pcie_GBps", FALSE, &t->pcie_GBps, error)) goto fail;
+  if (!get_int(kf, path, "cluster", "gpus_per_domain", 1, TOPO_MAX_DOMAIN, &t->gpus_per_domain,
+               error))
+    return NULL;
+  if (!get_num(kf, path, "nvlink", "bandwidth_GBps", FALSE, &t->nvlink_GBps, error)) return NULL;
+  if (!get_num(kf, path, "nvlink", "latency_us", TRUE, &t->nvlink_latency_us, error)) return NULL;
+  if (!get_int(kf, path, "nic", "per_gpu", 1, TOPO_MAX_NICS, &t->nics_per_gpu, error)) return NULL;
+  if (!get_num(kf, path, "nic", "bandwidth_Gbps", FALSE, &t->nic_Gbps, error)) return NULL;
+  if (!get_num(kf, path, "nic", "latency_us", TRUE, &t->nic_latency_us, error)) return NULL;
+  if (!get_num(kf, path, "nic", "pcie_GBps", FALSE, &t->pcie_GBps, error)) return NULL;
   {
-    char *kind = g_key_file_get_string(kf, "fabric", "kind", NULL);
+    g_autofree char *kind = g_key_file_get_string(kf, "fabric", "kind", NULL);
     if (!kind) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: [fabric] kind is missing (rail-optimized or fat-tree)", path);
-      goto fail;
+      return NULL;
     }
     if (!strcmp(kind, "rail-optimized"))
       t->fabric = RF_FABRIC_RAIL_OPTIMIZED;
@@ -124,36 +136,23 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
     else {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: [fabric] kind must be rail-optimized or fat-tree, got '%s'", path, kind);
-      g_free(kind);
-      goto fail;
+      return NULL;
     }
-    g_free(kind);
   }
   if (!get_num(kf, path, "fabric", "oversubscription", FALSE, &t->oversubscription, error))
-    goto fail;
+    return NULL;
   if (t->oversubscription < 1.0) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "%s: [fabric] oversubscription must be >= 1, got %g", path, t->oversubscription);
-    goto fail;
+    return NULL;
   }
-  if (!get_int(kf, path, "fabric", "gpus_per_leaf", &t->gpus_per_leaf, error)) goto fail;
+  if (!get_int(kf, path, "fabric", "gpus_per_leaf", 1, TOPO_MAX_LEAF, &t->gpus_per_leaf, error))
+    return NULL;
   if (!get_num(kf, path, "fabric", "switch_latency_us", TRUE, &t->switch_latency_us, error))
-    goto fail;
-  if (!get_num(kf, path, "gpu", "hbm_GBps", FALSE, &t->hbm_GBps, error)) goto fail;
+    return NULL;
+  if (!get_num(kf, path, "gpu", "hbm_GBps", FALSE, &t->hbm_GBps, error)) return NULL;
   if (g_key_file_has_key(kf, "nccl", "bcast_channels", NULL) &&
-      !get_int(kf, path, "nccl", "bcast_channels", &t->bcast_channels, error))
-    goto fail;
-  if (t->bcast_channels > 1024) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "%s: [nccl] bcast_channels must be 1..1024, got %d", path, t->bcast_channels);
-    goto fail;
-  }
-  g_key_file_free(kf);
-  g_free(path);
-  return t;
-fail:
-  g_key_file_free(kf);
-  g_free(path);
-  rf_topology_free(t);
-  return NULL;
+      !get_int(kf, path, "nccl", "bcast_channels", 1, TOPO_MAX_CHANNELS, &t->bcast_channels, error))
+    return NULL;
+  return g_steal_pointer(&t);
 }

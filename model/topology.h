@@ -34,6 +34,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error);
 /* A bare topology with only a domain size (the plan engine's --domain-size). */
 RfTopology *rf_topology_new_domains(int gpus_per_domain);
 void rf_topology_free(RfTopology *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfTopology, rf_topology_free)
 
 /* A number that must be present in [lo, hi] (and finite) under [group] key of a GKeyFile read
  * from path: FALSE + a one-line error naming the file, group and key otherwise. Topology and

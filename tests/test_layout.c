@@ -2,6 +2,7 @@
 #include <glib.h>
 #include <string.h>
 
+#include "error.h"
 #include "layout.h"
 
 static RfProblem *preset(const char *model, const char *train, const char *infer, int domain,
@@ -21,54 +22,89 @@ static uint32_t find_part(const RfModel *m, const char *name, const char *tag) {
 
 static void test_parse(void) {
   RfParallel p;
-  g_assert_true(rf_parallel_parse("TP8xPP16xEP16xDP16", &p, NULL));
+  GError *e = NULL;
+  g_assert_true(rf_parallel_parse("TP8xPP16xEP16xDP16", &p, &e));
+  g_assert_no_error(e);
   g_assert_cmpint(p.tp, ==, 8);
   g_assert_cmpint(p.pp, ==, 16);
   g_assert_cmpint(p.ep, ==, 16);
   g_assert_cmpint(p.dp, ==, 16);
   g_assert_true(p.dp_given);
-  g_assert_true(rf_parallel_parse("tp2xetp2xcp2", &p, NULL));
+  g_assert_true(rf_parallel_parse("tp2xetp2xcp2", &p, &e));
+  g_assert_no_error(e);
   g_assert_cmpint(p.etp, ==, 2);
   g_assert_cmpint(p.cp, ==, 2);
   g_assert_false(p.dp_given);
-  const char *bad[] = {"", "TP", "TP0", "XX4", "TP4xTP2", "TP4x", "TP-2", "TP4xPP"};
-  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-    GError *e = NULL;
-    g_assert_false(rf_parallel_parse(bad[i], &p, &e));
-    g_assert_nonnull(e);
-    g_clear_error(&e);
-  }
+  g_assert_true(rf_parallel_parse("TP1048576", &p, &e)); /* the limit itself */
+  g_assert_no_error(e);
+}
+
+/* Refused layout strings: one line, the error code, a word of the message. */
+typedef struct {
+  const char *layout;
+  RfError code;
+  const char *needle;
+} BadParse;
+
+static const BadParse bad_parse[] = {
+    {"", RF_ERROR_INPUT, "empty"},
+    {"TP", RF_ERROR_INPUT, "not TP<n>"},
+    {"TP0", RF_ERROR_INPUT, "not TP<n>"},
+    {"XX4", RF_ERROR_INPUT, "not TP<n>"},
+    {"TP4xTP2", RF_ERROR_INPUT, "twice"},
+    {"TP4x", RF_ERROR_INPUT, "not TP<n>"},
+    {"TP-2", RF_ERROR_INPUT, "not TP<n>"},
+    {"TP4xPP", RF_ERROR_INPUT, "not TP<n>"},
+    {"TP+2", RF_ERROR_INPUT, "no sign"},
+    {"TP 2", RF_ERROR_INPUT, "space"},
+    {"TP\t2", RF_ERROR_INPUT, "space"},
+    {"TP02", RF_ERROR_INPUT, "leading zero"},
+    {"TP2 ", RF_ERROR_INPUT, "not TP<n>"},
+    {"TP1048577", RF_ERROR_LIMIT, "limit of 1048576"},
+    {"PP99999999999999999999", RF_ERROR_LIMIT, "limit of 1048576"},
+};
+
+static void test_parse_bad(gconstpointer data) {
+  const BadParse *c = data;
+  RfParallel p;
+  GError *e = NULL;
+  g_assert_false(rf_parallel_parse(c->layout, &p, &e));
+  g_assert_error(e, RF_ERROR, (gint)c->code);
+  if (!strstr(e->message, c->needle)) g_error("'%s' lacks '%s'", e->message, c->needle);
+  g_assert_null(strchr(e->message, '\n'));
+  g_clear_error(&e);
 }
 
 /* Smallest world consistent with EP, for the four reported configurations. */
-static void test_worlds(void) {
-  static const struct {
-    const char *model, *train, *infer;
-    int train_ranks, infer_ranks, domain;
-  } c[] = {
-      {"qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16", 128, 128, 8},
-      {"deepseek-v3", "PP16xEP16", "TP32xDP8", 256, 256, 8},
-      {"deepseek-v3", "PP16xEP16", "TP32xDP8", 256, 256, 72},
-      {"nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8", 64, 64, 72},
-  };
-  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
-    GError *e = NULL;
-    RfProblem *pb = preset(c[i].model, c[i].train, c[i].infer, c[i].domain, &e);
-    g_assert_no_error(e);
-    g_assert_cmpint(pb->src.nranks, ==, c[i].train_ranks);
-    g_assert_cmpint(pb->dst.nranks, ==, c[i].infer_ranks);
-    g_assert_nonnull(strstr(pb->placement_note, "smallest consistent"));
-    /* the sides never share a domain; a TP replica that fits never straddles two */
-    int last_train = rf_problem_domain(pb, pb->src.ranks[pb->src.nranks - 1]);
-    int tp = pb->dst.par.tp, D = c[i].domain;
-    for (int r = 0; r < pb->dst.nranks; r++) {
-      int g = pb->dst.ranks[r];
-      g_assert_cmpint(rf_problem_domain(pb, g), >, last_train);
-      if (tp <= D)
-        g_assert_cmpint(rf_problem_domain(pb, g), ==,
-                        rf_problem_domain(pb, pb->dst.ranks[r - r % tp]));
-    }
-    rf_problem_free(pb);
+typedef struct {
+  const char *model, *train, *infer;
+  int train_ranks, infer_ranks, domain;
+} World;
+
+static const World worlds[] = {
+    {"qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16", 128, 128, 8},
+    {"deepseek-v3", "PP16xEP16", "TP32xDP8", 256, 256, 8},
+    {"deepseek-v3", "PP16xEP16", "TP32xDP8", 256, 256, 72},
+    {"nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8", 64, 64, 72},
+};
+
+static void test_world(gconstpointer data) {
+  const World *c = data;
+  GError *e = NULL;
+  g_autoptr(RfProblem) pb = preset(c->model, c->train, c->infer, c->domain, &e);
+  g_assert_no_error(e);
+  g_assert_cmpint(pb->src.nranks, ==, c->train_ranks);
+  g_assert_cmpint(pb->dst.nranks, ==, c->infer_ranks);
+  g_assert_nonnull(strstr(pb->placement_note, "smallest consistent"));
+  /* the sides never share a domain; a TP replica that fits never straddles two */
+  int last_train = rf_problem_domain(pb, pb->src.ranks[pb->src.nranks - 1]);
+  int tp = pb->dst.par.tp, D = c->domain;
+  for (int r = 0; r < pb->dst.nranks; r++) {
+    int g = pb->dst.ranks[r];
+    g_assert_cmpint(rf_problem_domain(pb, g), >, last_train);
+    if (tp <= D)
+      g_assert_cmpint(rf_problem_domain(pb, g), ==,
+                      rf_problem_domain(pb, pb->dst.ranks[r - r % tp]));
   }
 }
 
@@ -76,6 +112,7 @@ static void test_worlds(void) {
 static void test_gb200_packing(void) {
   GError *e = NULL;
   RfProblem *pb = preset("deepseek-v3", "PP16xEP16", "TP32xDP8", 72, &e);
+  g_assert_no_error(e);
   int first = pb->dst.ranks[0];
   g_assert_cmpint(pb->gpu[first] % 72, ==, 0);
   g_assert_cmpint(pb->gpu[first + 32], ==, pb->gpu[first] + 32);
@@ -84,34 +121,47 @@ static void test_gb200_packing(void) {
   rf_problem_free(pb);
 }
 
-static void test_bad_layouts(void) {
-  static const struct {
-    const char *model, *train, *infer, *needle;
-  } c[] = {
-      {"tiny-moe", "TP2xEP4xDP3", "TP2", "does not divide"}, /* EP4 over TP2 x DP3 = 6 */
-      {"tiny-moe", "TP2", "TP2xDP2xEP3", "EP = TP x DP"},
-      {"tiny-moe", "TP2", "TP2xPP2", "generation PP"},
-      {"tiny-moe", "TP3", "TP2", "does not divide"},     /* 8 heads over TP3 */
-      {"tiny-moe", "TP2", "TP16", "does not divide"},    /* 8 heads over TP16 */
-      {"tiny-moe", "TP2xEP4", "TP2", "does not divide"}, /* 6 experts over EP4 */
-      {"tiny-moe", "PP9", "TP2", "exceeds"},
-      {"tiny-moe", "TP2", "TP8x", "bad layout"},
-      {"tiny-hybrid", "TP4", "TP2", "Mamba"},
-      {"tiny-mla", "TP1", "TP8", "attention heads"}, /* 4 MLA heads over TP8 */
-      {"tiny-next", "TP1", "TP4", "GDN heads"},      /* 2 key heads over TP4 */
-      {"tiny-kimi", "TP8", "TP1", "heads"},          /* 4 heads over TP8 */
-      {"tiny-moe", "EP1048576xETP1048576", "TP1", "ranks"},
-      {"tiny-moe", "TP1", "TP32768xDP65536", "ranks"},
-  };
-  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
-    GError *e = NULL;
-    RfProblem *pb = preset(c[i].model, c[i].train, c[i].infer, 8, &e);
-    if (pb) g_error("accepted %s %s -> %s", c[i].model, c[i].train, c[i].infer);
-    if (!strstr(e->message, c[i].needle))
-      g_error("%s -> %s: '%s' lacks '%s'", c[i].train, c[i].infer, e->message, c[i].needle);
-    g_assert_null(strchr(e->message, '\n'));
-    g_clear_error(&e);
-  }
+typedef struct {
+  const char *model, *train, *infer;
+  RfError code;
+  const char *needle;
+} BadLayout;
+
+static const BadLayout bad_layouts[] = {
+    {"tiny-moe", "TP2xEP4xDP3", "TP2", RF_ERROR_INPUT, "does not divide"}, /* EP4 over 6 */
+    {"tiny-moe", "TP2", "TP2xDP2xEP3", RF_ERROR_INPUT, "EP = TP x DP"},
+    {"tiny-moe", "TP2", "TP2xPP2", RF_ERROR_INPUT, "generation PP"},
+    {"tiny-moe", "TP3", "TP2", RF_ERROR_INPUT, "does not divide"},     /* 8 heads over TP3 */
+    {"tiny-moe", "TP2", "TP16", RF_ERROR_INPUT, "does not divide"},    /* 8 heads over TP16 */
+    {"tiny-moe", "TP2xEP4", "TP2", RF_ERROR_INPUT, "does not divide"}, /* 6 experts over EP4 */
+    {"tiny-moe", "PP9", "TP2", RF_ERROR_INPUT, "exceeds"},
+    {"tiny-moe", "TP2", "TP8x", RF_ERROR_INPUT, "bad layout"},
+    {"tiny-hybrid", "TP4", "TP2", RF_ERROR_INPUT, "Mamba"},
+    {"tiny-mla", "TP1", "TP8", RF_ERROR_INPUT, "attention heads"}, /* 4 MLA heads over TP8 */
+    {"tiny-next", "TP1", "TP4", RF_ERROR_INPUT, "GDN heads"},      /* 2 key heads over TP4 */
+    {"tiny-kimi", "TP8", "TP1", RF_ERROR_INPUT, "heads"},          /* 4 heads over TP8 */
+    {"tiny-moe", "EP1048576xETP1048576", "TP1", RF_ERROR_LIMIT, "limit of 16777215"},
+    {"tiny-moe", "TP1", "TP32768xDP65536", RF_ERROR_LIMIT, "limit of 16777215"},
+    /* products past 2^63 (signed overflow before the check, issue 10) */
+    {"tiny-moe", "TP1048576xCP1048576xEP1048576xETP1048576", "TP2", RF_ERROR_LIMIT,
+     "limit of 16777215"},
+    {"tiny-moe", "TP2", "TP65536xDP65536xEP1", RF_ERROR_LIMIT, "limit of 16777215"},
+    {"tiny-moe", "TP8192xCP2047xDP1048576xPP1048576", "TP2", RF_ERROR_LIMIT, "limit of 16777215"},
+    /* heads and rows both fail: one error, set once (GLib warns, fatally here, on a second) */
+    {"tiny-moe", "TP64", "TP2", RF_ERROR_INPUT, "TP64 does not divide 8 attention heads"},
+    {"tiny-moe", "TP2xEP4xETP4", "TP2", RF_ERROR_INPUT, "does not divide"},
+};
+
+static void test_bad_layout(gconstpointer data) {
+  const BadLayout *c = data;
+  GError *e = NULL;
+  g_autoptr(RfProblem) pb = preset(c->model, c->train, c->infer, 8, &e);
+  if (pb) g_error("accepted %s %s -> %s", c->model, c->train, c->infer);
+  g_assert_error(e, RF_ERROR, (gint)c->code);
+  if (!strstr(e->message, c->needle))
+    g_error("%s -> %s: '%s' lacks '%s'", c->train, c->infer, e->message, c->needle);
+  g_assert_null(strchr(e->message, '\n'));
+  g_clear_error(&e);
 }
 
 /* Megatron fuses QKV per KV group [q_g | k_g | v_g]; vLLM holds [q_loc | k_loc | v_loc] and
@@ -119,6 +169,7 @@ static void test_bad_layouts(void) {
 static void test_qkv_local(void) {
   GError *e = NULL;
   RfProblem *pb = preset("tiny-moe", "TP1", "TP4", 8, &e);
+  g_assert_no_error(e);
   const RfModel *m = pb->model;
   uint32_t q = find_part(m, "model.layers.0.self_attn.q_proj.weight", "");
   uint32_t k = find_part(m, "model.layers.0.self_attn.k_proj.weight", "");
@@ -153,6 +204,7 @@ static void count(int64_t off, int64_t len, void *ud) {
 static void test_experts_vocab_runs(void) {
   GError *e = NULL;
   RfProblem *pb = preset("tiny-moe", "TP2", "TP2", 8, &e);
+  g_assert_no_error(e);
   const RfModel *m = pb->model;
   uint32_t gate = find_part(m, "model.layers.1.mlp.experts.{e}.gate_proj.weight", "");
   uint32_t up = find_part(m, "model.layers.1.mlp.experts.{e}.up_proj.weight", "");
@@ -218,9 +270,19 @@ static void test_mamba_fused(void) {
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/layout/parse", test_parse);
-  g_test_add_func("/layout/worlds", test_worlds);
+  for (size_t i = 0; i < G_N_ELEMENTS(bad_parse); i++) {
+    g_autofree char *path = g_strdup_printf("/layout/parse/bad/%zu", i);
+    g_test_add_data_func(path, &bad_parse[i], test_parse_bad);
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(worlds); i++) {
+    g_autofree char *path = g_strdup_printf("/layout/worlds/%zu", i);
+    g_test_add_data_func(path, &worlds[i], test_world);
+  }
   g_test_add_func("/layout/gb200_packing", test_gb200_packing);
-  g_test_add_func("/layout/bad", test_bad_layouts);
+  for (size_t i = 0; i < G_N_ELEMENTS(bad_layouts); i++) {
+    g_autofree char *path = g_strdup_printf("/layout/bad/%zu", i);
+    g_test_add_data_func(path, &bad_layouts[i], test_bad_layout);
+  }
   g_test_add_func("/layout/local/qkv", test_qkv_local);
   g_test_add_func("/layout/local/experts_vocab_runs", test_experts_vocab_runs);
   g_test_add_func("/layout/local/mamba_fused", test_mamba_fused);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "topology.h"
 
 static void test_shipped(void) {
@@ -35,12 +36,13 @@ static char *write_tmp(const char *text) {
   return path;
 }
 
-static void test_bad(void) {
-  const char *good =
-      "[cluster]\ngpus_per_domain=4\n[nvlink]\nbandwidth_GBps=100\nlatency_us=1\n"
-      "[nic]\nper_gpu=1\nbandwidth_Gbps=200\nlatency_us=2\npcie_GBps=32\n"
-      "[fabric]\nkind=fat-tree\noversubscription=2\ngpus_per_leaf=16\nswitch_latency_us=0.5\n"
-      "[gpu]\nhbm_GBps=2000\n";
+static const char *good =
+    "[cluster]\ngpus_per_domain=4\n[nvlink]\nbandwidth_GBps=100\nlatency_us=1\n"
+    "[nic]\nper_gpu=1\nbandwidth_Gbps=200\nlatency_us=2\npcie_GBps=32\n"
+    "[fabric]\nkind=fat-tree\noversubscription=2\ngpus_per_leaf=16\nswitch_latency_us=0.5\n"
+    "[gpu]\nhbm_GBps=2000\n";
+
+static void test_good(void) {
   char *p = write_tmp(good);
   GError *e = NULL;
   RfTopology *t = rf_topology_load(p, &e);
@@ -50,35 +52,53 @@ static void test_bad(void) {
   rf_topology_free(t);
   g_unlink(p);
   g_free(p);
-  static const struct {
-    const char *from, *to, *needle;
-  } bad[] = {
-      {"gpus_per_domain=4", "gpus_per_domain=0", "gpus_per_domain"},
-      {"gpus_per_domain=4", "gpus_per_domain=2.5", "whole number"},
-      {"bandwidth_GBps=100", "bandwidth_GBps=fast", "bandwidth_GBps"},
-      {"kind=fat-tree", "kind=torus", "rail-optimized or fat-tree"},
-      {"oversubscription=2", "oversubscription=0.5", ">= 1"},
-      {"bandwidth_Gbps=200", "bandwidth_Gbps=inf", "finite"},
-      {"hbm_GBps=2000", "hbm_GBps=2000\n[nccl]\nbcast_channels=1000000000", "bcast_channels"},
-      {"hbm_GBps=2000", "", "hbm_GBps"},
-      {"[nic]", "[nic", "refit"},
-  };
-  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-    GString *s = g_string_new(good);
-    g_string_replace(s, bad[i].from, bad[i].to, 1);
-    p = write_tmp(s->str);
-    g_string_free(s, TRUE);
-    t = rf_topology_load(p, &e);
-    g_assert_null(t);
-    g_assert_nonnull(e);
-    if (strcmp(bad[i].needle, "refit") && !strstr(e->message, bad[i].needle))
-      g_error("'%s' lacks '%s'", e->message, bad[i].needle);
-    g_assert_null(strchr(e->message, '\n'));
-    g_clear_error(&e);
-    g_unlink(p);
-    g_free(p);
-  }
+}
+
+/* A good file with one line replaced is refused: one line naming the key and what it wants. */
+typedef struct {
+  const char *from, *to, *needle;
+} BadTopo;
+
+static const BadTopo bad_topos[] = {
+    {"gpus_per_domain=4", "gpus_per_domain=0", "gpus_per_domain must be an integer in 1..65536"},
+    {"gpus_per_domain=4", "gpus_per_domain=2.5", "integer in 1..65536, got '2.5'"},
+    {"gpus_per_domain=4", "gpus_per_domain=0x10", "integer in 1..65536"},
+    {"gpus_per_domain=4", "gpus_per_domain=99999999999999999999", "integer in 1..65536"},
+    {"bandwidth_GBps=100", "bandwidth_GBps=fast", "bandwidth_GBps"},
+    {"kind=fat-tree", "kind=torus", "rail-optimized or fat-tree"},
+    {"oversubscription=2", "oversubscription=0.5", ">= 1"},
+    {"bandwidth_Gbps=200", "bandwidth_Gbps=inf", "finite"},
+    {"hbm_GBps=2000", "hbm_GBps=2000\n[nccl]\nbcast_channels=1000000000", "integer in 1..1024"},
+    {"hbm_GBps=2000", "", "hbm_GBps"},
+    {"[nic]", "[nic", ""},
+    /* a NIC count that made the network lower bound 0 s (issue 10) */
+    {"per_gpu=1", "per_gpu=2147483647", "[nic] per_gpu must be an integer in 1..16"},
+    {"per_gpu=1", "per_gpu=-1", "integer in 1..16"},
+    {"gpus_per_leaf=16", "gpus_per_leaf=2147483647",
+     "gpus_per_leaf must be an integer in 1..65536"},
+};
+
+static void test_bad(gconstpointer data) {
+  const BadTopo *c = data;
+  GString *s = g_string_new(good);
+  g_string_replace(s, c->from, c->to, 1);
+  char *p = write_tmp(s->str);
+  g_string_free(s, TRUE);
+  GError *e = NULL;
+  g_autoptr(RfTopology) t = rf_topology_load(p, &e);
+  g_assert_null(t);
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  if (!strstr(e->message, c->needle)) g_error("'%s' lacks '%s'", e->message, c->needle);
+  g_assert_null(strchr(e->message, '\n'));
+  g_clear_error(&e);
+  g_unlink(p);
+  g_free(p);
+}
+
+static void test_unknown(void) {
+  GError *e = NULL;
   g_assert_null(rf_topology_load("no-such-cluster", &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
   g_assert_nonnull(strstr(e->message, "unknown topology"));
   g_clear_error(&e);
 }
@@ -86,6 +106,11 @@ static void test_bad(void) {
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/topology/shipped", test_shipped);
-  g_test_add_func("/topology/bad", test_bad);
+  g_test_add_func("/topology/good", test_good);
+  for (size_t i = 0; i < G_N_ELEMENTS(bad_topos); i++) {
+    g_autofree char *path = g_strdup_printf("/topology/bad/%zu", i);
+    g_test_add_data_func(path, &bad_topos[i], test_bad);
+  }
+  g_test_add_func("/topology/unknown", test_unknown);
   return g_test_run();
 }
