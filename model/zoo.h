@@ -151,6 +151,7 @@ RfModel *rf_model_load(const char *name_or_path, GError **error);
  * malformed or unsupported file, RF_ERROR_LIMIT for sizes past refit's limits. */
 RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GError **error);
 void rf_model_free(RfModel *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfModel, rf_model_free)
 
 /* Checkpoint tensors an entry stands for (nexperts for stacked, else 1). */
 int64_t rf_tensor_count(const RfTensor *t);
