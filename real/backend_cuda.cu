@@ -72,6 +72,16 @@ static RfRealStatus nccl_wait(RfDev *d) {
   }
 }
 
+static int cuda_device_count(void) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError(); /* not sticky, but clear it for the kernel checks that follow */
+    return 0;
+  }
+  return n;
+}
+
 static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   *out = NULL;
   int n = 0;
@@ -320,6 +330,7 @@ static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int
 
 extern "C" const RfDevOps rf_dev_cuda_ops = {
     /* .name = */ "cuda",
+    /* .device_count = */ cuda_device_count,
     /* .open = */ cuda_open,
     /* .connect = */ cuda_connect,
     /* .close = */ cuda_close,

@@ -2,8 +2,17 @@
 #ifndef RF_REAL_ENGINE_H
 #define RF_REAL_ENGINE_H
 
+#include "backend.h"
 #include "executor.h"
+#include <glib.h>
 #include <stdint.h>
+
+/* Copies and fill / verify runs are cut into pieces of this many bytes when the lists are built,
+ * so that a list of a few large copies still spreads over the whole GPU (one block per piece). */
+#define RF_REAL_CHUNK_BYTES (256u << 10)
+
+/* Most timed (and warm-up) refits of one run: their stage times are kept, one row each. */
+#define RF_REAL_MAX_ITERS 100000
 
 typedef struct {
   int nstages;            /* == RfResult.nstages (one per label: export, broadcast, inject, ...) */
@@ -21,5 +30,18 @@ typedef struct {
 
 /* Valid after a run of a real executor, until the next run or destroy. */
 const RfRealSpread *rf_real_spread(const RfExecutor *ex);
+
+/* Cut every RfCopy of copies (in place, order kept) into pieces of at most chunk_bytes, a
+ * multiple of 16: piece j starts j * chunk_bytes into both source and destination, so every
+ * piece keeps the copy's source / destination alignment modulo 16. */
+void rf_real_chunk_copies(GArray *copies, uint64_t chunk_bytes);
+/* Cut every RfRun of runs (in place, order kept) into pieces of at most chunk_bytes of its box's
+ * element size (boxes[run.box].esize); offsets and sequence numbers advance together. */
+void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_bytes);
+
+/* Each rank of a node drives GPU local_rank: TRUE when the node's local_size ranks each get their
+ * own of ngpus, else FALSE + one line (RF_ERROR_INPUT) naming the ranks and the GPUs. */
+gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int local_size, int ngpus,
+                            GError **error);
 
 #endif

@@ -65,7 +65,7 @@ typedef struct {
   uint64_t wrong;
 } Tally;
 
-/* Every strategy of one problem through one local executor; returns FALSE on an executor error. */
+/* Every strategy of one problem through one local executor; an executor error fails the test. */
 static void run_all(RfProblem *pb, const RfRealOptions *o, Tally *tally, const char *what) {
   GError *e = NULL;
   RfExecutor *ex = rf_real_executor_new(o, &e);
