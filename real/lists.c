@@ -304,7 +304,11 @@ static gboolean rank_sources(Build *b, GError **error) {
       for (guint k = 0; got && k < got->len; k++) {
         uint64_t u = g_array_index(got, uint64_t, k);
         if (plan->xfers[b->lx[u]].stage >= x->stage) break;
-        c.box = plan->pieces[plan->xfers[b->lx[u]].piece].box;
+        /* only what meets the piece: rf_cover skips the rest anyway */
+        const RfBox *held = &plan->pieces[plan->xfers[b->lx[u]].piece].box;
+        RfBox in;
+        if (!rf_box_intersect(&p->box, held, ndim, &in)) continue;
+        c.box = *held;
         c.origin = (int64_t)u;
         g_array_append_val(cands, c);
       }
@@ -333,27 +337,60 @@ static gboolean rank_sources(Build *b, GError **error) {
   return TRUE;
 }
 
-/* 2. Holding store: a received piece lives from its stage to its last forward. */
+/* A min-heap of held pieces by the last stage they are forwarded at. */
+typedef struct {
+  int32_t last;
+  uint64_t i; /* local transfer */
+} Held;
+
+static void heap_push(GArray *h, Held v) {
+  g_array_append_val(h, v);
+  Held *a = (Held *)h->data;
+  for (guint k = h->len - 1; k > 0;) {
+    guint p = (k - 1) / 2;
+    if (a[p].last <= a[k].last) break;
+    Held t = a[p];
+    a[p] = a[k];
+    a[k] = t;
+    k = p;
+  }
+}
+
+static Held heap_pop(GArray *h) {
+  Held *a = (Held *)h->data, top = a[0];
+  a[0] = a[h->len - 1];
+  g_array_set_size(h, h->len - 1);
+  for (guint k = 0;;) {
+    guint l = 2 * k + 1, r = l + 1, m = k;
+    if (l < h->len && a[l].last < a[m].last) m = l;
+    if (r < h->len && a[r].last < a[m].last) m = r;
+    if (m == k) break;
+    Held t = a[m];
+    a[m] = a[k];
+    a[k] = t;
+    k = m;
+  }
+  return top;
+}
+
+/* 2. Holding store: a received piece lives from its stage to its last forward. Freeing every
+ * piece whose last forward is before the new piece's stage (in any order: the free list is kept
+ * coalesced) before placing it first-fit. */
 static void hold_layout(Build *b) {
   const RfPlan *plan = b->plan;
   g_autoptr(GArray) holes = g_array_new(FALSE, FALSE, sizeof(Hole));
-  g_autoptr(GArray) active = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autoptr(GArray) active = g_array_new(FALSE, FALSE, sizeof(Held));
   for (uint64_t i = 0; i < b->nx; i++) {
     const RfTransfer *x = &plan->xfers[b->lx[i]];
     if (b->last_use[i] < 0 || x->dst != b->me) continue;
-    for (guint k = 0; k < active->len;) {
-      uint64_t u = g_array_index(active, uint64_t, k);
-      if (b->last_use[u] < (int32_t)x->stage) {
-        hold_free(holes, (uint64_t)b->hold_off[u],
-                  rf_align_up(plan->pieces[plan->xfers[b->lx[u]].piece].bytes, HOLD_ALIGN));
-        g_array_remove_index_fast(active, k);
-      } else {
-        k++;
-      }
+    while (active->len && g_array_index(active, Held, 0).last < (int32_t)x->stage) {
+      uint64_t u = heap_pop(active).i;
+      hold_free(holes, (uint64_t)b->hold_off[u],
+                rf_align_up(plan->pieces[plan->xfers[b->lx[u]].piece].bytes, HOLD_ALIGN));
     }
     b->hold_off[i] = (int64_t)hold_alloc(holes, &b->l->hold_bytes,
                                          rf_align_up(plan->pieces[x->piece].bytes, HOLD_ALIGN));
-    g_array_append_val(active, i);
+    heap_push(active, (Held){b->last_use[i], i});
   }
 }
 
