@@ -3,6 +3,7 @@
  * bounds and group sizes too; a lost chunk must be caught and must leave the previous weights in
  * place. `test_real --gen SEED WORLD FILE` writes one random spec (for the MPI tests). */
 #include "args.h"
+#include "error.h"
 #include "real.h"
 #include "real_engine.h"
 
@@ -217,6 +218,126 @@ static void test_bad_backend(void) {
   g_free(o.backend);
 }
 
+/* Copy lists cut into chunks move the same bytes to the same places, keep every piece's source
+ * and destination alignment modulo 16, and stay in order. */
+static void test_chunk_copies(void) {
+  GRand *r = g_rand_new_with_seed(7);
+  for (int round = 0; round < 200; round++) {
+    uint64_t chunk = round % 2 ? RF_REAL_CHUNK_BYTES : 16u * g_rand_int_range(r, 1, 8);
+    GArray *in = g_array_new(FALSE, FALSE, sizeof(RfCopy));
+    int n = g_rand_int_range(r, 0, 6);
+    uint64_t dst_top = 0;
+    for (int i = 0; i < n; i++) {
+      uint64_t bytes = round % 2 ? (uint64_t)g_rand_int_range(r, 0, 3 << 20)
+                                 : (uint64_t)g_rand_int_range(r, 0, 400);
+      RfCopy c = {(uint64_t)g_rand_int_range(r, 0, 1000), dst_top + g_rand_int_range(r, 0, 33),
+                  bytes, 0, 1};
+      dst_top = c.dst_off + bytes;
+      g_array_append_val(in, c);
+    }
+    GArray *out = g_array_copy(in);
+    rf_real_chunk_copies(out, chunk);
+    guint j = 0;
+    for (guint i = 0; i < in->len; i++) {
+      const RfCopy *c = &g_array_index(in, RfCopy, i);
+      uint64_t done = 0;
+      do {
+        g_assert_cmpuint(j, <, out->len);
+        const RfCopy *o = &g_array_index(out, RfCopy, j++);
+        g_assert_cmpuint(o->src_off, ==, c->src_off + done);
+        g_assert_cmpuint(o->dst_off, ==, c->dst_off + done);
+        g_assert_cmpuint(o->src_sp, ==, c->src_sp);
+        g_assert_cmpuint(o->dst_sp, ==, c->dst_sp);
+        g_assert_cmpuint((o->src_off ^ o->dst_off) & 15, ==, (c->src_off ^ c->dst_off) & 15);
+        g_assert_cmpuint(o->bytes, <=, chunk);
+        g_assert_true(o->bytes == chunk || done + o->bytes == c->bytes);
+        done += o->bytes;
+      } while (done < c->bytes);
+      g_assert_cmpuint(done, ==, c->bytes);
+    }
+    g_assert_cmpuint(j, ==, out->len);
+    g_array_free(in, TRUE);
+    g_array_free(out, TRUE);
+  }
+  g_rand_free(r);
+}
+
+/* Runs cut into chunks: the same elements with the same sequence numbers, each piece at most the
+ * chunk's bytes of its element size. */
+static void test_chunk_runs(void) {
+  RfBoxDesc boxes[4] = {{.esize = 1}, {.esize = 2}, {.esize = 4}, {.esize = 8}};
+  GRand *r = g_rand_new_with_seed(8);
+  for (int round = 0; round < 200; round++) {
+    uint64_t chunk = round % 2 ? RF_REAL_CHUNK_BYTES : 16u * g_rand_int_range(r, 1, 8);
+    GArray *in = g_array_new(FALSE, FALSE, sizeof(RfRun));
+    for (int i = 0, n = g_rand_int_range(r, 0, 6); i < n; i++) {
+      RfRun u = {(uint64_t)g_rand_int_range(r, 0, 1 << 20),
+                 round % 2 ? (uint64_t)g_rand_int_range(r, 0, 1 << 20)
+                           : (uint64_t)g_rand_int_range(r, 0, 100),
+                 (uint64_t)g_rand_int_range(r, 0, 1 << 20), (uint32_t)g_rand_int_range(r, 0, 4), 3};
+      g_array_append_val(in, u);
+    }
+    GArray *out = g_array_copy(in);
+    rf_real_chunk_runs(out, boxes, chunk);
+    guint j = 0;
+    for (guint i = 0; i < in->len; i++) {
+      const RfRun *u = &g_array_index(in, RfRun, i);
+      uint64_t done = 0;
+      do {
+        const RfRun *o = &g_array_index(out, RfRun, j++);
+        g_assert_cmpuint(o->off, ==, u->off + done);
+        g_assert_cmpuint(o->seq0, ==, u->seq0 + done);
+        g_assert_cmpuint(o->box, ==, u->box);
+        g_assert_cmpuint(o->sp, ==, u->sp);
+        g_assert_cmpuint(o->elems * boxes[o->box].esize, <=, chunk);
+        done += o->elems;
+      } while (done < u->elems);
+      g_assert_cmpuint(done, ==, u->elems);
+    }
+    g_assert_cmpuint(j, ==, out->len);
+    g_array_free(in, TRUE);
+    g_array_free(out, TRUE);
+  }
+  g_rand_free(r);
+}
+
+/* More ranks on a node than GPUs: one line naming both, before any GPU is touched. */
+static void test_gpu_check(void) {
+  GError *e = NULL;
+  g_assert_true(rf_real_check_gpus(3, "node7", 3, 8, 8, &e));
+  g_assert_no_error(e);
+  g_assert_true(rf_real_check_gpus(0, "node7", 0, 1, 1, &e));
+  g_assert_false(rf_real_check_gpus(11, "node7", 8, 9, 8, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_assert_cmpstr(e->message, ==,
+                  "rank 11 (node7): 9 ranks on this node but 8 GPUs visible: every rank needs its "
+                  "own GPU (launch at most 8 ranks per node, or use --local)");
+  g_clear_error(&e);
+  g_assert_false(rf_real_check_gpus(1, "n", 1, 2, 1, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_assert_nonnull(strstr(e->message, "2 ranks on this node but 1 GPU visible"));
+  g_clear_error(&e);
+}
+
+/* --iters 2147483647: refused with the limit, not an overflow of warm-up + iterations. */
+static void test_iters_limit(void) {
+  RfRealOptions o;
+  rf_real_options_init(&o);
+  o.local = TRUE;
+  o.iters = 2147483647;
+  GError *e = NULL;
+  g_assert_null(rf_real_executor_new(&o, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_nonnull(strstr(e->message, "at most 100000"));
+  g_clear_error(&e);
+  o.iters = RF_REAL_MAX_ITERS;
+  o.warmup = RF_REAL_MAX_ITERS;
+  RfExecutor *ex = rf_real_executor_new(&o, &e);
+  g_assert_no_error(e);
+  ex->destroy(ex);
+  g_free(o.backend);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--gen")) {
     GRand *r = g_rand_new_with_seed((guint32)atoi(argv[2]));
@@ -234,5 +355,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/local/models", test_models);
   g_test_add_func("/real/local/lost-chunk", test_lost_chunk);
   g_test_add_func("/real/backend/unknown", test_bad_backend);
+  g_test_add_func("/real/chunk/copies", test_chunk_copies);
+  g_test_add_func("/real/chunk/runs", test_chunk_runs);
+  g_test_add_func("/real/gpus/per-node", test_gpu_check);
+  g_test_add_func("/real/options/iters-limit", test_iters_limit);
   return g_test_run();
 }
