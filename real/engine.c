@@ -77,18 +77,21 @@ gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int loca
 }
 
 /* Open the backend on every rank and join the communicator; the ranks agree first, so that one
- * rank without a (free) GPU cannot leave the others waiting in the communicator setup. */
-static gboolean open_device(RealState *st, GError **error) {
+ * rank without a (free) GPU or host memory (precheck: taken) cannot leave the others waiting in
+ * the communicator setup. */
+static gboolean open_device(RealState *st, GError *precheck, GError **error) {
   const RfBoot *b = rf_boot();
   RfDevConfig cfg = {.rank = b->rank,
                      .world = b->world,
                      .local = st->opt.local,
                      .device = b->local_rank,
                      .timeout_s = st->opt.timeout_s};
-  g_autoptr(GError) mine = NULL;
+  g_autoptr(GError) mine = precheck;
   RfRealStatus s = RF_REAL_OK;
   int ngpus = st->ops->device_count && !st->opt.local ? st->ops->device_count() : -1;
-  if (ngpus == 0)
+  if (mine)
+    s = RF_REAL_ERR_NOMEM; /* reported through mine */
+  else if (ngpus == 0)
     s = RF_REAL_ERR_NODEV;
   else if (ngpus > 0 &&
            !rf_real_check_gpus(b->rank, b->host, b->local_rank, b->local_size, ngpus, &mine))
@@ -131,20 +134,25 @@ static gboolean open_device(RealState *st, GError **error) {
   return TRUE;
 }
 
-/* Buffer sizes of a local rank; unless plan_only, its shards (destinations twice: the double
- * buffer) and the fill / verify lists in backend memory. */
-static gboolean prepare_rank(RealState *st, LRank *l, GError **error) {
+/* The bytes of a local rank's shards, one bank of each side. */
+static void shard_bytes(RealState *st, LRank *l) {
   const RfProblem *pb = st->pb;
-  RfRealStatus s;
-  l->src_buf = g_new0(void *, st->ns ? st->ns : 1);
-  l->dst_buf[0] = g_new0(void *, st->nd ? st->nd : 1);
-  l->dst_buf[1] = g_new0(void *, st->nd ? st->nd : 1);
   for (int k = 0; k < st->ns; k++)
     l->src_bytes +=
         (uint64_t)rf_side_buffer_elems(&pb->src, k, l->rank) * buf_esize(pb, &pb->src, k);
   for (int k = 0; k < st->nd; k++)
     l->dst_bytes +=
         (uint64_t)rf_side_buffer_elems(&pb->dst, k, l->rank) * buf_esize(pb, &pb->dst, k);
+}
+
+/* A local rank's shards (destinations twice: the double buffer) and its fill / verify lists, in
+ * backend memory; nothing but the pointer tables with plan_only. */
+static gboolean prepare_rank(RealState *st, LRank *l, GError **error) {
+  const RfProblem *pb = st->pb;
+  RfRealStatus s;
+  l->src_buf = g_new0(void *, st->ns ? st->ns : 1);
+  l->dst_buf[0] = g_new0(void *, st->nd ? st->nd : 1);
+  l->dst_buf[1] = g_new0(void *, st->nd ? st->nd : 1);
   if (st->opt.plan_only) return TRUE;
   g_autoptr(GArray) boxes = g_array_new(FALSE, FALSE, sizeof(RfBoxDesc));
   g_autoptr(GArray) fill = g_array_new(FALSE, FALSE, sizeof(RfRun));
@@ -181,6 +189,30 @@ fail:
   return FALSE;
 }
 
+uint64_t rf_real_host_available_bytes(void) {
+  g_autofree char *info = NULL;
+  if (g_file_get_contents("/proc/meminfo", &info, NULL, NULL)) {
+    const char *m = strstr(info, "MemAvailable:");
+    if (m) return g_ascii_strtoull(m + strlen("MemAvailable:"), NULL, 10) << 10;
+  }
+  long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+}
+
+gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes,
+                                   uint64_t available_bytes, GError **error) {
+  /* sources once, destinations twice (the double buffer); saturating */
+  uint64_t need = src_bytes, d2 = dst_bytes > UINT64_MAX / 2 ? UINT64_MAX : 2 * dst_bytes;
+  need = need > UINT64_MAX - d2 ? UINT64_MAX : need + d2;
+  if (need <= available_bytes) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+              "rank %d: the shards need %.3f GiB of host memory (source %.3f + destination 2 x "
+              "%.3f GiB; `refit run --memory` adds holding and staging), %.3f GiB is available",
+              rank, need / 1073741824.0, src_bytes / 1073741824.0, dst_bytes / 1073741824.0,
+              available_bytes / 1073741824.0);
+  return FALSE;
+}
+
 static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error) {
   RealState *st = ex->state;
   const RfBoot *b = rf_boot();
@@ -193,7 +225,6 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
                 b->world, b->world == 1 ? "" : "s", pb->nranks, pb->src.nranks, pb->dst.nranks);
     return FALSE;
   }
-  if (!open_device(st, error)) return FALSE;
   st->ns = pb->src.nbufs;
   st->nd = pb->dst.nbufs;
   st->sp_hold = st->ns + st->nd;
@@ -205,10 +236,23 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
   st->lr_of_rank = g_new(int, pb->nranks);
   for (int r = 0; r < pb->nranks; r++)
     st->lr_of_rank[r] = st->opt.local ? r : (r == st->me ? 0 : -1);
+  /* Host memory: refuse up front what cannot fit (every local rank's shards are in this
+   * process), rather than die in an allocation. */
+  uint64_t src_bytes = 0, dst_bytes = 0;
   for (int i = 0; i < st->nlr; i++) {
-    st->lr[i].rank = st->opt.local ? i : st->me;
-    if (!prepare_rank(st, &st->lr[i], error)) return FALSE;
+    LRank *l = &st->lr[i];
+    l->rank = st->opt.local ? i : st->me;
+    shard_bytes(st, l);
+    src_bytes += l->src_bytes;
+    dst_bytes += l->dst_bytes;
   }
+  GError *precheck = NULL;
+  if (!st->opt.plan_only && st->ops == &rf_dev_host)
+    rf_real_check_host_memory(st->me, src_bytes, dst_bytes, rf_real_host_available_bytes(),
+                              &precheck);
+  if (!open_device(st, precheck, error)) return FALSE;
+  for (int i = 0; i < st->nlr; i++)
+    if (!prepare_rank(st, &st->lr[i], error)) return FALSE;
   return TRUE;
 }
 

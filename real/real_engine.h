@@ -44,4 +44,12 @@ void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_byt
 gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int local_size, int ngpus,
                             GError **error);
 
+/* Host memory this process may still take (MemAvailable; UINT64_MAX when unknown). */
+uint64_t rf_real_host_available_bytes(void);
+/* TRUE when a process's shards (src_bytes + 2 x dst_bytes: the double buffer) fit in
+ * available_bytes, else FALSE + one line (RF_ERROR_LIMIT) with both figures. The executor checks
+ * it in prepare for the host backend, before allocating anything. */
+gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes,
+                                   uint64_t available_bytes, GError **error);
+
 #endif

@@ -319,6 +319,39 @@ static void test_gpu_check(void) {
   g_clear_error(&e);
 }
 
+/* Shards that cannot fit host memory: refused up front with both figures, before any allocation
+ * (and by the executor, for a spec of 12 TiB). */
+static void test_host_memory(void) {
+  GError *e = NULL;
+  g_assert_true(rf_real_check_host_memory(0, 1u << 30, 1u << 30, 3ull << 30, &e));
+  g_assert_no_error(e);
+  g_assert_false(rf_real_check_host_memory(2, 1u << 30, 1u << 30, (3ull << 30) - 1, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_cmpstr(e->message, ==,
+                  "rank 2: the shards need 3.000 GiB of host memory (source 1.000 + destination 2 "
+                  "x 1.000 GiB; `refit run --memory` adds holding and staging), 3.000 GiB is "
+                  "available");
+  g_clear_error(&e);
+  g_assert_false(rf_real_check_host_memory(0, UINT64_MAX, UINT64_MAX, UINT64_MAX - 1, &e));
+  g_clear_error(&e);
+
+  const char *spec = "{\"tensors\":[{\"name\":\"w\",\"shape\":[1099511627776],\"dtype\":"
+                     "\"fp32\",\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                     "\"dst\":{\"mesh\":[1],\"ranks\":[1],\"placements\":[\"R\"]}}]}";
+  RfProblem *pb = rf_problem_new_spec(spec, -1, rf_topology_new_domains(1), &e);
+  g_assert_no_error(e);
+  RfRealOptions o = local_options(NULL);
+  RfExecutor *ex = rf_real_executor_new(&o, &e);
+  g_assert_no_error(e);
+  g_assert_false(ex->prepare(ex, pb, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_nonnull(strstr(e->message, "the shards need 12288.000 GiB of host memory"));
+  g_clear_error(&e);
+  ex->destroy(ex);
+  g_free(o.backend);
+  rf_problem_free(pb);
+}
+
 /* --iters 2147483647: refused with the limit, not an overflow of warm-up + iterations. */
 static void test_iters_limit(void) {
   RfRealOptions o;
@@ -359,5 +392,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/chunk/runs", test_chunk_runs);
   g_test_add_func("/real/gpus/per-node", test_gpu_check);
   g_test_add_func("/real/options/iters-limit", test_iters_limit);
+  g_test_add_func("/real/limits/host-memory", test_host_memory);
   return g_test_run();
 }
