@@ -3,12 +3,14 @@
  * bounds and group sizes too; a lost chunk must be caught and must leave the previous weights in
  * place. `test_real --gen SEED WORLD FILE` writes one random spec (for the MPI tests). */
 #include "args.h"
+#include "boot.h"
 #include "error.h"
 #include "real.h"
 #include "real_engine.h"
 
 #include <glib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const dtypes[] = {"bf16", "fp32", "fp8", "fp16"};
@@ -371,6 +373,107 @@ static void test_iters_limit(void) {
   g_free(o.backend);
 }
 
+/* `test_real --copy-bw MIB`: pack / unpack bandwidth of the backend's copy kernel against its
+ * device-to-device memcpy (peer_copy), on one GPU. Exit 77 without the cuda backend or a GPU. */
+static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy *list, uint64_t n,
+                      void *dst, const void *src, uint64_t bytes, int reps) {
+  double since[2] = {0, 0};
+  int done = 0;
+  if (ops->mark(d, 0)) return -1;
+  for (int i = 0; i < reps; i++)
+    if (list ? ops->copy(d, bases, list, n) : ops->peer_copy(d, dst, src, bytes)) return -1;
+  if (ops->mark(d, 1) || ops->finish(d, 2, since, &done)) return -1;
+  return since[1] / reps;
+}
+
+static int copy_bandwidth(int mib) {
+  const RfDevOps *ops = rf_boot_dev_ops("cuda");
+  if (!ops) {
+    printf("SKIP: the cuda backend is not built\n");
+    return 77;
+  }
+  RfDevConfig cfg = {.rank = 0, .world = 1, .local = 1, .device = 0, .timeout_s = 60};
+  RfDev *d = NULL;
+  RfRealStatus st = ops->open(&cfg, &d);
+  if (st != RF_REAL_OK) {
+    printf("SKIP: cuda backend: %s\n", rf_real_status_string(st));
+    if (d) ops->close(d, 1);
+    return 77;
+  }
+  const uint64_t bytes = (uint64_t)mib << 20;
+  void *buf[2] = {NULL, NULL};
+  void **bases_dev = NULL;
+  int rc = 1;
+  if (ops->alloc(d, bytes, &buf[0]) || ops->alloc(d, bytes, &buf[1]) ||
+      ops->alloc(d, sizeof buf, (void **)&bases_dev) ||
+      ops->upload(d, bases_dev, buf, sizeof buf)) {
+    printf("FAIL: allocating 2 x %d MiB\n", mib);
+    goto out;
+  }
+  /* Shapes of the refit's lists: one long copy, rows of a column-sharded bf16 matrix gathered
+   * into staging (pack, 4 KiB rows out of 16 KiB) and scattered back (unpack), odd offsets. */
+  struct {
+    const char *name;
+    uint64_t row, stride; /* bytes per copy, source stride (0: contiguous) */
+    int reverse;
+  } shapes[] = {{"contiguous", bytes, 0, 0},
+                {"pack 4 KiB rows", 4096, 16384, 0},
+                {"unpack 4 KiB rows", 4096, 16384, 1},
+                {"pack 1 KiB rows", 1024, 4096, 0},
+                {"pack 6 B-shifted", 4096 - 6, 16384, 0}};
+  double ref = timed_s(ops, d, NULL, NULL, 0, buf[1], buf[0], bytes, 10);
+  if (ref <= 0) {
+    printf("FAIL: memcpy timing\n");
+    goto out;
+  }
+  printf("# copy bandwidth, %d MiB per copy list, one GPU; GB = 1e9 B, each byte counted once\n",
+         mib);
+  printf("%-20s %10s %10s %8s\n", "list", "copies", "GB/s", "ratio");
+  printf("%-20s %10d %10.1f %8.3f\n", "device memcpy", 1, bytes / ref / 1e9, 1.0);
+  rc = 0;
+  for (guint k = 0; k < G_N_ELEMENTS(shapes); k++) {
+    GArray *list = g_array_new(FALSE, FALSE, sizeof(RfCopy));
+    uint64_t moved = 0;
+    if (!shapes[k].stride) {
+      RfCopy c = {0, 0, bytes, 0, 1};
+      g_array_append_val(list, c);
+      moved = bytes;
+    } else {
+      for (uint64_t i = 0; (i + 1) * shapes[k].stride <= bytes; i++) {
+        RfCopy c = {i * shapes[k].stride + (shapes[k].row & 15), i * shapes[k].row, shapes[k].row,
+                    0, 1};
+        if (shapes[k].reverse) c = (RfCopy){c.dst_off, c.src_off, c.bytes, 1, 0};
+        g_array_append_val(list, c);
+        moved += shapes[k].row;
+      }
+    }
+    rf_real_chunk_copies(list, RF_REAL_CHUNK_BYTES);
+    RfCopy *list_dev = NULL;
+    double t = -1;
+    if (!ops->alloc(d, (uint64_t)list->len * sizeof(RfCopy), (void **)&list_dev) &&
+        !ops->upload(d, list_dev, list->data, (uint64_t)list->len * sizeof(RfCopy))) {
+      timed_s(ops, d, bases_dev, list_dev, list->len, NULL, NULL, 0, 1); /* warm up */
+      t = timed_s(ops, d, bases_dev, list_dev, list->len, NULL, NULL, 0, 10);
+    }
+    if (t <= 0) {
+      printf("FAIL: %s\n", shapes[k].name);
+      rc = 1;
+    } else {
+      double ratio = (moved / t) / (bytes / ref);
+      printf("%-20s %10u %10.1f %8.3f%s\n", shapes[k].name, list->len, moved / t / 1e9, ratio,
+             ratio < 0.8 ? "  (below the 0.8 target)" : "");
+    }
+    ops->release(d, list_dev);
+    g_array_free(list, TRUE);
+  }
+out:
+  ops->release(d, buf[0]);
+  ops->release(d, buf[1]);
+  ops->release(d, bases_dev);
+  ops->close(d, 0);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--gen")) {
     GRand *r = g_rand_new_with_seed((guint32)atoi(argv[2]));
@@ -383,6 +486,7 @@ int main(int argc, char **argv) {
     g_rand_free(r);
     return rc;
   }
+  if (argc == 3 && !strcmp(argv[1], "--copy-bw")) return copy_bandwidth(atoi(argv[2]));
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/real/local/spec-random", test_spec_random);
   g_test_add_func("/real/local/models", test_models);
