@@ -4,6 +4,8 @@
  * from the same plan, so peers always meet in the same group. */
 #include "engine_int.h"
 
+#include <string.h>
+
 /* Staging bytes and operations of every rank in one round being filled. */
 typedef struct {
   uint64_t *send, *recv;
@@ -26,6 +28,16 @@ static void usage_free(gpointer p) {
   g_free(u);
 }
 
+/* A round that cannot take even the smallest segment from (to) rank x never will again in this
+ * stage: first-fit may start after it. */
+static gboolean send_full(const Usage *u, int x, uint64_t B, int max_ops) {
+  return u->ops[x] + 1 > max_ops || u->send[x] + STAGE_ALIGN > B;
+}
+
+static gboolean recv_full(const Usage *u, int x, uint64_t B, int max_ops) {
+  return u->ops[x] + 1 > max_ops || u->recv[x] + STAGE_ALIGN > B;
+}
+
 gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GError **error) {
   const int n = st->pb->nranks;
   uint64_t B = st->opt.staging_bytes / STAGE_ALIGN * STAGE_ALIGN;
@@ -40,6 +52,9 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
   sg->seg_round = g_new(int, total ? total : 1);
   st->stage_round0 = g_new0(int, plan->nstages + 1);
   g_autoptr(GPtrArray) use = g_ptr_array_new_with_free_func(usage_free);
+  /* per rank: rounds below open_send[x] (open_recv[x]) are full for x as a sender (receiver) */
+  g_autofree guint *open_send = g_new0(guint, n);
+  g_autofree guint *open_recv = g_new0(guint, n);
   int round0 = 0;
   uint64_t m = 0;
   for (int k = 0; k < plan->nstages; k++) {
@@ -55,7 +70,7 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
       for (uint64_t s = sg->seg_first[m]; s < sg->seg_first[m + 1]; s++) {
         uint64_t lo = (s - sg->seg_first[m]) * B;
         uint64_t b = rf_align_up(MIN(B, msg->bytes - lo), STAGE_ALIGN);
-        guint r = 0;
+        guint r = MAX(open_send[msg->src], open_recv[msg->dst]);
         for (;; r++) {
           if (r == use->len) g_ptr_array_add(use, usage_new(n));
           Usage *u = use->pdata[r];
@@ -70,10 +85,18 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
           }
         }
         sg->seg_round[s] = round0 + (int)r;
+        while (open_send[msg->src] < use->len &&
+               send_full(use->pdata[open_send[msg->src]], msg->src, B, st->opt.max_ops))
+          open_send[msg->src]++;
+        while (open_recv[msg->dst] < use->len &&
+               recv_full(use->pdata[open_recv[msg->dst]], msg->dst, B, st->opt.max_ops))
+          open_recv[msg->dst]++;
       }
     }
     round0 += use->len;
     g_ptr_array_set_size(use, 0);
+    memset(open_send, 0, sizeof(guint) * n);
+    memset(open_recv, 0, sizeof(guint) * n);
   }
   st->stage_round0[plan->nstages] = round0;
   st->nrounds = round0;
