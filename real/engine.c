@@ -356,13 +356,42 @@ static void spread_clear(RfRealSpread *sp) {
   memset(sp, 0, sizeof *sp);
 }
 
+#define PROGRESS_AFTER_US 3000000
+#define PROGRESS_EVERY_US 5000000
+
+static void progress_stderr(const char *strategy, const char *what, uint64_t done, uint64_t total,
+                            double elapsed_s, void *user_data) {
+  (void)user_data;
+  fprintf(stderr, "refit run: %s: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " %s (%.0f s)\n",
+          strategy, done, total, what, elapsed_s);
+  fflush(stderr);
+}
+
+void rf_real_progress(RealState *st, const RfPlan *plan, const char *what, uint64_t done,
+                      uint64_t total, gint64 t0, gint64 *shown) {
+  gint64 now = g_get_monotonic_time();
+  if (!st->progress || now - t0 < PROGRESS_AFTER_US || now - *shown < PROGRESS_EVERY_US) return;
+  st->progress(rf_strategy_name(plan->strategy), what, done, total, (now - t0) * 1e-6,
+               st->progress_data);
+  *shown = now;
+}
+
+void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data) {
+  RealState *st = ex->state;
+  st->progress = fn;
+  st->progress_data = user_data;
+}
+
 /* 1. Rounds, per-rank lists and tables; the buffer sizes of the largest rank of the world. */
 static gboolean build_plan(RealState *st, const RfPlan *plan, Segs *sg, GError **error) {
   if (!rf_real_assign_rounds(st, plan, sg, error)) return FALSE;
   rf_real_index_plan(st, plan);
   RfRealSpread *sp = &st->spread;
+  const gint64 t0 = g_get_monotonic_time();
+  gint64 shown = t0;
   for (int i = 0; i < st->nlr; i++) {
     LRank *l = &st->lr[i];
+    rf_real_progress(st, plan, "ranks built", (uint64_t)i, (uint64_t)st->nlr, t0, &shown);
     if (!rf_real_build_rank(st, plan, sg, l, error)) return FALSE;
     if (!st->opt.plan_only && !rf_real_rank_tables(st, l, error)) return FALSE;
     sp->hold_bytes = MAX(sp->hold_bytes, l->hold_bytes);
@@ -682,6 +711,7 @@ RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error) {
   st->opt = *opt;
   st->opt.backend = g_strdup(opt->backend);
   st->ops = ops;
+  st->progress = progress_stderr;
   if (opt->plan_only) { /* sizes only: no device, every rank here */
     st->ops = &rf_dev_host;
     st->opt.local = TRUE;

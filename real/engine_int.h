@@ -79,6 +79,8 @@ typedef struct {
   uint64_t *rank_xfer_first, *rank_xfers;
   uint64_t *rank_msg_first, *rank_msgs;
   RfRealSpread spread;
+  RfRealProgressFn progress;
+  void *progress_data;
 } RealState;
 
 /* Segments per message and their global rounds. */
@@ -102,6 +104,10 @@ typedef struct {
 } Decomp;
 
 void rf_real_set_err(GError **error, RfError code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* Report progress (st->progress) of a phase that started at t0 (g_get_monotonic_time), if it has
+ * run for a few seconds and the last report (*shown) is a few seconds old. */
+void rf_real_progress(RealState *st, const RfPlan *plan, const char *what, uint64_t done,
+                      uint64_t total, gint64 t0, gint64 *shown);
 /* The error code of a backend status: a timeout, memory, or a failure of the runtime. */
 RfError rf_real_status_code(RfRealStatus s);
 

@@ -28,6 +28,14 @@ typedef struct {
   uint64_t wrong_old;     /* elements of the previous weights changed during the refit */
 } RfRealSpread;
 
+/* Progress of a long run() (a --memory check builds every rank): `done` of `total` `what`
+ * ("segments scheduled", "ranks built"), seconds since that phase started. Called at most every
+ * few seconds, and only once a phase has taken a few. */
+typedef void (*RfRealProgressFn)(const char *strategy, const char *what, uint64_t done,
+                                 uint64_t total, double elapsed_s, void *user_data);
+/* Replace the default progress report (a line on stderr) of ex; fn NULL: none. */
+void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data);
+
 /* Valid after a run of a real executor, until the next run or destroy. */
 const RfRealSpread *rf_real_spread(const RfExecutor *ex);
 

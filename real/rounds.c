@@ -57,6 +57,8 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
   g_autofree guint *open_recv = g_new0(guint, n);
   int round0 = 0;
   uint64_t m = 0;
+  const gint64 t0 = g_get_monotonic_time();
+  gint64 shown = t0;
   for (int k = 0; k < plan->nstages; k++) {
     st->stage_round0[k] = round0;
     for (; m < plan->nmsgs && plan->msgs[m].stage == k; m++) {
@@ -68,6 +70,7 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
       }
       int need = msg->src == msg->dst ? 2 : 1;
       for (uint64_t s = sg->seg_first[m]; s < sg->seg_first[m + 1]; s++) {
+        if (!(s & 255)) rf_real_progress(st, plan, "segments scheduled", s, total, t0, &shown);
         uint64_t lo = (s - sg->seg_first[m]) * B;
         uint64_t b = rf_align_up(MIN(B, msg->bytes - lo), STAGE_ALIGN);
         guint r = MAX(open_send[msg->src], open_recv[msg->dst]);
