@@ -71,6 +71,9 @@ typedef struct {
 
 typedef struct {
   const char *name;
+  /* GPUs this process can see (the engine checks them against the ranks of the node before
+   * open); NULL when the backend uses none. */
+  int (*device_count)(void);
   RfRealStatus (*open)(const RfDevConfig *cfg, RfDev **out);
   /* Join the communicator of the world (MPI mode), given the bootstrap's ncclUniqueId; NULL when
    * the backend needs none. Collective: called only after every rank opened. */

@@ -54,6 +54,13 @@ static double now_s(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Between polls: spin for the first POLL_SPIN_S (a group or a stage usually completes within
+ * microseconds, and usleep(20) really sleeps 60 us or more), then sleep briefly. */
+#define POLL_SPIN_S 200e-6
+static void poll_pause(double waited_s) {
+  if (waited_s >= POLL_SPIN_S) usleep(20);
+}
+
 /* A non-blocking communicator answers ncclInProgress while it works in the background: poll it
  * with a deadline, so that a dead peer cannot hang us. */
 static RfRealStatus nccl_wait(RfDev *d) {
@@ -67,9 +74,20 @@ static RfRealStatus nccl_wait(RfDev *d) {
               ncclGetErrorString(st));
       return RF_REAL_ERR_NCCL;
     }
-    if (now_s() - t0 > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
-    usleep(20);
+    double waited = now_s() - t0;
+    if (waited > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
+    poll_pause(waited);
   }
+}
+
+static int cuda_device_count(void) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError(); /* not sticky, but clear it for the kernel checks that follow */
+    return 0;
+  }
+  return n;
 }
 
 static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
@@ -85,7 +103,14 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   d->host[sizeof d->host - 1] = '\0';
   *out = d;
   CUDACHECK(d, e);
-  d->device = cfg->local ? 0 : cfg->device % n;
+  /* The engine checked the node's ranks against the GPUs (rf_real_check_gpus): no wrap-around,
+   * two ranks on one GPU would only show up as an NCCL error when joining. */
+  if (!cfg->local && (cfg->device < 0 || cfg->device >= n)) {
+    fprintf(stderr, "%s %d: node-local rank %d but %d GPU(s) visible\n", d->host, cfg->rank,
+            cfg->device, n);
+    return RF_REAL_ERR_NODEV;
+  }
+  d->device = cfg->local ? 0 : cfg->device;
   CUDACHECK(d, cudaSetDevice(d->device));
   CUDACHECK(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
   CUDACHECK(d, cudaMalloc((void **)&d->wrong_dev, sizeof *d->wrong_dev));
@@ -112,13 +137,14 @@ static void cuda_close(RfDev *d, int abort) {
       ncclCommDestroy(d->comm);
     }
   }
+  /* Also after an abort (and on the open / connect failure path): ncclCommAbort has stopped
+   * NCCL's kernels, so nothing on the stream waits for a peer any more. */
   for (int i = 0; i < d->nev; i++)
     cudaEventDestroy(d->ev[i]);
   free(d->ev);
-  if (!abort) {
-    if (d->wrong_dev) cudaFree(d->wrong_dev);
-    if (d->stream) cudaStreamDestroy(d->stream);
-  }
+  if (d->wrong_dev) cudaFree(d->wrong_dev);
+  if (d->stream) cudaStreamDestroy(d->stream);
+  cudaGetLastError(); /* whatever failed here is not the next run's error */
   free(d);
 }
 
@@ -131,7 +157,9 @@ static RfRealStatus cuda_alloc(RfDev *d, uint64_t bytes, void **out) {
     return RF_REAL_ERR_NOMEM;
   }
   CUDACHECK(d, e);
-  CUDACHECK(d, cudaMemset(*out, 0, bytes ? bytes : 16));
+  /* on our stream (non-blocking: it does not order with the legacy stream), then wait */
+  CUDACHECK(d, cudaMemsetAsync(*out, 0, bytes ? bytes : 16, d->stream));
+  CUDACHECK(d, cudaStreamSynchronize(d->stream));
   return RF_REAL_OK;
 }
 
@@ -140,13 +168,18 @@ static void cuda_release(RfDev *d, void *p) {
   if (p) cudaFree(p);
 }
 
+/* Tables and lists, on our stream: a pageable cudaMemcpy would go through the legacy stream,
+ * which does not order with a non-blocking one. Synchronous: src may be freed on return. */
 static RfRealStatus cuda_upload(RfDev *d, void *dst, const void *src, uint64_t bytes) {
-  if (bytes) CUDACHECK(d, cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  if (!bytes) return RF_REAL_OK;
+  CUDACHECK(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d->stream));
+  CUDACHECK(d, cudaStreamSynchronize(d->stream));
   return RF_REAL_OK;
 }
 
-/* One block per copy (grid-stride over copies): 16-byte vectors when source and destination
- * agree modulo 16, else 2-byte or byte copies. */
+/* One block per copy (grid-stride over copies; the engine cuts copies into pieces of at most
+ * RF_REAL_CHUNK_BYTES, so a long copy spreads over many blocks): 16-byte vectors when source and
+ * destination agree modulo 16, four in flight per thread, else 2-byte or byte copies. */
 __global__ void copy_kernel(void *const *bases, const RfCopy *list, uint64_t n) {
   for (uint64_t i = blockIdx.x; i < n; i += gridDim.x) {
     RfCopy c = list[i];
@@ -161,7 +194,17 @@ __global__ void copy_kernel(void *const *bases, const RfCopy *list, uint64_t n) 
       const uint4 *s4 = (const uint4 *)(s + head);
       uint4 *d4 = (uint4 *)(d + head);
       uint64_t nv = (b - head) / 16;
-      for (uint64_t k = threadIdx.x; k < nv; k += blockDim.x)
+      const uint64_t step = 4ull * blockDim.x;
+      uint64_t k = threadIdx.x;
+      for (; k + 3ull * blockDim.x < nv; k += step) {
+        uint4 v0 = s4[k], v1 = s4[k + blockDim.x], v2 = s4[k + 2ull * blockDim.x],
+              v3 = s4[k + 3ull * blockDim.x];
+        d4[k] = v0;
+        d4[k + blockDim.x] = v1;
+        d4[k + 2ull * blockDim.x] = v2;
+        d4[k + 3ull * blockDim.x] = v3;
+      }
+      for (; k < nv; k += blockDim.x)
         d4[k] = s4[k];
       for (uint64_t k = head + nv * 16 + threadIdx.x; k < b; k += blockDim.x)
         d[k] = s[k];
@@ -249,12 +292,18 @@ static RfRealStatus cuda_exchange(RfDev *d, const RfOp *sends, int nsends, const
   (void)stuck_peer; /* NCCL cannot say which peer is late */
   if (!nsends && !nrecvs) return RF_REAL_OK;
   NCCLCHECK(d, ncclGroupStart());
-  for (int i = 0; i < nrecvs; i++)
-    NCCLCHECK(d, ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8, recvs[i].peer,
-                          d->comm, d->stream));
-  for (int i = 0; i < nsends; i++)
-    NCCLCHECK(d, ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8,
-                          sends[i].peer, d->comm, d->stream));
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < nrecvs && (r == ncclSuccess || r == ncclInProgress); i++)
+    r = ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8, recvs[i].peer, d->comm,
+                 d->stream);
+  for (int i = 0; i < nsends && (r == ncclSuccess || r == ncclInProgress); i++)
+    r = ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8, sends[i].peer,
+                 d->comm, d->stream);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    /* Close the group, so that the ncclCommAbort that follows can clean up. */
+    ncclGroupEnd();
+    NCCLCHECK(d, r);
+  }
   NCCLCHECK(d, ncclGroupEnd());
   return nccl_wait(d);
 }
@@ -292,6 +341,9 @@ static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int
       *done_marks = done;
       CUDACHECK(d, e);
     }
+    /* "not ready" is recorded as the last error: clear it, or the next kernel launch's
+     * cudaGetLastError() would report it. */
+    cudaGetLastError();
     if (d->comm) {
       ncclResult_t st = ncclSuccess;
       ncclCommGetAsyncError(d->comm, &st);
@@ -302,11 +354,12 @@ static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int
         return RF_REAL_ERR_NCCL;
       }
     }
-    if (now_s() - t > d->cfg.timeout_s) {
+    double waited = now_s() - t;
+    if (waited > d->cfg.timeout_s) {
       *done_marks = done;
       return RF_REAL_ERR_TIMEOUT;
     }
-    usleep(20);
+    poll_pause(waited);
   }
   *done_marks = done;
   since_start_s[0] = 0;
@@ -320,6 +373,7 @@ static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int
 
 extern "C" const RfDevOps rf_dev_cuda_ops = {
     /* .name = */ "cuda",
+    /* .device_count = */ cuda_device_count,
     /* .open = */ cuda_open,
     /* .connect = */ cuda_connect,
     /* .close = */ cuda_close,

@@ -17,7 +17,8 @@ const RfDevOps *const rf_dev_cuda = &rf_dev_cuda_ops;
 const RfDevOps *const rf_dev_cuda = NULL;
 #endif
 
-static RfBoot boot = {.rank = 0, .world = 1, .local_rank = 0, .mpi = FALSE, .host = "localhost"};
+static RfBoot boot = {
+    .rank = 0, .world = 1, .local_rank = 0, .local_size = 1, .mpi = FALSE, .host = "localhost"};
 
 #define MPICHECK(cmd) RF_MPICHECK(cmd, return RF_REAL_ERR_MPI)
 
@@ -68,6 +69,7 @@ gboolean rf_boot_init(int *argc, char ***argv, gboolean local, GError **error) {
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, boot.rank, MPI_INFO_NULL, &node) ==
       MPI_SUCCESS) {
     MPI_Comm_rank(node, &boot.local_rank);
+    MPI_Comm_size(node, &boot.local_size);
     MPI_Comm_free(&node);
   }
   return TRUE;

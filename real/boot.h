@@ -11,6 +11,7 @@
 typedef struct {
   int rank, world; /* MPI world (0 / 1 without MPI) */
   int local_rank;  /* rank among the processes of this node: the GPU it drives */
+  int local_size;  /* processes of this node */
   gboolean mpi;    /* MPI_Init ran */
   char host[64];
 } RfBoot;

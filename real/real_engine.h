@@ -2,6 +2,43 @@
 #ifndef RF_REAL_ENGINE_H
 #define RF_REAL_ENGINE_H
 
+#include "backend.h"
 #include "real.h"
+
+/* Copies and fill / verify runs are cut into pieces of this many bytes when the lists are built,
+ * so that a list of a few large copies still spreads over the whole GPU (one block per piece). */
+#define RF_REAL_CHUNK_BYTES (256u << 10)
+
+/* Most timed (and warm-up) refits of one run: their stage times are kept, one row each. */
+#define RF_REAL_MAX_ITERS 100000
+
+/* Progress of a long run() (a --memory check builds every rank): `done` of `total` `what`
+ * ("segments scheduled", "ranks built"), seconds since that phase started. Called at most every
+ * few seconds, and only once a phase has taken a few. */
+typedef void (*RfRealProgressFn)(const char *strategy, const char *what, uint64_t done,
+                                 uint64_t total, double elapsed_s, void *user_data);
+/* Replace the default progress report (a line on stderr) of ex; fn NULL: none. */
+void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data);
+
+/* Cut every RfCopy of copies (in place, order kept) into pieces of at most chunk_bytes, a
+ * multiple of 16: piece j starts j * chunk_bytes into both source and destination, so every
+ * piece keeps the copy's source / destination alignment modulo 16. */
+void rf_real_chunk_copies(GArray *copies, uint64_t chunk_bytes);
+/* Cut every RfRun of runs (in place, order kept) into pieces of at most chunk_bytes of its box's
+ * element size (boxes[run.box].esize); offsets and sequence numbers advance together. */
+void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_bytes);
+
+/* Each rank of a node drives GPU local_rank: TRUE when the node's local_size ranks each get their
+ * own of ngpus, else FALSE + one line (RF_ERROR_INPUT) naming the ranks and the GPUs. */
+gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int local_size, int ngpus,
+                            GError **error);
+
+/* Host memory this process may still take (MemAvailable; UINT64_MAX when unknown). */
+uint64_t rf_real_host_available_bytes(void);
+/* TRUE when a process's shards (src_bytes + 2 x dst_bytes: the double buffer) fit in
+ * available_bytes, else FALSE + one line (RF_ERROR_LIMIT) with both figures. The executor checks
+ * it in prepare for the host backend, before allocating anything. */
+gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes,
+                                   uint64_t available_bytes, GError **error);
 
 #endif

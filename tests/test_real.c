@@ -3,11 +3,14 @@
  * bounds and group sizes too; a lost chunk must be caught and must leave the previous weights in
  * place. `test_real --gen SEED WORLD FILE` writes one random spec (for the MPI tests). */
 #include "args.h"
+#include "boot.h"
+#include "error.h"
 #include "real.h"
 #include "real_engine.h"
 
 #include <glib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const dtypes[] = {"bf16", "fp32", "fp8", "fp16"};
@@ -65,7 +68,7 @@ typedef struct {
   uint64_t wrong;
 } Tally;
 
-/* Every strategy of one problem through one local executor; returns FALSE on an executor error. */
+/* Every strategy of one problem through one local executor; an executor error fails the test. */
 static void run_all(RfProblem *pb, const RfRealOptions *o, Tally *tally, const char *what) {
   GError *e = NULL;
   RfExecutor *ex = rf_real_executor_new(o, &e);
@@ -217,6 +220,260 @@ static void test_bad_backend(void) {
   g_free(o.backend);
 }
 
+/* Copy lists cut into chunks move the same bytes to the same places, keep every piece's source
+ * and destination alignment modulo 16, and stay in order. */
+static void test_chunk_copies(void) {
+  GRand *r = g_rand_new_with_seed(7);
+  for (int round = 0; round < 200; round++) {
+    uint64_t chunk = round % 2 ? RF_REAL_CHUNK_BYTES : 16u * g_rand_int_range(r, 1, 8);
+    GArray *in = g_array_new(FALSE, FALSE, sizeof(RfCopy));
+    int n = g_rand_int_range(r, 0, 6);
+    uint64_t dst_top = 0;
+    for (int i = 0; i < n; i++) {
+      uint64_t bytes = round % 2 ? (uint64_t)g_rand_int_range(r, 0, 3 << 20)
+                                 : (uint64_t)g_rand_int_range(r, 0, 400);
+      RfCopy c = {(uint64_t)g_rand_int_range(r, 0, 1000), dst_top + g_rand_int_range(r, 0, 33),
+                  bytes, 0, 1};
+      dst_top = c.dst_off + bytes;
+      g_array_append_val(in, c);
+    }
+    GArray *out = g_array_copy(in);
+    rf_real_chunk_copies(out, chunk);
+    guint j = 0;
+    for (guint i = 0; i < in->len; i++) {
+      const RfCopy *c = &g_array_index(in, RfCopy, i);
+      uint64_t done = 0;
+      do {
+        g_assert_cmpuint(j, <, out->len);
+        const RfCopy *o = &g_array_index(out, RfCopy, j++);
+        g_assert_cmpuint(o->src_off, ==, c->src_off + done);
+        g_assert_cmpuint(o->dst_off, ==, c->dst_off + done);
+        g_assert_cmpuint(o->src_sp, ==, c->src_sp);
+        g_assert_cmpuint(o->dst_sp, ==, c->dst_sp);
+        g_assert_cmpuint((o->src_off ^ o->dst_off) & 15, ==, (c->src_off ^ c->dst_off) & 15);
+        g_assert_cmpuint(o->bytes, <=, chunk);
+        g_assert_true(o->bytes == chunk || done + o->bytes == c->bytes);
+        done += o->bytes;
+      } while (done < c->bytes);
+      g_assert_cmpuint(done, ==, c->bytes);
+    }
+    g_assert_cmpuint(j, ==, out->len);
+    g_array_free(in, TRUE);
+    g_array_free(out, TRUE);
+  }
+  g_rand_free(r);
+}
+
+/* Runs cut into chunks: the same elements with the same sequence numbers, each piece at most the
+ * chunk's bytes of its element size. */
+static void test_chunk_runs(void) {
+  RfBoxDesc boxes[4] = {{.esize = 1}, {.esize = 2}, {.esize = 4}, {.esize = 8}};
+  GRand *r = g_rand_new_with_seed(8);
+  for (int round = 0; round < 200; round++) {
+    uint64_t chunk = round % 2 ? RF_REAL_CHUNK_BYTES : 16u * g_rand_int_range(r, 1, 8);
+    GArray *in = g_array_new(FALSE, FALSE, sizeof(RfRun));
+    for (int i = 0, n = g_rand_int_range(r, 0, 6); i < n; i++) {
+      RfRun u = {(uint64_t)g_rand_int_range(r, 0, 1 << 20),
+                 round % 2 ? (uint64_t)g_rand_int_range(r, 0, 1 << 20)
+                           : (uint64_t)g_rand_int_range(r, 0, 100),
+                 (uint64_t)g_rand_int_range(r, 0, 1 << 20), (uint32_t)g_rand_int_range(r, 0, 4), 3};
+      g_array_append_val(in, u);
+    }
+    GArray *out = g_array_copy(in);
+    rf_real_chunk_runs(out, boxes, chunk);
+    guint j = 0;
+    for (guint i = 0; i < in->len; i++) {
+      const RfRun *u = &g_array_index(in, RfRun, i);
+      uint64_t done = 0;
+      do {
+        const RfRun *o = &g_array_index(out, RfRun, j++);
+        g_assert_cmpuint(o->off, ==, u->off + done);
+        g_assert_cmpuint(o->seq0, ==, u->seq0 + done);
+        g_assert_cmpuint(o->box, ==, u->box);
+        g_assert_cmpuint(o->sp, ==, u->sp);
+        g_assert_cmpuint(o->elems * boxes[o->box].esize, <=, chunk);
+        done += o->elems;
+      } while (done < u->elems);
+      g_assert_cmpuint(done, ==, u->elems);
+    }
+    g_assert_cmpuint(j, ==, out->len);
+    g_array_free(in, TRUE);
+    g_array_free(out, TRUE);
+  }
+  g_rand_free(r);
+}
+
+/* More ranks on a node than GPUs: one line naming both, before any GPU is touched. */
+static void test_gpu_check(void) {
+  GError *e = NULL;
+  g_assert_true(rf_real_check_gpus(3, "node7", 3, 8, 8, &e));
+  g_assert_no_error(e);
+  g_assert_true(rf_real_check_gpus(0, "node7", 0, 1, 1, &e));
+  g_assert_false(rf_real_check_gpus(11, "node7", 8, 9, 8, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_assert_cmpstr(e->message, ==,
+                  "rank 11 (node7): 9 ranks on this node but 8 GPUs visible: every rank needs its "
+                  "own GPU (launch at most 8 ranks per node, or use --local)");
+  g_clear_error(&e);
+  g_assert_false(rf_real_check_gpus(1, "n", 1, 2, 1, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_assert_nonnull(strstr(e->message, "2 ranks on this node but 1 GPU visible"));
+  g_clear_error(&e);
+}
+
+/* Shards that cannot fit host memory: refused up front with both figures, before any allocation
+ * (and by the executor, for a spec of 12 TiB). */
+static void test_host_memory(void) {
+  GError *e = NULL;
+  g_assert_true(rf_real_check_host_memory(0, 1u << 30, 1u << 30, 3ull << 30, &e));
+  g_assert_no_error(e);
+  g_assert_false(rf_real_check_host_memory(2, 1u << 30, 1u << 30, (3ull << 30) - 1, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_cmpstr(e->message, ==,
+                  "rank 2: the shards need 3.000 GiB of host memory (source 1.000 + destination 2 "
+                  "x 1.000 GiB; `refit run --memory` adds holding and staging), 3.000 GiB is "
+                  "available");
+  g_clear_error(&e);
+  g_assert_false(rf_real_check_host_memory(0, UINT64_MAX, UINT64_MAX, UINT64_MAX - 1, &e));
+  g_clear_error(&e);
+
+  const char *spec = "{\"tensors\":[{\"name\":\"w\",\"shape\":[1099511627776],\"dtype\":"
+                     "\"fp32\",\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                     "\"dst\":{\"mesh\":[1],\"ranks\":[1],\"placements\":[\"R\"]}}]}";
+  RfProblem *pb = rf_problem_new_spec(spec, -1, rf_topology_new_domains(1), &e);
+  g_assert_no_error(e);
+  RfRealOptions o = local_options(NULL);
+  RfExecutor *ex = rf_real_executor_new(&o, &e);
+  g_assert_no_error(e);
+  g_assert_false(ex->prepare(ex, pb, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_nonnull(strstr(e->message, "the shards need 12288.000 GiB of host memory"));
+  g_clear_error(&e);
+  ex->destroy(ex);
+  g_free(o.backend);
+  rf_problem_free(pb);
+}
+
+/* --iters 2147483647: refused with the limit, not an overflow of warm-up + iterations. */
+static void test_iters_limit(void) {
+  RfRealOptions o;
+  rf_real_options_init(&o);
+  o.local = TRUE;
+  o.iters = 2147483647;
+  GError *e = NULL;
+  g_assert_null(rf_real_executor_new(&o, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_nonnull(strstr(e->message, "at most 100000"));
+  g_clear_error(&e);
+  o.iters = RF_REAL_MAX_ITERS;
+  o.warmup = RF_REAL_MAX_ITERS;
+  RfExecutor *ex = rf_real_executor_new(&o, &e);
+  g_assert_no_error(e);
+  ex->destroy(ex);
+  g_free(o.backend);
+}
+
+/* `test_real --copy-bw MIB`: pack / unpack bandwidth of the backend's copy kernel against its
+ * device-to-device memcpy (peer_copy), on one GPU. Exit 77 without the cuda backend or a GPU. */
+static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy *list, uint64_t n,
+                      void *dst, const void *src, uint64_t bytes, int reps) {
+  double since[2] = {0, 0};
+  int done = 0;
+  if (ops->mark(d, 0)) return -1;
+  for (int i = 0; i < reps; i++)
+    if (list ? ops->copy(d, bases, list, n) : ops->peer_copy(d, dst, src, bytes)) return -1;
+  if (ops->mark(d, 1) || ops->finish(d, 2, since, &done)) return -1;
+  return since[1] / reps;
+}
+
+static int copy_bandwidth(int mib) {
+  const RfDevOps *ops = rf_boot_dev_ops("cuda");
+  if (!ops) {
+    printf("SKIP: the cuda backend is not built\n");
+    return 77;
+  }
+  RfDevConfig cfg = {.rank = 0, .world = 1, .local = 1, .device = 0, .timeout_s = 60};
+  RfDev *d = NULL;
+  RfRealStatus st = ops->open(&cfg, &d);
+  if (st != RF_REAL_OK) {
+    printf("SKIP: cuda backend: %s\n", rf_real_status_string(st));
+    if (d) ops->close(d, 1);
+    return 77;
+  }
+  const uint64_t bytes = (uint64_t)mib << 20;
+  void *buf[2] = {NULL, NULL};
+  void **bases_dev = NULL;
+  int rc = 1;
+  if (ops->alloc(d, bytes, &buf[0]) || ops->alloc(d, bytes, &buf[1]) ||
+      ops->alloc(d, sizeof buf, (void **)&bases_dev) ||
+      ops->upload(d, bases_dev, buf, sizeof buf)) {
+    printf("FAIL: allocating 2 x %d MiB\n", mib);
+    goto out;
+  }
+  /* Shapes of the refit's lists: one long copy, rows of a column-sharded bf16 matrix gathered
+   * into staging (pack, 4 KiB rows out of 16 KiB) and scattered back (unpack), odd offsets. */
+  struct {
+    const char *name;
+    uint64_t row, stride; /* bytes per copy, source stride (0: contiguous) */
+    int reverse;
+  } shapes[] = {{"contiguous", bytes, 0, 0},
+                {"pack 4 KiB rows", 4096, 16384, 0},
+                {"unpack 4 KiB rows", 4096, 16384, 1},
+                {"pack 1 KiB rows", 1024, 4096, 0},
+                {"pack 6 B-shifted", 4096 - 6, 16384, 0}};
+  double ref = timed_s(ops, d, NULL, NULL, 0, buf[1], buf[0], bytes, 10);
+  if (ref <= 0) {
+    printf("FAIL: memcpy timing\n");
+    goto out;
+  }
+  printf("# copy bandwidth, %d MiB per copy list, one GPU; GB = 1e9 B, each byte counted once\n",
+         mib);
+  printf("%-20s %10s %10s %8s\n", "list", "copies", "GB/s", "ratio");
+  printf("%-20s %10d %10.1f %8.3f\n", "device memcpy", 1, bytes / ref / 1e9, 1.0);
+  rc = 0;
+  for (guint k = 0; k < G_N_ELEMENTS(shapes); k++) {
+    GArray *list = g_array_new(FALSE, FALSE, sizeof(RfCopy));
+    uint64_t moved = 0;
+    if (!shapes[k].stride) {
+      RfCopy c = {0, 0, bytes, 0, 1};
+      g_array_append_val(list, c);
+      moved = bytes;
+    } else {
+      for (uint64_t i = 0; (i + 1) * shapes[k].stride <= bytes; i++) {
+        RfCopy c = {i * shapes[k].stride + (shapes[k].row & 15), i * shapes[k].row, shapes[k].row,
+                    0, 1};
+        if (shapes[k].reverse) c = (RfCopy){c.dst_off, c.src_off, c.bytes, 1, 0};
+        g_array_append_val(list, c);
+        moved += shapes[k].row;
+      }
+    }
+    rf_real_chunk_copies(list, RF_REAL_CHUNK_BYTES);
+    RfCopy *list_dev = NULL;
+    double t = -1;
+    if (!ops->alloc(d, (uint64_t)list->len * sizeof(RfCopy), (void **)&list_dev) &&
+        !ops->upload(d, list_dev, list->data, (uint64_t)list->len * sizeof(RfCopy))) {
+      timed_s(ops, d, bases_dev, list_dev, list->len, NULL, NULL, 0, 1); /* warm up */
+      t = timed_s(ops, d, bases_dev, list_dev, list->len, NULL, NULL, 0, 10);
+    }
+    if (t <= 0) {
+      printf("FAIL: %s\n", shapes[k].name);
+      rc = 1;
+    } else {
+      double ratio = (moved / t) / (bytes / ref);
+      printf("%-20s %10u %10.1f %8.3f%s\n", shapes[k].name, list->len, moved / t / 1e9, ratio,
+             ratio < 0.8 ? "  (below the 0.8 target)" : "");
+    }
+    ops->release(d, list_dev);
+    g_array_free(list, TRUE);
+  }
+out:
+  ops->release(d, buf[0]);
+  ops->release(d, buf[1]);
+  ops->release(d, bases_dev);
+  ops->close(d, 0);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--gen")) {
     GRand *r = g_rand_new_with_seed((guint32)atoi(argv[2]));
@@ -229,10 +486,16 @@ int main(int argc, char **argv) {
     g_rand_free(r);
     return rc;
   }
+  if (argc == 3 && !strcmp(argv[1], "--copy-bw")) return copy_bandwidth(atoi(argv[2]));
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/real/local/spec-random", test_spec_random);
   g_test_add_func("/real/local/models", test_models);
   g_test_add_func("/real/local/lost-chunk", test_lost_chunk);
   g_test_add_func("/real/backend/unknown", test_bad_backend);
+  g_test_add_func("/real/chunk/copies", test_chunk_copies);
+  g_test_add_func("/real/chunk/runs", test_chunk_runs);
+  g_test_add_func("/real/gpus/per-node", test_gpu_check);
+  g_test_add_func("/real/options/iters-limit", test_iters_limit);
+  g_test_add_func("/real/limits/host-memory", test_host_memory);
   return g_test_run();
 }

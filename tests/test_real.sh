@@ -80,6 +80,21 @@ errors)
   [ "$n" = 1 ] && echo "ok: bad world size ($(grep 'MPI world' "$tmp/err"))" ||
     { cat "$tmp/err"; fail "bad world size message (seen $n times)"; }
 
+  # Shards that cannot fit host memory (12 TiB): refused up front, one line per rank, no crash.
+  cat >"$tmp/huge.json" <<'EOF2'
+{"tensors":[{"name":"w","shape":[1099511627776],"dtype":"fp32",
+ "src":{"mesh":[1],"ranks":[0],"placements":["R"]},"dst":{"mesh":[1],"ranks":[1],"placements":["R"]}}]}
+EOF2
+  $mpi -np 2 "$refit" run -q --spec "$tmp/huge.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc != 0 ] && [ "$(grep -c 'GiB of host memory' "$tmp/err")" = 2 ] &&
+    ! grep -q 'no progress' "$tmp/err"; then
+    echo "ok: host memory ($(grep 'rank 0' "$tmp/err" | head -1))"
+  else
+    cat "$tmp/out" "$tmp/err"
+    fail "host memory (rc $rc)"
+  fi
+
   # Rank 5 stops responding in stage 0: its peers time out, say who and where, abort.
   $mpi -np 8 "$refit" run -q --model tiny-moe --train TP2xPP2 --infer TP4 --strategy p2p \
     --test-fail 5:0 --timeout 2 >"$tmp/out" 2>"$tmp/err"
