@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   RfStrategy strategy;
@@ -194,27 +195,35 @@ static gboolean env_rank_zero(void) {
   return TRUE;
 }
 
-/* --test-fail RANK:STAGE: two whole numbers. */
-static gboolean parse_fail(const char *s, int *rank, int *stage, GError **error) {
-  char *end = NULL;
-  gint64 r = g_ascii_strtoll(s, &end, 10), st = -1;
-  if (end != s && *end == ':' && g_ascii_isdigit(end[1])) {
-    const char *p = end + 1;
-    st = g_ascii_strtoll(p, &end, 10);
-  }
-  if (!g_ascii_isdigit(*s) || *end || r < 0 || r > G_MAXINT || st < 0 || st > G_MAXINT) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail wants RANK:STAGE, got '%s'", s);
+/* --test-fail RANK:STAGE[:kill]: a rank and a plan stage index or kind (export, broadcast,
+ * inject, forward, fanout, p2p), optionally ":kill" (SIGKILL mid-stage in the last refit). */
+static gboolean parse_fail(const char *s, RfRealOptions *o, GError **error) {
+  g_auto(GStrv) f = g_strsplit(s, ":", 0);
+  guint n = g_strv_length(f);
+  guint64 r = 0, st = 0;
+  gboolean ok = (n == 2 || n == 3) && g_ascii_string_to_unsigned(f[0], 10, 0, G_MAXINT, &r, NULL);
+  if (ok && g_ascii_isdigit(f[1][0]))
+    ok = g_ascii_string_to_unsigned(f[1], 10, 0, G_MAXINT, &st, NULL);
+  else if (ok)
+    ok = f[1][0] && strspn(f[1], "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(f[1]);
+  if (ok && n == 3) ok = !strcmp(f[2], "kill");
+  if (!ok) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail wants RANK:STAGE[:kill], got '%s'",
+                s);
     return FALSE;
   }
-  *rank = (int)r;
-  *stage = (int)st;
+  o->fail_rank = (int)r;
+  o->fail_stage = g_ascii_isdigit(f[1][0]) ? (int)st : -1;
+  g_free(o->fail_label);
+  o->fail_label = g_ascii_isdigit(f[1][0]) ? NULL : g_strdup(f[1]);
+  o->fail_kill = n == 3;
   return TRUE;
 }
 
 /* 1. The values of the options, alone. */
 static gboolean check_options(RunCmd *c, GError **error) {
   RfRealOptions *o = &c->o;
-  if (c->fail && !parse_fail(c->fail, &o->fail_rank, &o->fail_stage, error)) return FALSE;
+  if (c->fail && !parse_fail(c->fail, o, error)) return FALSE;
   if (!(c->staging_mib > 0 && c->staging_mib <= 1 << 20)) { /* refuses nan too */
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--staging-mib must be in (0, %d]", 1 << 20);
     return FALSE;
@@ -356,7 +365,10 @@ int rf_cmd_run(int argc, char **argv) {
       {"memory", 0, 0, G_OPTION_ARG_NONE, &o->plan_only,
        "Only the memory the largest rank needs (no buffers, no MPI, no data moved)", NULL},
       {"test-fail", 0, 0, G_OPTION_ARG_STRING, &c.fail,
-       "Test hook: RANK stops responding at STAGE of the first refit", "RANK:STAGE"},
+       "Test hook: RANK stops responding at STAGE (an index or a kind: export, broadcast, "
+       "inject, forward, fanout, p2p) of the first refit; with :kill it dies by SIGKILL in the "
+       "middle of that stage of the last refit",
+       "RANK:STAGE[:kill]"},
       {"test-drop", 0, 0, G_OPTION_ARG_INT, &c.drop,
        "Test hook: RANK loses one received chunk in the last refit", "RANK"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -409,7 +421,11 @@ int rf_cmd_run(int argc, char **argv) {
   if (rc) {
     fflush(stdout);
     fflush(stderr);
-    /* peers may wait inside a group: the whole job goes down */
+    /* A runtime failure (a peer died or timed out) is seen by every survivor on its own, within
+     * the timeout: leave without MPI_Finalize (which would wait for the dead) and let each one
+     * report; mpirun's default policy ends the job at the first non-zero exit. Anything else:
+     * peers may wait inside a group, the whole job goes down now. */
+    if (w.mpi && w.world > 1 && rc == RF_EXIT_RUNTIME) _exit(rc);
     if (w.mpi && w.world > 1) rf_real_world_abort(rc);
     goto out;
   }
@@ -425,6 +441,7 @@ out:
   if (e) rc = rf_cmd_exit("refit run", e, say);
   g_option_context_free(ctx);
   rf_args_clear(&c.a);
+  g_free(o->fail_label);
   g_free(c.fail);
   g_free(hosts_note);
   g_free(o->backend);

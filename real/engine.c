@@ -19,6 +19,7 @@
 #include "pattern.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,10 +424,35 @@ static gboolean world_sizes(RealState *st, GError **error) {
   return TRUE;
 }
 
-/* Test hook (--test-fail): this rank stops responding at stage k. */
-static void maybe_fail(RealState *st, const RfPlan *plan, int k) {
-  if (st->opt.local || st->me != st->opt.fail_rank || k != st->opt.fail_stage) return;
+/* Does plan stage k carry the phase named kind ("fanout")? */
+static gboolean stage_has_kind(const RfPlan *plan, int k, const char *kind) {
+  unsigned mask = stage_mask(plan, k);
+  for (int p = 0; p < RF_PHASE_COUNT; p++)
+    if ((mask & (1u << p)) && !strcmp(rf_phase_name((RfPhase)p), kind)) return TRUE;
+  return FALSE;
+}
+
+/* Test hook (--test-fail): this rank fails at stage k (by index, or the first stage of a kind).
+ * It stops responding at the stage's start in the first refit, or with fail_kill it dies by
+ * SIGKILL after its first round of the stage (mid-stage) in the last refit, so that the bank in
+ * service holds the step before. round is the stage's round about to run. */
+static void maybe_fail(RealState *st, const RfPlan *plan, int k, int round, gboolean last) {
+  if (st->opt.local || st->me != st->opt.fail_rank) return;
   g_autofree char *lab = stage_label(plan, k);
+  gboolean at =
+      st->opt.fail_label ? stage_has_kind(plan, k, st->opt.fail_label) : k == st->opt.fail_stage;
+  for (int j = 0; at && st->opt.fail_label && j < k; j++) /* only the first stage of that kind */
+    at = !stage_has_kind(plan, j, st->opt.fail_label);
+  if (!at) return;
+  int nrounds = st->stage_round0[k + 1] - st->stage_round0[k];
+  if (st->opt.fail_kill) {
+    if (!last || round != st->stage_round0[k] + (nrounds > 1 ? 1 : 0)) return;
+    fprintf(stderr, "refit run: rank %d: stage %d (%s): injected failure, this rank is killed\n",
+            st->me, k, lab);
+    fflush(stderr);
+    kill(getpid(), SIGKILL);
+  }
+  if (round != st->stage_round0[k]) return; /* the stage start of the first refit reaching it */
   fprintf(stderr,
           "refit run: rank %d: stage %d (%s): injected failure, this rank stops responding\n",
           st->me, k, lab);
@@ -466,8 +492,8 @@ static gboolean one_refit(RealState *st, const RfPlan *plan, uint64_t step, gboo
   }
   for (int k = -1; k < nst; k++) {
     if (k >= 0) {
-      maybe_fail(st, plan, k);
       for (int g = st->stage_round0[k]; g < st->stage_round0[k + 1]; g++) {
+        maybe_fail(st, plan, k, g, last);
         int stuck = -1;
         s = run_round(st, g, last, &stuck);
         if (s == RF_REAL_OK) continue;
@@ -529,6 +555,28 @@ static gboolean verify_banks(RealState *st, uint64_t step, uint64_t w[2], GError
   return TRUE;
 fail:
   return FALSE;
+}
+
+/* After a failed refit: say whether this rank's bank in service still holds the previous step
+ * (checked locally, nothing collective), at the end of the error's message. */
+static void note_bank_in_service(RealState *st, GError **error) {
+  if (!error || !*error || !st->have_prev) return;
+  uint64_t wrong = 0, n = 0;
+  gboolean checked = TRUE;
+  for (int i = 0; i < st->nlr && checked; i++) {
+    LRank *l = &st->lr[i];
+    if (!l->nverify) continue;
+    checked = st->ops->verify(st->dev, l->bases_dev[st->bank], l->verify_dev, l->nverify,
+                              l->boxes_dev, st->prev_step, &n) == RF_REAL_OK;
+    wrong += n;
+  }
+  char *m = checked
+                ? g_strdup_printf("%s; bank in service: step %" G_GUINT64_FORMAT
+                                  ", %" G_GUINT64_FORMAT " wrong elements",
+                                  (*error)->message, st->prev_step, wrong)
+                : g_strdup_printf("%s; bank in service: could not be checked", (*error)->message);
+  g_free((*error)->message);
+  (*error)->message = m;
 }
 
 /* 4. One result stage per label, spanning the plan stages that carry it (as the simulator
@@ -635,6 +683,7 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
   ok = TRUE;
   goto out;
 abort:
+  note_bank_in_service(st, error);
   /* A peer may be stuck in a group with us: tear the communicator down, do not wait. */
   st->ops->close(st->dev, 1);
   st->dev = NULL;
@@ -672,6 +721,7 @@ static void real_destroy(RfExecutor *ex) {
     g_free(st->lr_of_rank);
     spread_clear(&st->spread);
     g_free(st->opt.backend);
+    g_free(st->opt.fail_label);
     g_free(st);
   }
   g_free(ex);
@@ -710,6 +760,7 @@ RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error) {
   RealState *st = g_new0(RealState, 1);
   st->opt = *opt;
   st->opt.backend = g_strdup(opt->backend);
+  st->opt.fail_label = g_strdup(opt->fail_label);
   st->ops = ops;
   st->progress = progress_stderr;
   if (opt->plan_only) { /* sizes only: no device, every rank here */

@@ -21,10 +21,12 @@ typedef struct {
   int max_ops;            /* send + receive operations of one rank in one group */
   double timeout_s;       /* no progress for this long: the stage has failed */
   int fail_rank;          /* test hook: this rank stops responding at fail_stage (-1: none) */
-  int fail_stage;
-  gboolean plan_only; /* memory per rank only: no buffers, no data moved, every rank here */
-  int corrupt_rank;   /* test hook: this rank loses one received chunk in the last refit of
-                       * each run (-1: none) */
+  int fail_stage;         /* plan stage index, or -1 with fail_label */
+  char *fail_label;       /* test hook: the first plan stage of this kind ("fanout"), or NULL */
+  gboolean fail_kill;     /* test hook: SIGKILL itself mid-stage in the last refit, not hang */
+  gboolean plan_only;     /* memory per rank only: no buffers, no data moved, every rank here */
+  int corrupt_rank;       /* test hook: this rank loses one received chunk in the last refit of
+                           * each run (-1: none) */
 } RfRealOptions;
 
 /* Defaults: host backend, 1 warm-up, 5 iterations, 64 MiB staging, 32 ops, 60 s timeout. */

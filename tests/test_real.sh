@@ -3,7 +3,8 @@
 #   test_real.sh MODE REFIT TEST_REAL [MPIRUN]
 #   mpi-spec   random DTensor specs, 8 ranks, every strategy, small staging and groups
 #   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy
-#   errors     bad world size, a rank that stops responding, a lost chunk: clear errors, non-zero
+#   errors     bad world size, a rank that stops responding, a lost chunk, a rank SIGKILLed in
+#              each stage kind: clear errors, non-zero
 #   cuda       single-GPU mode, an NCCL self-send, an 8-rank NCCL run with 8 GPUs; exit 77
 #              (skip) without a GPU
 set -u
@@ -118,6 +119,33 @@ EOF2
     cat "$tmp/out" "$tmp/err"
     fail "lost chunk (rc $rc)"
   fi
+
+  # A rank SIGKILLed in the middle of each stage kind of the last refit: every survivor reports
+  # an error within the timeout, and its bank in service still holds the step before. Open MPI
+  # is asked to keep the survivors running (recovery on, no abort at a non-zero exit).
+  kill_case() { # KIND STRATEGY ARGS...: rank 5 dies mid-KIND
+    kind=$1
+    shift
+    t0=$(date +%s)
+    $mpi --mca orte_enable_recovery 1 --mca orte_abort_on_non_zero_status 0 -np 8 "$refit" run -q \
+      --model tiny-moe --train TP2xPP2 -w 1 -n 1 --timeout 3 --test-fail "5:$kind:kill" "$@" \
+      >"$tmp/out" 2>"$tmp/err"
+    took=$(($(date +%s) - t0))
+    died=$(grep -c "rank 5: stage [0-9]* ([a-z+]*): injected failure, this rank is killed" "$tmp/err")
+    told=$(grep -Ec '^refit run: [a-z0-9-]+: rank [0-7]: .*bank in service: step 0, 0 wrong elements$' "$tmp/err")
+    ranks=$(grep -Eo '^refit run: [a-z0-9-]+: rank [0-7]:' "$tmp/err" | sort -u | wc -l)
+    if [ "$died" = 1 ] && [ "$told" = 7 ] && [ "$ranks" = 7 ] && [ "$took" -le 30 ]; then
+      echo "ok: rank 5 killed mid-$kind: 7 survivors report, banks in service intact (${took} s)"
+    else
+      cat "$tmp/err"
+      fail "rank killed mid-$kind (died $died, reports $told, ranks $ranks, ${took} s)"
+    fi
+  }
+  kill_case export --infer TP4 --strategy gather-broadcast
+  kill_case broadcast --infer TP4 --strategy gather-broadcast
+  kill_case inject --infer TP2xDP2 -D 2 --strategy m2n
+  kill_case forward --infer TP2xDP2 -D 2 --strategy m2n
+  kill_case fanout --infer TP4 --strategy m2n
   ;;
 cuda)
   if ! "$refit" run --help 2>/dev/null | grep -q -- '--backend'; then
