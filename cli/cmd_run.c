@@ -204,8 +204,12 @@ static gboolean parse_fail(const char *s, RfRealOptions *o, GError **error) {
   gboolean ok = (n == 2 || n == 3) && g_ascii_string_to_unsigned(f[0], 10, 0, G_MAXINT, &r, NULL);
   if (ok && g_ascii_isdigit(f[1][0]))
     ok = g_ascii_string_to_unsigned(f[1], 10, 0, G_MAXINT, &st, NULL);
-  else if (ok)
-    ok = f[1][0] && strspn(f[1], "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(f[1]);
+  else if (ok) { /* a stage kind: a phase name */
+    gboolean known = FALSE;
+    for (int p = 0; p < RF_PHASE_COUNT; p++)
+      known |= !strcmp(f[1], rf_phase_name((RfPhase)p));
+    ok = known;
+  }
   if (ok && n == 3) ok = !strcmp(f[2], "kill");
   if (!ok) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail wants RANK:STAGE[:kill], got '%s'",

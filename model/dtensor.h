@@ -16,9 +16,11 @@
 
 #define RF_MAX_DIMS 8
 #define RF_REPLICATE (-1)
-/* Limits every input is checked against: rank ids (and world sizes) stay below 2^24 so that a
- * (stage, source, destination) key packs into 64 bits; a tensor has at most 2^56 elements. */
-#define RF_MAX_RANKS (1 << 24)
+/* Limits every input is checked against: rank ids (and world sizes) stay below 2^20 (far above
+ * any cluster, small enough that a mesh of every rank builds in well under a second; 2^24 would
+ * still let a (stage, source, destination) key pack into 64 bits); a tensor has at most 2^56
+ * elements. */
+#define RF_MAX_RANKS (1 << 20)
 #define RF_MAX_ELEMS (INT64_C(1) << 56)
 
 /* Half-open box [lo, hi) in global (logical) tensor coordinates. */

@@ -140,13 +140,13 @@ static const BadLayout bad_layouts[] = {
     {"tiny-mla", "TP1", "TP8", RF_ERROR_INPUT, "attention heads"}, /* 4 MLA heads over TP8 */
     {"tiny-next", "TP1", "TP4", RF_ERROR_INPUT, "GDN heads"},      /* 2 key heads over TP4 */
     {"tiny-kimi", "TP8", "TP1", RF_ERROR_INPUT, "heads"},          /* 4 heads over TP8 */
-    {"tiny-moe", "EP1048576xETP1048576", "TP1", RF_ERROR_LIMIT, "limit of 16777215"},
-    {"tiny-moe", "TP1", "TP32768xDP65536", RF_ERROR_LIMIT, "limit of 16777215"},
+    {"tiny-moe", "EP1048576xETP1048576", "TP1", RF_ERROR_LIMIT, "limit of 1048575"},
+    {"tiny-moe", "TP1", "TP32768xDP65536", RF_ERROR_LIMIT, "limit of 1048575"},
     /* products past 2^63 (signed overflow before the check, issue 10) */
     {"tiny-moe", "TP1048576xCP1048576xEP1048576xETP1048576", "TP2", RF_ERROR_LIMIT,
-     "limit of 16777215"},
-    {"tiny-moe", "TP2", "TP65536xDP65536xEP1", RF_ERROR_LIMIT, "limit of 16777215"},
-    {"tiny-moe", "TP8192xCP2047xDP1048576xPP1048576", "TP2", RF_ERROR_LIMIT, "limit of 16777215"},
+     "limit of 1048575"},
+    {"tiny-moe", "TP2", "TP65536xDP65536xEP1", RF_ERROR_LIMIT, "limit of 1048575"},
+    {"tiny-moe", "TP8192xCP2047xDP1048576xPP1048576", "TP2", RF_ERROR_LIMIT, "limit of 1048575"},
     /* heads and rows both fail: one error, set once (GLib warns, fatally here, on a second) */
     {"tiny-moe", "TP64", "TP2", RF_ERROR_INPUT, "TP64 does not divide 8 attention heads"},
     {"tiny-moe", "TP2xEP4xETP4", "TP2", RF_ERROR_INPUT, "does not divide"},
