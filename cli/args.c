@@ -72,7 +72,15 @@ GOptionGroup *rf_args_group(RfArgs *a) {
        "EP)",
        "LAYOUT"},
       {"infer", 'i', 0, G_OPTION_ARG_STRING, &a->infer,
-       "vLLM inference layout, e.g. TP8xDP16 (EP, if given, must be TP x DP)", "LAYOUT"},
+       "Inference layout, e.g. TP8xDP16 (vLLM: EP, if given, must be TP x DP; SGLang: EP and "
+       "ADP divide TP; Megatron: TP, EP, ETP, DP)",
+       "LAYOUT"},
+      {"infer-framework", 0, 0, G_OPTION_ARG_STRING, &a->infer_fw,
+       "Inference layout of: vllm, sglang or megatron (generation backend); default vllm", "NAME"},
+      {"lost", 0, 0, G_OPTION_ARG_STRING, &a->lost,
+       "Elastic recovery: replan without these GPUs (global GPU indices, comma list)", "GPU,..."},
+      {"lost-domain", 0, 0, G_OPTION_ARG_STRING, &a->lost_dom,
+       "Elastic recovery: replan without every GPU of these NVLink domains (comma list)", "D,..."},
       {"spec", 0, 0, G_OPTION_ARG_FILENAME, &a->spec,
        "Raw DTensor spec (JSON, docs/formats.md) instead of model and layouts", "FILE"},
       {"topology", 'T', 0, G_OPTION_ARG_STRING, &a->topology,
@@ -94,13 +102,16 @@ void rf_args_clear(RfArgs *a) {
   g_free(a->model);
   g_free(a->train);
   g_free(a->infer);
+  g_free(a->infer_fw);
+  g_free(a->lost);
+  g_free(a->lost_dom);
   g_free(a->spec);
   g_free(a->topology);
   g_free(a->strategy);
   memset(a, 0, sizeof *a);
 }
 
-RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
+static RfProblem *args_problem(const RfArgs *a, GError **error) {
   RfTopology *topo;
   if (a->domain_size < 0 || a->domain_size >= RF_MAX_RANKS) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--domain-size must be 1..%d", RF_MAX_RANKS - 1);
@@ -114,9 +125,10 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     topo = rf_topology_new_domains(a->domain_size > 0 ? a->domain_size : 8);
   }
   if (a->spec) {
-    if (a->model || a->train || a->infer) {
+    if (a->model || a->train || a->infer || a->infer_fw) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "--spec replaces --model, --train and --infer; give one or the other");
+                  "--spec replaces --model, --train, --infer and --infer-framework; give one or "
+                  "the other");
       rf_topology_free(topo);
       return NULL;
     }
@@ -139,12 +151,65 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     rf_topology_free(topo);
     return NULL;
   }
+  RfInferFramework fw = RF_INFER_VLLM;
+  if (a->infer_fw && !rf_infer_framework_parse(a->infer_fw, &fw, error)) {
+    g_prefix_error(error, "--infer-framework: ");
+    rf_topology_free(topo);
+    return NULL;
+  }
   RfModel *m = rf_model_load(a->model, error);
   if (!m) {
     rf_topology_free(topo);
     return NULL;
   }
-  return rf_problem_new_preset(m, a->train, a->infer, topo, error);
+  return rf_problem_new_preset_fw(m, a->train, a->infer, fw, topo, error);
+}
+
+/* "3,17,42": non-negative decimal numbers below 2^31, appended to out. */
+static gboolean parse_index_list(const char *opt, const char *s, GArray *out, GError **error) {
+  char **tok = g_strsplit(s, ",", -1);
+  gboolean ok = tok[0] != NULL;
+  for (int i = 0; ok && tok[i]; i++) {
+    const char *t = tok[i];
+    size_t nd = strspn(t, "0123456789");
+    ok = nd > 0 && nd <= 10 && !t[nd] && g_ascii_strtoll(t, NULL, 10) <= G_MAXINT32;
+    if (ok) {
+      int v = (int)g_ascii_strtoll(t, NULL, 10);
+      g_array_append_val(out, v);
+    }
+  }
+  g_strfreev(tok);
+  if (!ok) {
+    g_autofree char *es = g_strescape(s, NULL);
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%s '%s': want a comma list of whole numbers from 0 (e.g. 3,17)", opt, es);
+  }
+  return ok;
+}
+
+RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
+  g_autoptr(GArray) gpus = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) doms = g_array_new(FALSE, FALSE, sizeof(int));
+  if (a->lost && !parse_index_list("--lost", a->lost, gpus, error)) return NULL;
+  if (a->lost_dom && !parse_index_list("--lost-domain", a->lost_dom, doms, error)) return NULL;
+  g_autoptr(RfProblem) pb = args_problem(a, error);
+  if (!pb || (!a->lost && !a->lost_dom)) return g_steal_pointer(&pb);
+  int D = pb->topo->gpus_per_domain;
+  for (guint i = 0; i < doms->len; i++) {
+    int d = g_array_index(doms, int, i), any = 0;
+    for (int r = 0; r < pb->nranks; r++)
+      if (pb->gpu[r] >= 0 && pb->gpu[r] / D == d) {
+        g_array_append_val(gpus, pb->gpu[r]);
+        any = 1;
+      }
+    if (!any) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "--lost-domain %d: no rank of this refit sits in NVLink domain %d", d, d);
+      return NULL;
+    }
+  }
+  if (!rf_problem_set_lost(pb, (const int *)gpus->data, (int)gpus->len, error)) return NULL;
+  return g_steal_pointer(&pb);
 }
 
 int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GError **error) {

@@ -10,7 +10,10 @@
 typedef struct {
   char *model;     /* --model NAME|FILE */
   char *train;     /* --train LAYOUT (Megatron) */
-  char *infer;     /* --infer LAYOUT (vLLM) */
+  char *infer;     /* --infer LAYOUT */
+  char *infer_fw;  /* --infer-framework vllm|sglang|megatron (default vllm) */
+  char *lost;      /* --lost GPU,... (elastic recovery) */
+  char *lost_dom;  /* --lost-domain D,... */
   char *spec;      /* --spec FILE */
   char *topology;  /* --topology NAME|FILE */
   int domain_size; /* --domain-size N; 0 when not given */
@@ -33,7 +36,8 @@ gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean po
 GOptionGroup *rf_args_group(RfArgs *args);
 void rf_args_clear(RfArgs *args);
 
-/* Build the problem the arguments describe. NULL + one-line error on bad input. */
+/* Build the problem the arguments describe, with the lost GPUs of --lost / --lost-domain
+ * marked (rf_problem_set_lost). NULL + one-line error on bad input. */
 RfProblem *rf_args_problem(const RfArgs *args, GError **error);
 
 /* Strategies selected by --strategy (default: all for plan). Returns the count written to out. */

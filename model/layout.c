@@ -8,8 +8,8 @@
 /* ---- layout strings -------------------------------------------------------------------- */
 
 gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
-  RfParallel p = {1, 1, 1, 1, 1, 1, FALSE, FALSE};
-  gboolean seen[6] = {0};
+  RfParallel p = {1, 1, 1, 1, 1, 1, 1, FALSE, FALSE};
+  gboolean seen[7] = {0};
   if (!s || !*s) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "empty layout string (want e.g. TP4xPP8xEP16)");
     return FALSE;
@@ -17,22 +17,23 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
   char **tok = g_strsplit_set(s, "xX*", -1);
   gboolean ok = TRUE;
   for (int i = 0; ok && tok[i]; i++) {
-    static const char *const names[] = {"TP", "PP", "EP", "ETP", "CP", "DP"};
+    static const char *const names[] = {"TP", "PP", "EP", "ETP", "CP", "DP", "ADP"};
     const char *t = tok[i];
     size_t n = 0;
     while (g_ascii_isalpha(t[n]))
       n++;
     int which = -1;
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 7; k++)
       if (strlen(names[k]) == n && !g_ascii_strncasecmp(t, names[k], n)) which = k;
     /* digits only, no sign, space or leading zero: "TP+2", "TP 2" and "TP02" are not layouts */
     size_t nd = strspn(t + n, "0123456789");
     if (which < 0 || nd == 0 || t[n + nd] || t[n] == '0') {
       g_autofree char *es = g_strescape(s, NULL), *et = g_strescape(t, NULL);
-      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "bad layout '%s': '%s' is not TP<n>, PP<n>, EP<n>, ETP<n>, CP<n> or DP<n> "
-                  "(n a whole number from 1, no sign, space or leading zero)",
-                  es, et);
+      g_set_error(
+          error, RF_ERROR, RF_ERROR_INPUT,
+          "bad layout '%s': '%s' is not TP<n>, PP<n>, EP<n>, ETP<n>, CP<n>, DP<n> or ADP<n> "
+          "(n a whole number from 1, no sign, space or leading zero)",
+          es, et);
       ok = FALSE;
       break;
     }
@@ -50,7 +51,7 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
       break;
     }
     seen[which] = TRUE;
-    int *f[] = {&p.tp, &p.pp, &p.ep, &p.etp, &p.cp, &p.dp};
+    int *f[] = {&p.tp, &p.pp, &p.ep, &p.etp, &p.cp, &p.dp, &p.adp};
     *f[which] = (int)v;
   }
   g_strfreev(tok);
@@ -63,11 +64,29 @@ gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error) {
 
 char *rf_parallel_format(const RfParallel *p) {
   GString *s = g_string_new(NULL);
-  const int v[] = {p->tp, p->cp, p->pp, p->ep, p->etp, p->dp};
-  const char *n[] = {"TP", "CP", "PP", "EP", "ETP", "DP"};
-  for (int i = 0; i < 6; i++)
+  const int v[] = {p->tp, p->cp, p->pp, p->ep, p->etp, p->dp, p->adp};
+  const char *n[] = {"TP", "CP", "PP", "EP", "ETP", "DP", "ADP"};
+  for (int i = 0; i < 7; i++)
     if (v[i] > 1 || (i == 0)) g_string_append_printf(s, "%s%s%d", s->len ? "x" : "", n[i], v[i]);
   return g_string_free(s, FALSE);
+}
+
+static const char *const infer_names[RF_INFER_COUNT] = {"vllm", "sglang", "megatron"};
+
+const char *rf_infer_framework_name(RfInferFramework f) {
+  return (unsigned)f < RF_INFER_COUNT ? infer_names[f] : "?";
+}
+
+gboolean rf_infer_framework_parse(const char *s, RfInferFramework *out, GError **error) {
+  for (int i = 0; i < RF_INFER_COUNT; i++)
+    if (!g_strcmp0(s, infer_names[i])) {
+      *out = (RfInferFramework)i;
+      return TRUE;
+    }
+  g_autofree char *es = g_strescape(s ? s : "", NULL);
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "unknown inference framework '%s' (vllm, sglang or megatron)", es);
+  return FALSE;
 }
 
 /* ---- sides ----------------------------------------------------------------------------- */
@@ -99,6 +118,7 @@ void rf_problem_free(RfProblem *p) {
   rf_topology_free(p->topo);
   g_free(p->gpu);
   g_free(p->placement_note);
+  g_free(p->lost);
   g_free(p);
 }
 
@@ -114,7 +134,7 @@ int rf_side_index(const RfSide *side, int rank) {
 
 gboolean rf_side_rank_shard(const RfSide *side, uint32_t part, int rank, RfBox *box, RfBox *chunk) {
   const RfPlacement *p = &side->place[part];
-  if (!p->mesh) return FALSE;
+  if (!p->mesh || rf_side_rank_lost(side, rank)) return FALSE;
   int pos = rf_mesh_position(p->mesh, rank);
   if (pos < 0) return FALSE;
   int s;
@@ -138,7 +158,7 @@ int64_t rf_side_buffer_elems(const RfSide *side, int buf, int rank) {
   uint32_t part = side->buf_part[buf];
   RfBox chunk;
   const RfPlacement *p = &side->place[part];
-  if (!p->mesh) return 0;
+  if (!p->mesh || rf_side_rank_lost(side, rank)) return 0;
   int pos = rf_mesh_position(p->mesh, rank);
   if (pos < 0) return 0;
   int s;
@@ -215,4 +235,85 @@ int64_t rf_local_runs(const RfSide *side, uint32_t part, const RfBox *chunk, con
     runs++;
   }
   return runs;
+}
+
+/* ---- elastic recovery: lost GPUs ---------------------------------------------------------- */
+
+/* Does any surviving replica hold source shard s of placement p? */
+static gboolean shard_survives(const RfPlacement *p, const uint8_t *lost, int s) {
+  int nrep = rf_placement_nreplicas(p);
+  for (int r = 0; r < nrep; r++)
+    if (!lost[rf_placement_rank(p, s, r)]) return TRUE;
+  return FALSE;
+}
+
+gboolean rf_problem_set_lost(RfProblem *p, const int *gpus, int ngpus, GError **error) {
+  if (p->lost) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "lost GPUs already set");
+    return FALSE;
+  }
+  g_autofree uint8_t *lost = g_new0(uint8_t, p->nranks);
+  int nlost = 0;
+  for (int i = 0; i < ngpus; i++) {
+    gboolean any = FALSE;
+    for (int r = 0; r < p->nranks; r++)
+      if (p->gpu[r] >= 0 && p->gpu[r] == gpus[i]) {
+        any = TRUE;
+        nlost += !lost[r];
+        lost[r] = 1;
+      }
+    if (!any) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "lost GPU %d holds no rank of this refit (GPUs in use: see the placement note)",
+                  gpus[i]);
+      return FALSE;
+    }
+  }
+  int alive_dst = 0;
+  for (int i = 0; i < p->dst.nranks; i++)
+    alive_dst += !lost[p->dst.ranks[i]];
+  if (alive_dst == 0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "every inference GPU is lost: nothing to refit");
+    return FALSE;
+  }
+  /* Tensors whose source shard (needed on the destination side) lost every replica. */
+  const RfModel *m = p->model;
+  g_autofree uint8_t *bad = g_new0(uint8_t, m->ntensors);
+  for (uint32_t pi = 0; pi < m->nparts; pi++) {
+    const RfPlacement *sp = &p->src.place[pi];
+    uint32_t t = m->parts[pi].tensor;
+    if (bad[t] || !p->dst.place[pi].mesh || !sp->mesh) continue; /* no source: the planner says */
+    int ns = rf_placement_nshards(sp);
+    for (int s = 0; s < ns && !bad[t]; s++)
+      bad[t] = rf_placement_shard_box(sp, s, NULL, NULL) && !shard_survives(sp, lost, s);
+  }
+  GString *names = g_string_new(NULL);
+  int nbad = 0;
+  for (uint32_t t = 0; t < m->ntensors; t++) {
+    if (!bad[t]) continue;
+    if (nbad < 3) g_string_append_printf(names, "%s%s", nbad ? ", " : "", m->tensors[t].name);
+    nbad++;
+  }
+  if (nbad) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "cannot refit %d tensor%s: a lost GPU held the only copy of a source shard of "
+                "%s%s",
+                nbad, nbad == 1 ? "" : "s", names->str, nbad > 3 ? ", ..." : "");
+    g_string_free(names, TRUE);
+    return FALSE;
+  }
+  g_string_free(names, TRUE);
+  GString *note = g_string_new(p->placement_note);
+  g_string_append_printf(note, "%slost GPUs:", p->placement_note ? "; " : "");
+  for (int i = 0; i < ngpus; i++)
+    g_string_append_printf(note, "%s%d", i ? "," : " ", gpus[i]);
+  g_string_append_printf(note, " (%d rank%s excluded: they neither send nor receive)", nlost,
+                         nlost == 1 ? "" : "s");
+  g_free(p->placement_note);
+  p->placement_note = g_string_free(note, FALSE);
+  p->lost = g_steal_pointer(&lost);
+  p->nlost = nlost;
+  p->src.lost = p->lost;
+  p->dst.lost = p->lost;
+  return TRUE;
 }

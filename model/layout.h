@@ -16,13 +16,21 @@
 /* Largest number a layout string may give one dim (TP, PP, ...). */
 #define RF_MAX_LAYOUT (1 << 20)
 
-/* Parsed layout string. Missing dims are 1 (dp = 0 means "not given"). */
+/* Parsed layout string. Missing dims are 1. adp: SGLang's data-parallel attention (ADP
+ * attention groups inside each TP engine). */
 typedef struct {
-  int tp, pp, ep, etp, cp, dp;
+  int tp, pp, ep, etp, cp, dp, adp;
   gboolean dp_given, ep_given;
 } RfParallel;
 
-/* "TP4xPP8xEP16" (x, X or * between dims, names in any case, each dim once, numbers 1 to
+/* Inference frameworks of the presets (--infer-framework). */
+typedef enum { RF_INFER_VLLM, RF_INFER_SGLANG, RF_INFER_MEGATRON, RF_INFER_COUNT } RfInferFramework;
+const char *rf_infer_framework_name(RfInferFramework f);
+/* "vllm", "sglang" or "megatron"; FALSE + one-line error (RF_ERROR_INPUT) otherwise. */
+gboolean rf_infer_framework_parse(const char *s, RfInferFramework *out, GError **error);
+
+/* "TP4xPP8xEP16" (x, X or * between dims, names TP PP EP ETP CP DP ADP in any case, each once,
+ * numbers 1 to
  * RF_MAX_LAYOUT in plain decimal). FALSE + one-line error (RF_ERROR_INPUT, or RF_ERROR_LIMIT
  * for a number above the limit) otherwise. */
 gboolean rf_parallel_parse(const char *s, RfParallel *out, GError **error);
@@ -41,7 +49,7 @@ typedef struct {
 } RfLocal;
 
 typedef struct {
-  char *framework;    /* "megatron", "vllm" or "spec" */
+  char *framework;    /* "megatron", "vllm", "sglang" or "spec" */
   RfParallel par;     /* zero for spec */
   int nranks;         /* ranks of this side */
   int *ranks;         /* global rank ids, ascending */
@@ -50,7 +58,8 @@ typedef struct {
   char **buf_names;   /* local buffer names, nbufs */
   uint32_t *buf_part; /* one part stored in each buffer (they share its shape rules) */
   int nbufs;
-  GPtrArray *meshes; /* owned RfMesh */
+  GPtrArray *meshes;   /* owned RfMesh */
+  const uint8_t *lost; /* per global rank, borrowed from RfProblem.lost; NULL: none lost */
 } RfSide;
 
 typedef struct {
@@ -60,6 +69,8 @@ typedef struct {
   int nranks;           /* global ranks: max rank id + 1 */
   int *gpu;             /* per global rank: GPU index in the cluster, -1 for unused ids */
   char *placement_note; /* human-readable: how ranks were put on domains */
+  uint8_t *lost;        /* per global rank: 1 when its GPU is lost (rf_problem_set_lost); or NULL */
+  int nlost;            /* lost ranks */
 } RfProblem;
 
 /* Model + Megatron training layout + vLLM inference layout on a topology.
@@ -67,6 +78,10 @@ typedef struct {
  * cannot hold (EP not dividing, a dim not divisible where the framework requires it). */
 RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *infer,
                                  RfTopology *topo, GError **error);
+/* The same with the inference side in the layout of framework fw (vLLM, SGLang, or Megatron as
+ * the generation backend); docs/layouts.md lists what each takes. */
+RfProblem *rf_problem_new_preset_fw(RfModel *model, const char *train, const char *infer,
+                                    RfInferFramework fw, RfTopology *topo, GError **error);
 /* Raw DTensor spec (JSON text, see docs/formats.md); rank r sits on GPU r. Owns topo. */
 RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, GError **error);
 void rf_problem_free(RfProblem *p);
@@ -74,6 +89,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfProblem, rf_problem_free)
 
 static inline int rf_problem_domain(const RfProblem *p, int rank) {
   return p->gpu[rank] / p->topo->gpus_per_domain;
+}
+
+/* Elastic recovery: mark the ranks on the given GPUs (global GPU indices) as lost. A lost
+ * source rank holds nothing (its shards must come from another replica), a lost destination
+ * rank receives nothing; rf_side_rank_shard and rf_side_buffer_elems answer so, and plans are
+ * built and verified over the survivors. FALSE + one-line error: RF_ERROR_INPUT for a GPU that
+ * holds no rank, or when a lost GPU held the only copy of a source shard (the message names the
+ * first tensors that cannot be refit), or when no destination survives. Call at most once. */
+gboolean rf_problem_set_lost(RfProblem *p, const int *gpus, int ngpus, GError **error);
+
+static inline gboolean rf_side_rank_lost(const RfSide *side, int rank) {
+  return side->lost && side->lost[rank];
 }
 
 /* Elements of local buffer buf on a global rank of this side (0 when the rank holds none of it). */

@@ -143,6 +143,20 @@ static inline int holder(const Shards *s, int k, int r) {
   return rf_placement_rank(s->p, s->idx[k], r);
 }
 
+/* Elastic recovery: lost ranks neither send nor receive (RfProblem.lost). */
+static inline gboolean is_lost(const Builder *b, int r) {
+  return b->pb->lost && b->pb->lost[r];
+}
+
+/* Drop the lost ranks from v[0..n), keeping the order; returns the new count. */
+static int drop_lost(const Builder *b, int *v, int n) {
+  if (!b->pb->lost) return n;
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (!is_lost(b, v[i])) v[k++] = v[i];
+  return k;
+}
+
 /* ---- p2p and m2n ------------------------------------------------------------------------ */
 
 /* Deliver one piece from its holders to the ranks dst[0..n) (reordered in place).
@@ -262,14 +276,16 @@ static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *
   for (int dk = 0; dk < D->n; dk++) {
     for (int j = 0; j < D->nrep; j++)
       dall[j] = holder(D, dk, j);
-    for (int sk = 0; sk < S->n; sk++) {
+    int ndst = drop_lost(b, dall, D->nrep);
+    for (int sk = 0; sk < S->n && ndst > 0; sk++) {
       RfBox box;
       if (!rf_box_intersect(&S->box[sk], &D->box[dk], nd, &box)) continue;
       for (int j = 0; j < S->nrep; j++)
         hold[j] = holder(S, sk, j);
-      memcpy(dst, dall, sizeof(int) * D->nrep); /* deliver may reorder it */
-      Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, S->nrep, 0, RF_PHASE_DIRECT, sk + dk};
-      deliver(b, &dv, dst, D->nrep, m2n);
+      int nhold = drop_lost(b, hold, S->nrep); /* > 0: rf_problem_set_lost checked */
+      memcpy(dst, dall, sizeof(int) * ndst);   /* deliver may reorder it */
+      Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, nhold, 0, RF_PHASE_DIRECT, sk + dk};
+      deliver(b, &dv, dst, ndst, m2n);
     }
   }
   g_free(hold);
@@ -298,13 +314,17 @@ static void chains_build(Builder *b, Chains *ch) {
   const RfProblem *pb = b->pb;
   int n = pb->src.nranks + pb->dst.nranks;
   int *all = g_new(int, n), k = 0;
+  int root = -1;
   for (int i = 0; i < pb->src.nranks; i++)
-    all[k++] = pb->src.ranks[i];
+    if (!is_lost(b, pb->src.ranks[i])) {
+      all[k++] = pb->src.ranks[i];
+      if (root < 0) root = pb->src.ranks[i];
+    }
   for (int i = 0; i < pb->dst.nranks; i++)
-    if (rf_side_index(&pb->src, pb->dst.ranks[i]) < 0) all[k++] = pb->dst.ranks[i];
+    if (rf_side_index(&pb->src, pb->dst.ranks[i]) < 0 && !is_lost(b, pb->dst.ranks[i]))
+      all[k++] = pb->dst.ranks[i];
   n = k;
   g_qsort_with_data(all, n, sizeof(int), cmp_rank_gpu, pb->gpu);
-  int root = pb->src.ranks[0];
   ch->n = n;
   ch->nchains = MAX(1, MIN(b->bcast_channels, n)); /* more rings than ranks add nothing */
   ch->order = g_new(int *, ch->nchains);
@@ -360,35 +380,48 @@ static void gb_export(Builder *b, uint32_t pi, const Shards *S) {
   for (int q = 0; q < msize; q++)
     rf_placement_locate(sp, q, &own[q], NULL);
   for (int i = 0; !staged && i < src->nranks; i++)
-    if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0) outside[nout++] = src->ranks[i];
+    if (rf_mesh_position(sp->mesh, src->ranks[i]) < 0 && !is_lost(b, src->ranks[i]))
+      outside[nout++] = src->ranks[i];
+  int *ohold = g_new(int, msize); /* surviving holders of a shard in the owner group */
   for (int k = 0; k < S->n && !b->failed; k++) {
     uint32_t piece = add_piece(b, pi, &S->box[k]);
+    int no = 0;
+    for (int q = 0; q < msize; q++)
+      if (own[q] == S->idx[k] && !is_lost(b, mranks[q])) ohold[no++] = mranks[q];
     for (int g = 0; g < ngroups; g++) {
       const int *grp = staged ? src->ranks + g * msize : mranks;
       gboolean owner = grp[0] == mranks[0];
       int nh = 0, n = 0;
       for (int q = 0; q < msize; q++) {
+        if (is_lost(b, grp[q])) continue; /* elastic recovery: a lost rank gathers nothing */
         if (own[q] == S->idx[k]) {
           hold[nh++] = grp[q];
-          if (!owner) {
-            Delivery pp = {piece, pi, &S->box[k], &mranks[q], 1, 0, RF_PHASE_EXPORT, 0};
-            send1(b, &pp, mranks[q], grp[q], 0, RF_PHASE_EXPORT);
+          if (!owner && no > 0) {
+            /* from the owner stage's rank at q, or another surviving replica if it is lost */
+            int from = is_lost(b, mranks[q]) ? ohold[(q + k) % no] : mranks[q];
+            Delivery pp = {piece, pi, &S->box[k], &from, 1, 0, RF_PHASE_EXPORT, 0};
+            send1(b, &pp, from, grp[q], 0, RF_PHASE_EXPORT);
           }
         } else {
           dst[n++] = grp[q];
         }
       }
-      Delivery dv = {piece, pi, &S->box[k], hold, nh, owner ? 0 : 1, RF_PHASE_EXPORT, k + g};
-      deliver(b, &dv, dst, n, TRUE);
+      /* every holder of this group lost: its ranks fetch from the owner group */
+      const int *h = nh ? hold : ohold;
+      int hn = nh ? nh : no;
+      Delivery dv = {piece, pi, &S->box[k], h, hn, owner ? 0 : 1, RF_PHASE_EXPORT, k + g};
+      if (n > 0 && hn > 0) deliver(b, &dv, dst, n, TRUE);
     }
     if (!staged) {
       memcpy(dst, outside, sizeof(int) * nout); /* deliver may reorder it */
       for (int j = 0; j < nrep; j++)
         hold[j] = holder(S, k, j);
-      Delivery dv = {piece, pi, &S->box[k], hold, nrep, 0, RF_PHASE_EXPORT, k};
-      deliver(b, &dv, dst, nout, TRUE);
+      int nh = drop_lost(b, hold, nrep);
+      Delivery dv = {piece, pi, &S->box[k], hold, nh, 0, RF_PHASE_EXPORT, k};
+      if (nout > 0 && nh > 0) deliver(b, &dv, dst, nout, TRUE);
     }
   }
+  g_free(ohold);
   g_free(hold);
   g_free(dst);
   g_free(own);
@@ -549,9 +582,11 @@ static void finish(RfPlan *plan) {
     int es = rf_dtype_size(m->tensors[m->parts[pi].tensor].dtype);
     for (int s = 0; s < rf_placement_nshards(p); s++) {
       RfBox box;
-      if (rf_placement_shard_box(p, s, &box, NULL))
-        st->payload_bytes +=
-            (uint64_t)rf_box_volume(&box, p->ndim) * es * rf_placement_nreplicas(p);
+      if (!rf_placement_shard_box(p, s, &box, NULL)) continue;
+      int nrep = rf_placement_nreplicas(p), alive = nrep;
+      for (int r = 0; pb->lost && r < nrep; r++) /* lost destinations receive nothing */
+        alive -= pb->lost[rf_placement_rank(p, s, r)];
+      st->payload_bytes += (uint64_t)rf_box_volume(&box, p->ndim) * es * alive;
     }
   }
 }

@@ -1,5 +1,5 @@
-/* Framework presets: Megatron training and vLLM inference placements of every part of a model,
- * and where each global rank sits (which GPU, so which NVLink domain). */
+/* Framework presets: Megatron training and vLLM / SGLang / Megatron inference placements of
+ * every part of a model, and where each global rank sits (which GPU, so which NVLink domain). */
 #include "error.h"
 #include "layout_private.h"
 
@@ -456,9 +456,10 @@ static void side_ranks(RfSide *s, int first, int n) {
     s->ranks[i] = first + i;
 }
 
-/* Megatron training side: global ranks [0, world), order tp-cp-ep-dp-pp (TP fastest). */
-static gboolean build_megatron(RfProblem *pb, RfParallel *P, GError **error) {
-  RfSide *side = &pb->src;
+/* A Megatron side (training, or the generation backend): global ranks [first, first + world),
+ * order tp-cp-ep-dp-pp (TP fastest). */
+static gboolean build_megatron(RfProblem *pb, RfSide *side, RfParallel *P, int first,
+                               GError **error) {
   const RfModel *m = pb->model;
   rf_side_init(side, "megatron", m->nparts);
   side->par = *P;
@@ -466,7 +467,7 @@ static gboolean build_megatron(RfProblem *pb, RfParallel *P, GError **error) {
   ctx_init(&c, pb, side, error);
   int stage = P->tp * P->cp * P->dp;
   int world = stage * P->pp;
-  side_ranks(side, 0, world);
+  side_ranks(side, first, world);
   int edp = stage / (P->ep * P->etp);
   need(&c, P->pp <= m->nlayers || m->nlayers == 0, "PP%d exceeds the %d layers", P->pp, m->nlayers);
   c.nstages = P->pp;
@@ -486,6 +487,92 @@ static gboolean build_megatron(RfProblem *pb, RfParallel *P, GError **error) {
       place_expert(&c, pi, c.expert[s], pl, sd, P->etp, P->ep);
     } else {
       Dense D = {c.dense[s], P->tp, TRUE};
+      place_dense(&c, pi, &D);
+    }
+  }
+  ctx_finish(&c);
+  return !c.failed;
+}
+
+/* Attention-side mixers: what SGLang's data-parallel attention splits over the attention TP
+ * group (attn_tp_size = TP / ADP) instead of the whole TP group. */
+static gboolean attn_kind(RfKind k) {
+  switch (k) {
+  case RF_KIND_ATTN_QKV:
+  case RF_KIND_ATTN_Q:
+  case RF_KIND_ATTN_K:
+  case RF_KIND_ATTN_V:
+  case RF_KIND_ATTN_O:
+  case RF_KIND_ATTN_GATE:
+  case RF_KIND_MLA_Q_A:
+  case RF_KIND_MLA_KV_A:
+  case RF_KIND_MLA_Q_B:
+  case RF_KIND_MLA_KV_B:
+  case RF_KIND_MAMBA_IN:
+  case RF_KIND_MAMBA_CONV:
+  case RF_KIND_MAMBA_HEAD:
+  case RF_KIND_MAMBA_NORM:
+  case RF_KIND_MAMBA_OUT:
+  case RF_KIND_KDA_PROJ:
+  case RF_KIND_KDA_CONV:
+  case RF_KIND_KDA_HEAD:
+  case RF_KIND_KDA_REPL:
+  case RF_KIND_KDA_O:
+  case RF_KIND_GDN_PROJ:
+  case RF_KIND_GDN_CONV:
+  case RF_KIND_GDN_HEAD:
+  case RF_KIND_GDN_O:
+    return TRUE;
+  default:
+    return FALSE;
+  }
+}
+
+/* SGLang inference side: global ranks [first, first + TP x DP), rank = first + dp * TP + tp;
+ * DP engines of TP ranks each. Inside an engine (python/sglang/srt/layers/dp_attention.py):
+ * attention over [ADP, TP / ADP] (attn_tp_rank = tp % (TP / ADP)), the embedding replicated
+ * when ADP > 1; experts over [EP, TP / EP] (moe_tp_size = TP / EP, EP ranks strided by it). */
+static gboolean build_sglang(RfProblem *pb, RfParallel *P, int first, GError **error) {
+  RfSide *side = &pb->dst;
+  const RfModel *m = pb->model;
+  rf_side_init(side, "sglang", m->nparts);
+  side->par = *P;
+  Ctx c;
+  ctx_init(&c, pb, side, error);
+  int world = P->tp * P->dp;
+  side_ranks(side, first, world);
+  int dd[2] = {P->dp, P->tp};
+  c.inf = mesh_add(&c, 2, dd, side->ranks, world);
+  RfMesh *attn = c.inf, *moe = NULL;
+  if (!c.failed && P->adp > 1) {
+    int ad[3] = {P->dp, P->adp, P->tp / P->adp};
+    attn = mesh_add(&c, 3, ad, side->ranks, world);
+  }
+  if (!c.failed && P->ep > 1) {
+    int ed[3] = {P->dp, P->ep, P->tp / P->ep};
+    moe = mesh_add(&c, 3, ed, side->ranks, world);
+  }
+  for (uint32_t pi = 0; pi < m->nparts && !c.failed; pi++) {
+    const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+    if (t->nexperts > 0) {
+      int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
+      if (moe) {
+        int8_t pl[3] = {RF_REPLICATE, 0, (int8_t)sd};
+        place_expert(&c, pi, moe, pl, sd, P->tp / P->ep, P->ep);
+      } else {
+        int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
+        place_expert(&c, pi, c.inf, pl, sd, P->tp, 1);
+      }
+    } else if (t->kind == RF_KIND_EMBEDDING && P->adp > 1) {
+      /* VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): whole on every rank */
+      Dense D = {c.inf, P->tp, FALSE};
+      place_tp(&c, pi, &D, -1);
+      set_own(&c, pi);
+    } else if (attn_kind(t->kind)) {
+      Dense D = {attn, P->tp / P->adp, FALSE};
+      place_dense(&c, pi, &D);
+    } else {
+      Dense D = {c.inf, P->tp, FALSE};
       place_dense(&c, pi, &D);
     }
   }
@@ -541,7 +628,7 @@ static int64_t gcd64(int64_t a, int64_t b) {
 /* Rank counts are compared in double before any integer product is formed: a product of at
  * most six layout numbers (each below 2^21) is exact there up to 2^53, and above the rank
  * limit it cannot round back below it. */
-static gboolean check_layouts(RfParallel *T, const RfParallel *I, const char *train,
+static gboolean check_layouts(RfParallel *T, RfParallel *I, RfInferFramework fw, const char *train,
                               const char *infer, GError **error) {
   /* Training: EP x ETP folds into the TP x CP x DP ranks of a PP stage. */
   double fold = (double)T->ep * T->etp, base = (double)T->tp * T->cp;
@@ -567,17 +654,61 @@ static gboolean check_layouts(RfParallel *T, const RfParallel *I, const char *tr
                 train, T->ep, T->etp, T->tp, T->cp, T->dp, (long long)stage);
     return FALSE;
   }
-  if (I->pp > 1 || I->cp > 1 || I->etp > 1) {
+  if (T->adp > 1) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "inference layout %s: the vLLM preset takes TP, DP and EP (generation PP = 1)",
+                "training layout %s: ADP (data-parallel attention) is an SGLang inference dim",
+                train);
+    return FALSE;
+  }
+  if (I->pp > 1 || I->cp > 1) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "inference layout %s: the %s preset has generation PP = 1 and CP = 1", infer,
+                rf_infer_framework_name(fw));
+    return FALSE;
+  }
+  if (fw != RF_INFER_MEGATRON && I->etp > 1) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "inference layout %s: the %s preset splits experts over TP, not ETP (ETP is for "
+                "--infer-framework megatron)",
+                infer, rf_infer_framework_name(fw));
+    return FALSE;
+  }
+  if (fw != RF_INFER_SGLANG && I->adp > 1) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "inference layout %s: ADP (data-parallel attention) is for --infer-framework "
+                "sglang",
                 infer);
     return FALSE;
   }
-  if (I->ep_given && I->ep != I->tp * I->dp) {
+  if (fw == RF_INFER_VLLM && I->ep_given && I->ep != I->tp * I->dp) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "inference layout %s: vLLM expert parallel has EP = TP x DP = %d, not %d", infer,
                 I->tp * I->dp, I->ep);
     return FALSE;
+  }
+  if (fw == RF_INFER_SGLANG && (I->tp % I->ep || I->tp % I->adp)) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "inference layout %s: SGLang splits each TP%d engine into EP%d x MoE-TP and "
+                "ADP%d x attention-TP groups: EP and ADP must divide TP",
+                infer, I->tp, I->ep, I->adp);
+    return FALSE;
+  }
+  if (fw == RF_INFER_MEGATRON) {
+    /* Megatron generation: EP x ETP folds into the TP x DP ranks, as in training. */
+    int64_t fold = (int64_t)I->ep * I->etp, base = I->tp;
+    if (!I->dp_given) I->dp = (int)(fold / gcd64(fold, base));
+    if (((double)I->tp * I->dp) + wt >= RF_MAX_RANKS) {
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                  "layouts %s -> %s need more ranks than the limit of %d", train, infer,
+                  RF_MAX_RANKS - 1);
+      return FALSE;
+    }
+    if (((int64_t)I->tp * I->dp) % fold) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "inference layout %s: EP%d x ETP%d does not divide TP%d x DP%d = %d ranks", infer,
+                  I->ep, I->etp, I->tp, I->dp, I->tp * I->dp);
+      return FALSE;
+    }
   }
   return TRUE;
 }
@@ -626,25 +757,43 @@ static gboolean place_ranks(RfProblem *pb, const RfParallel *T, const RfParallel
   if (!T->dp_given && T->ep * T->etp > 1)
     g_string_append_printf(note, "; training DP%d chosen as the smallest consistent with EP%d",
                            T->dp, T->ep);
+  if (strcmp(pb->dst.framework, "vllm"))
+    g_string_append_printf(note, "; inference framework: %s", pb->dst.framework);
+  if (!strcmp(pb->dst.framework, "megatron") && !I->dp_given && I->ep * I->etp > 1)
+    g_string_append_printf(note, "; inference DP%d chosen as the smallest consistent with EP%d",
+                           I->dp, I->ep);
   pb->placement_note = g_string_free(note, FALSE);
   return TRUE;
 }
 
 RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *infer,
                                  RfTopology *topo, GError **error) {
+  return rf_problem_new_preset_fw(model, train, infer, RF_INFER_VLLM, topo, error);
+}
+
+RfProblem *rf_problem_new_preset_fw(RfModel *model, const char *train, const char *infer,
+                                    RfInferFramework fw, RfTopology *topo, GError **error) {
   g_autoptr(RfProblem) pb = g_new0(RfProblem, 1);
   pb->model = model;
   pb->topo = topo;
   RfParallel T, I;
   if (!rf_parallel_parse(train, &T, error) || !rf_parallel_parse(infer, &I, error)) return NULL;
-  if (!check_layouts(&T, &I, train, infer, error)) return NULL;
+  if ((unsigned)fw >= RF_INFER_COUNT) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown inference framework %d", (int)fw);
+    return NULL;
+  }
+  if (!check_layouts(&T, &I, fw, train, infer, error)) return NULL;
   if (topo->gpus_per_domain < 1 || topo->gpus_per_domain >= RF_MAX_RANKS) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "GPUs per domain must be 1..%d, got %d",
                 RF_MAX_RANKS - 1, topo->gpus_per_domain);
     return NULL;
   }
-  if (!build_megatron(pb, &T, error)) return NULL;
-  if (!build_vllm(pb, &I, T.tp * T.cp * T.dp * T.pp, error)) return NULL;
+  int first = T.tp * T.cp * T.dp * T.pp;
+  if (!build_megatron(pb, &pb->src, &T, 0, error)) return NULL;
+  gboolean ok = fw == RF_INFER_SGLANG     ? build_sglang(pb, &I, first, error)
+                : fw == RF_INFER_MEGATRON ? build_megatron(pb, &pb->dst, &I, first, error)
+                                          : build_vllm(pb, &I, first, error);
+  if (!ok) return NULL;
   if (!place_ranks(pb, &T, &I, error)) return NULL;
   return g_steal_pointer(&pb);
 }

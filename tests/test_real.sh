@@ -2,7 +2,8 @@
 # MPI tests of `refit run` (one process per rank).
 #   test_real.sh MODE REFIT TEST_REAL [MPIRUN]
 #   mpi-spec   random DTensor specs, 8 ranks, every strategy, small staging and groups
-#   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy
+#   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy; a shrink (--lost) run;
+#              SGLang and Megatron-generation layouts
 #   errors     bad world size, a rank that stops responding, a lost chunk, a rank SIGKILLed in
 #              each stage kind: clear errors, non-zero
 #   cuda       single-GPU mode, an NCCL self-send, an 8-rank NCCL run with 8 GPUs; exit 77
@@ -71,6 +72,14 @@ mpi-model)
     --domain-size 2
   run_ok "tiny-next TP2xPP2 -> TP2xDP2" 8 --model tiny-next --train TP2xPP2 --infer TP2xDP2 \
     --domain-size 2 --staging-mib 0.005
+  # Elastic recovery, shrink: GPU 1 (training) and GPU 9 (inference) are excluded before the
+  # step; the plan over the survivors runs with 0 wrong elements. Then the other frameworks.
+  run_ok "shrink: tiny-moe TP2xPP2xDP2 -> TP2xDP2, GPUs 1,9 lost" 12 --model tiny-moe \
+    --train TP2xPP2xDP2 --infer TP2xDP2 --lost 1,9
+  run_ok "sglang: tiny-moe TP2xEP2xETP2 -> TP4xADP2xEP2" 8 --model tiny-moe --train TP2xEP2xETP2 \
+    --infer TP4xADP2xEP2 --infer-framework sglang --domain-size 4
+  run_ok "megatron generation: tiny-mla TP2xPP2xEP4 -> TP2xEP2" 10 --model tiny-mla \
+    --train TP2xPP2xEP4 --infer TP2xEP2 --infer-framework megatron --domain-size 4
   ;;
 errors)
   # A world that does not match the plan: one line from rank 0, non-zero.
