@@ -528,6 +528,21 @@ static gboolean attn_kind(RfKind k) {
   }
 }
 
+/* The start every engine-style inference side shares: ranks [first, first + TP x DP), rank =
+ * first + dp * TP + tp, and the [DP, TP] mesh in c->inf. Returns the side's world. */
+static int inference_begin(RfProblem *pb, const RfParallel *P, int first, const char *framework,
+                           Ctx *c, GError **error) {
+  RfSide *side = &pb->dst;
+  rf_side_init(side, framework, pb->model->nparts);
+  side->par = *P;
+  ctx_init(c, pb, side, error);
+  int world = P->tp * P->dp;
+  side_ranks(side, first, world);
+  int dd[2] = {P->dp, P->tp};
+  c->inf = mesh_add(c, 2, dd, side->ranks, world);
+  return world;
+}
+
 /* SGLang inference side: global ranks [first, first + TP x DP), rank = first + dp * TP + tp;
  * DP engines of TP ranks each. Inside an engine (python/sglang/srt/layers/dp_attention.py):
  * attention over [ADP, TP / ADP] (attn_tp_rank = tp % (TP / ADP)), the embedding replicated
@@ -535,14 +550,8 @@ static gboolean attn_kind(RfKind k) {
 static gboolean build_sglang(RfProblem *pb, RfParallel *P, int first, GError **error) {
   RfSide *side = &pb->dst;
   const RfModel *m = pb->model;
-  rf_side_init(side, "sglang", m->nparts);
-  side->par = *P;
   Ctx c;
-  ctx_init(&c, pb, side, error);
-  int world = P->tp * P->dp;
-  side_ranks(side, first, world);
-  int dd[2] = {P->dp, P->tp};
-  c.inf = mesh_add(&c, 2, dd, side->ranks, world);
+  int world = inference_begin(pb, P, first, "sglang", &c, error);
   RfMesh *attn = c.inf, *moe = NULL;
   if (!c.failed && P->adp > 1) {
     int ad[3] = {P->dp, P->adp, P->tp / P->adp};
@@ -584,14 +593,8 @@ static gboolean build_sglang(RfProblem *pb, RfParallel *P, int first, GError **e
 static gboolean build_vllm(RfProblem *pb, RfParallel *P, int first, GError **error) {
   RfSide *side = &pb->dst;
   const RfModel *m = pb->model;
-  rf_side_init(side, "vllm", m->nparts);
-  side->par = *P;
   Ctx c;
-  ctx_init(&c, pb, side, error);
-  int world = P->tp * P->dp;
-  side_ranks(side, first, world);
-  int dd[2] = {P->dp, P->tp};
-  c.inf = mesh_add(&c, 2, dd, side->ranks, world);
+  int world = inference_begin(pb, P, first, "vllm", &c, error);
   if (!c.failed && P->ep_given) {
     int ed[1] = {world};
     c.inf_ep = mesh_add(&c, 1, ed, side->ranks, world);
