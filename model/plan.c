@@ -328,10 +328,13 @@ static void send_m2n(Builder *b, uint32_t piece, uint64_t by, int src, int dst, 
   loads_add(b, &b->ld, src, dst, by);
 }
 
-/* The holder that can send by more bytes over the network soonest; ties go round robin. */
+/* The holder that can send by more bytes over the network soonest. The round-robin holder
+ * keeps the piece unless another would finish it more than one piece's time sooner: the
+ * balance stays within a piece or two, and pieces keep flowing between the same ranks, so
+ * they aggregate into few messages. */
 static int pick_holder(const Builder *b, const int *hold, int nhold, int rot, uint64_t by) {
   int best = hold[rot % nhold];
-  double bc = rank_cost(b, &b->ld, best, by, 0, 0, 0);
+  double bc = rank_cost(b, &b->ld, best, by, 0, 0, 0) - (double)by * b->nic_inv;
   for (int i = 1; i < nhold; i++) {
     int h = hold[(rot + i) % nhold];
     double c = rank_cost(b, &b->ld, h, by, 0, 0, 0);
@@ -372,12 +375,13 @@ static void m2n_groups(Builder *b, uint32_t piece, uint64_t by, const int *hold,
     int hsrc = ph == RF_PHASE_DIRECT ? src : -1;
     uint64_t fwd_tx = k + K < nr ? by : 0; /* the receiver forwards it once more */
     /* domain copy: the least loaded receiver */
-    int lead = dst[i];
-    double lc = -1;
-    for (int t = 0; t < cnt; t++) {
+    int lead = dst[i + (rot + k) % cnt]; /* the round-robin receiver, unless (pick_holder) */
+    double lc = rank_cost(b, &b->ld, lead, fwd_tx, by, (uint64_t)(cnt - 1) * by, 0),
+           lbar = lc - (double)by * b->nic_inv;
+    for (int t = 1; t < cnt; t++) {
       int r = dst[i + (rot + k + t) % cnt];
       double c = rank_cost(b, &b->ld, r, fwd_tx, by, (uint64_t)(cnt - 1) * by, 0);
-      if (lc < 0 || c < lc) lc = c, lead = r;
+      if (c < lbar) lc = lbar = c, lead = r;
     }
     gboolean direct = FALSE;
     if (cnt > 1) {
