@@ -165,7 +165,8 @@ static inline int holder(const Shards *s, int k, int r) {
 
 /* Deliver one piece from its holders to the ranks dst[0..n) (reordered in place).
  * Flat (p2p): each destination reads from the holder in its own domain, else round robin.
- * Hierarchical (m2n): destinations are grouped by NVLink domain; a domain holding a holder is
+ * Hierarchical (the gather-broadcast export; m2n has its own balanced deliver_m2n below):
+ * destinations are grouped by NVLink domain; a domain holding a holder is
  * served over NVLink; of the others, K = min(holders, domains) are injected by distinct holders
  * and the rest forwarded along chains i, i+K, i+2K, ... by domain leaders; each leader fans the
  * piece out over NVLink one stage later. Each piece so crosses the network once per domain.
