@@ -51,6 +51,12 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_add_int_value(b, (gint64)s->payload_bytes);
   json_builder_set_member_name(b, "lower_bound_s");
   json_builder_add_double_value(b, s->lower_bound_s);
+  json_builder_set_member_name(b, "max_nvlink_bytes");
+  json_builder_add_int_value(b, (gint64)s->max_nvlink_bytes);
+  json_builder_set_member_name(b, "link_bound_s");
+  json_builder_add_double_value(b, s->link_bound_s);
+  json_builder_set_member_name(b, "physical_bound_s");
+  json_builder_add_double_value(b, s->domain_bound_s);
   json_builder_set_member_name(b, "phases");
   json_builder_begin_array(b);
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
@@ -77,19 +83,20 @@ static void print_header(const RfArgs *a, const RfProblem *pb) {
   printf("# topology %s: %d GPUs per NVLink domain, %d x %.0f Gb/s NIC per GPU\n", pb->topo->name,
          pb->topo->gpus_per_domain, pb->topo->nics_per_gpu, pb->topo->nic_Gbps);
   printf("# placement: %s\n", pb->placement_note);
-  printf("%-17s %12s %12s %12s %10s %11s %7s %10s %8s\n", "strategy", "network", "nvlink",
-         "max_nic", "messages", "transfers", "stages", "lower_bd", "net/model");
-  printf("%-17s %12s %12s %12s %10s %11s %7s %10s %8s\n", "", "(GB)", "(GB)", "(GB)", "", "", "",
-         "(s)", "(x)");
+  printf("%-17s %12s %12s %12s %10s %11s %7s %10s %10s %8s\n", "strategy", "network", "nvlink",
+         "max_nic", "messages", "transfers", "stages", "lower_bd", "phys_bd", "net/model");
+  printf("%-17s %12s %12s %12s %10s %11s %7s %10s %10s %8s\n", "", "(GB)", "(GB)", "(GB)", "", "",
+         "", "(s)", "(s)", "(x)");
 }
 
 static void print_row(const PlanRow *r, uint64_t model_bytes) {
   const RfPlanStats *s = &r->stats;
   printf("%-17s %12.3f %12.3f %12.3f %10" G_GUINT64_FORMAT " %11" G_GUINT64_FORMAT
-         " %7d %10.4f %8.2f\n",
+         " %7d %10.4f %10.4f %8.2f\n",
          rf_strategy_name(r->strategy), s->network_bytes / 1e9, s->nvlink_bytes / 1e9,
          s->max_nic_bytes / 1e9, (guint64)s->messages, (guint64)s->transfers, s->stages,
-         s->lower_bound_s, model_bytes ? (double)s->network_bytes / model_bytes : 0);
+         s->lower_bound_s, s->domain_bound_s,
+         model_bytes ? (double)s->network_bytes / model_bytes : 0);
 }
 
 int rf_cmd_plan(int argc, char **argv) {
@@ -103,7 +110,8 @@ int rf_cmd_plan(int argc, char **argv) {
       ctx,
       "Plan the refit of a model from a Megatron training layout to a vLLM inference layout\n"
       "(or of a raw DTensor spec) and print, per strategy, bytes over the network and NVLink,\n"
-      "the busiest NIC, messages, transfers and the network lower bound.");
+      "the busiest NIC, messages, transfers, the plan's network lower bound (busiest NIC) and\n"
+      "the physical bound (bytes into or out of the busiest NVLink domain over its NIC rate).");
   g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
   g_option_context_set_main_group(ctx, rf_args_group(&a));
   g_option_context_add_main_entries(ctx, entries, NULL);

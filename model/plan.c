@@ -52,6 +52,14 @@ static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage
 }
 
 typedef struct {
+  uint64_t ntx, nrx, vtx, vrx; /* network / NVLink bytes sent, received */
+} Load;
+
+typedef struct {
+  Load *r; /* per global rank */
+} Loads;
+
+typedef struct {
   const RfProblem *pb;
   GArray *pieces;
   XferVec x;
@@ -65,6 +73,16 @@ typedef struct {
   uint32_t stamp;
   GError **error;
   gboolean failed;
+  /* m2n load balancing: bytes each rank sends and receives so far, over the network and over
+   * NVLink, in the plan being built (ld) and in the p2p plan of the same problem (p2p, counted
+   * alongside so m2n can be held to never do worse); per-GPU link rates in bytes/s */
+  Loads ld, p2p;
+  double gpu_nic_Bps, nvl_Bps;
+  double nic_inv, nvl_inv; /* seconds per byte */
+  uint64_t split_bytes;
+  int *grp, *fwd, *astage; /* scratch per delivery: remote domain groups (start, end in dst),
+                            their forwarders and the stage these received the piece at */
+  int nscratch;
 } Builder;
 
 static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
@@ -161,7 +179,8 @@ static int drop_lost(const Builder *b, int *v, int n) {
 
 /* Deliver one piece from its holders to the ranks dst[0..n) (reordered in place).
  * Flat (p2p): each destination reads from the holder in its own domain, else round robin.
- * Hierarchical (m2n): destinations are grouped by NVLink domain; a domain holding a holder is
+ * Hierarchical (the gather-broadcast export; m2n has its own balanced deliver_m2n below):
+ * destinations are grouped by NVLink domain; a domain holding a holder is
  * served over NVLink; of the others, K = min(holders, domains) are injected by distinct holders
  * and the rest forwarded along chains i, i+K, i+2K, ... by domain leaders; each leader fans the
  * piece out over NVLink one stage later. Each piece so crosses the network once per domain.
@@ -269,6 +288,226 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
   g_free(leader);
 }
 
+/* ---- m2n: load-balanced domain delivery ------------------------------------------------ */
+
+/* A piece larger than Builder.split_bytes is cut into sub-boxes, each delivered on its own, so
+ * that one large piece spreads over several holders, NICs and NVLink links instead of pinning
+ * one of each. The threshold is 1/SPLIT_SHARE of the bytes the busiest domain's NICs must each
+ * carry at least (the physical bound), and no less than SPLIT_MIN: pieces that small already
+ * balance to within a fraction of a percent, and cutting them finer only adds transfers. */
+#define SPLIT_SHARE 256
+#define SPLIT_MIN (UINT64_C(8) << 20)
+
+static void loads_init(Loads *l, int n) {
+  l->r = g_new0(Load, n);
+}
+
+static void loads_clear(Loads *l) {
+  g_free(l->r);
+}
+
+static inline void loads_add(const Builder *b, Loads *l, int src, int dst, uint64_t by) {
+  if (src == dst) return;
+  if (dom(b, src) != dom(b, dst)) {
+    l->r[src].ntx += by;
+    l->r[dst].nrx += by;
+  } else {
+    l->r[src].vtx += by;
+    l->r[dst].vrx += by;
+  }
+}
+
+/* Time the busiest of rank r's links that the given bytes would go over (a NIC and an NVLink
+ * link each way: four links) would need with them added; untouched links do not count, so a
+ * rank busy receiving is still a good sender. All zero: its busiest link as it is. */
+static inline double rank_cost(const Builder *b, const Loads *l, int r, uint64_t ntx, uint64_t nrx,
+                               uint64_t vtx, uint64_t vrx) {
+  const Load *x = &l->r[r];
+  gboolean all = !(ntx | nrx | vtx | vrx);
+  uint64_t n = MAX(ntx || all ? x->ntx + ntx : 0, nrx || all ? x->nrx + nrx : 0);
+  uint64_t v = MAX(vtx || all ? x->vtx + vtx : 0, vrx || all ? x->vrx + vrx : 0);
+  return MAX((double)n * b->nic_inv, (double)v * b->nvl_inv);
+}
+
+/* Busiest link of a whole set of loads, in seconds. */
+static double loads_bound(const Builder *b, const Loads *l) {
+  double mx = 0;
+  for (int r = 0; r < b->pb->nranks; r++)
+    mx = MAX(mx, rank_cost(b, l, r, 0, 0, 0, 0));
+  return mx;
+}
+
+static void send_m2n(Builder *b, uint32_t piece, uint64_t by, int src, int dst, int stage,
+                     RfPhase ph) {
+  emit(b, piece, src, dst, stage, ph, FALSE);
+  loads_add(b, &b->ld, src, dst, by);
+}
+
+/* The holder that can send by more bytes over the network soonest. The round-robin holder
+ * keeps the piece unless another would finish it more than one piece's time sooner: the
+ * balance stays within a piece or two, and pieces keep flowing between the same ranks, so
+ * they aggregate into few messages. */
+static int pick_holder(const Builder *b, const int *hold, int nhold, int rot, uint64_t by) {
+  int best = hold[rot % nhold];
+  double bc = rank_cost(b, &b->ld, best, by, 0, 0, 0) - (double)by * b->nic_inv;
+  for (int i = 1; i < nhold; i++) {
+    int h = hold[(rot + i) % nhold];
+    double c = rank_cost(b, &b->ld, h, by, 0, 0, 0);
+    if (c < bc) bc = c, best = h;
+  }
+  return best;
+}
+
+static void scratch_reserve(Builder *b, int n) {
+  if (n <= b->nscratch) return;
+  b->nscratch = MAX(n, 2 * b->nscratch);
+  b->grp = g_renew(int, b->grp, 2 * b->nscratch);
+  b->fwd = g_renew(int, b->fwd, b->nscratch);
+  b->astage = g_renew(int, b->astage, b->nscratch);
+}
+
+/* Deliver one sub-box (piece) to the remote domain groups grp[0..nr) of dst: groups k < K are
+ * injected by holders, the others forwarded from the receiver of group k - K (chains i, i+K,
+ * ...) unless a holder is less loaded than that forwarder. In a group of cnt ranks the piece either
+ * enters once, at the rank whose links are least loaded, and fans out over NVLink (domain copy), or
+ * every rank reads it from a holder (direct): whichever leaves the busiest touched link less
+ * loaded. Direct wins where the fan-out would make one GPU's NVLink link the bottleneck; with one
+ * rank in the group both are the same. */
+static void m2n_groups(Builder *b, uint32_t piece, uint64_t by, const int *hold, int nhold,
+                       const int *dst, int nr, int K, int rot) {
+  for (int k = 0; k < nr && !b->failed; k++) {
+    int i = b->grp[2 * k], j = b->grp[2 * k + 1], cnt = j - i;
+    /* the source: a holder, or for k >= K the receiver of group k - K (forwarding), unless a
+     * holder's links are less loaded than the forwarder's */
+    int src = pick_holder(b, hold, nhold, rot + k, by), st = 0;
+    RfPhase ph = RF_PHASE_DIRECT;
+    if (k >= K && rank_cost(b, &b->ld, b->fwd[k - K], by, 0, 0, 0) <=
+                      rank_cost(b, &b->ld, src, by, 0, 0, 0)) {
+      src = b->fwd[k - K];
+      st = b->astage[k - K] + 1;
+      ph = RF_PHASE_FORWARD;
+    }
+    int hsrc = ph == RF_PHASE_DIRECT ? src : -1;
+    uint64_t fwd_tx = k + K < nr ? by : 0; /* the receiver forwards it once more */
+    /* domain copy: the least loaded receiver */
+    int lead = dst[i + (rot + k) % cnt]; /* the round-robin receiver, unless (pick_holder) */
+    double lc = rank_cost(b, &b->ld, lead, fwd_tx, by, (uint64_t)(cnt - 1) * by, 0),
+           lbar = lc - (double)by * b->nic_inv;
+    for (int t = 1; t < cnt; t++) {
+      int r = dst[i + (rot + k + t) % cnt];
+      double c = rank_cost(b, &b->ld, r, fwd_tx, by, (uint64_t)(cnt - 1) * by, 0);
+      if (c < lbar) lc = lbar = c, lead = r;
+    }
+    gboolean direct = FALSE;
+    if (cnt > 1) {
+      double hier = MAX(lc, rank_cost(b, &b->ld, src, by, 0, 0, 0));
+      for (int t = i; t < j; t++)
+        if (dst[t] != lead) hier = MAX(hier, rank_cost(b, &b->ld, dst[t], 0, 0, 0, by));
+      /* Direct puts by on every receiver's NIC, the leader's too: it can only win where the
+       * domain copy is bound by something else than the leader's network receive. */
+      if (hier > (double)(b->ld.r[lead].nrx + by) * b->nic_inv) {
+        double dir = 0;
+        for (int t = i; t < j; t++)
+          dir = MAX(dir, rank_cost(b, &b->ld, dst[t], 0, by, 0, 0));
+        /* the holders share cnt copies: the least loaded one takes its share */
+        int h = hsrc >= 0 ? hsrc : pick_holder(b, hold, nhold, rot + k, by);
+        dir =
+            MAX(dir, rank_cost(b, &b->ld, h, (uint64_t)((cnt + nhold - 1) / nhold) * by, 0, 0, 0));
+        direct = dir < hier;
+      }
+    }
+    if (!direct) {
+      send_m2n(b, piece, by, src, lead, st, ph);
+      for (int t = i; t < j; t++)
+        if (dst[t] != lead) send_m2n(b, piece, by, lead, dst[t], st + 1, RF_PHASE_FANOUT);
+      b->fwd[k] = lead;
+      b->astage[k] = st;
+    } else {
+      int best = dst[i];
+      double bc = -1;
+      for (int t = i; t < j; t++) {
+        send_m2n(b, piece, by, pick_holder(b, hold, nhold, rot + t, by), dst[t], 0,
+                 RF_PHASE_DIRECT);
+        double c = rank_cost(b, &b->ld, dst[t], fwd_tx, 0, 0, 0);
+        if (bc < 0 || c < bc) bc = c, best = dst[t];
+      }
+      b->fwd[k] = best;
+      b->astage[k] = 0;
+    }
+  }
+}
+
+/* What the p2p plan would put on each link for this piece: the flat delivery of deliver(),
+ * counted only, so m2n can compare itself with p2p at the end. dst in deliver()'s order; the
+ * holders already marked by domain. */
+static void p2p_shadow(Builder *b, const Delivery *dv, const int *dst, int n, uint64_t by) {
+  for (int j = 0; j < n; j++) {
+    int src = domain_holder(b, dom(b, dst[j])) >= 0 ? near_source(b, dv, dst[j], j) : -1;
+    if (src < 0) src = dv->hold[(j + dv->rot) % dv->nhold];
+    loads_add(b, &b->p2p, src, dst[j], by);
+  }
+}
+
+/* m2n delivery of box (of part pi) from its holders to the ranks dst[0..n) (reordered in
+ * place). Destinations are grouped by NVLink domain; a domain holding a holder is served over
+ * NVLink; the others go through m2n_groups, sub-box by sub-box for a large piece. */
+static void deliver_m2n(Builder *b, uint32_t pi, const RfBox *box, int *hold, int nhold, int *dst,
+                        int n, int rot, gboolean shadow) {
+  const RfPart *part = &b->pb->model->parts[pi];
+  uint32_t piece = UINT32_MAX; /* the whole box, added once a transfer needs it */
+  uint64_t by = (uint64_t)rf_box_volume(box, part->ndim) *
+                (uint64_t)rf_dtype_size(b->pb->model->tensors[part->tensor].dtype);
+  Delivery dv = {0, pi, box, hold, nhold, 0, RF_PHASE_DIRECT, rot};
+  domain_holders_mark(b, &dv);
+  if (shadow) p2p_shadow(b, &dv, dst, n, by);
+  gboolean sorted = TRUE;
+  for (int j = 1; j < n && sorted; j++)
+    sorted = dom(b, dst[j - 1]) <= dom(b, dst[j]);
+  if (!sorted) g_qsort_with_data(dst, n, sizeof(int), cmp_dom, b);
+  scratch_reserve(b, n);
+  int nr = 0, maxcnt = 0;
+  for (int i = 0, j; i < n; i = j) {
+    j = domain_end(b, dst, n, i);
+    if (domain_holder(b, dom(b, dst[i])) >= 0) {
+      if (piece == UINT32_MAX) piece = add_piece(b, pi, box);
+      for (int t = i; t < j; t++) {
+        int src = near_source(b, &dv, dst[t], t - i);
+        emit(b, piece, src, dst[t], 0, RF_PHASE_DIRECT, FALSE);
+        loads_add(b, &b->ld, src, dst[t], by);
+      }
+    } else {
+      b->grp[2 * nr] = i;
+      b->grp[2 * nr++ + 1] = j;
+      maxcnt = MAX(maxcnt, j - i);
+    }
+  }
+  if (nr == 0) return;
+  int K = MIN(nhold, nr);
+  /* Cut a large piece along its outermost dim that can take the cut (row-major runs stay
+   * long), into as many sub-boxes as there are holders or receivers to spread over. */
+  uint64_t want = MIN((by + b->split_bytes - 1) / b->split_bytes, (uint64_t)MAX(maxcnt, K));
+  int sd = -1;
+  for (int d = 0; d < part->ndim && want > 1; d++)
+    if (box->hi[d] - box->lo[d] >= (int64_t)want) {
+      sd = d;
+      break;
+    }
+  if (sd < 0) {
+    if (piece == UINT32_MAX) piece = add_piece(b, pi, box);
+    m2n_groups(b, piece, by, hold, nhold, dst, nr, K, rot);
+    return;
+  }
+  int64_t ext = box->hi[sd] - box->lo[sd];
+  for (uint64_t s = 0; s < want && !b->failed; s++) {
+    RfBox sub = *box;
+    sub.lo[sd] = box->lo[sd] + (int64_t)((uint64_t)ext * s / want);
+    sub.hi[sd] = box->lo[sd] + (int64_t)((uint64_t)ext * (s + 1) / want);
+    uint32_t sp = add_piece(b, pi, &sub);
+    uint64_t sby = g_array_index(b->pieces, RfPiece, sp).bytes;
+    m2n_groups(b, sp, sby, hold, nhold, dst, nr, K, rot + (int)s);
+  }
+}
+
 /* p2p and m2n: the overlap of every (source shard, destination shard) pair, to every replica. */
 static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *D, gboolean m2n) {
   int nd = b->pb->model->parts[pi].ndim;
@@ -284,8 +523,12 @@ static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *
         hold[j] = holder(S, sk, j);
       int nhold = drop_lost(b, hold, S->nrep); /* > 0: rf_problem_set_lost checked */
       memcpy(dst, dall, sizeof(int) * ndst);   /* deliver may reorder it */
-      Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, nhold, 0, RF_PHASE_DIRECT, sk + dk};
-      deliver(b, &dv, dst, ndst, m2n);
+      if (m2n) {
+        deliver_m2n(b, pi, &box, hold, nhold, dst, ndst, sk + dk, b->strategy == RF_STRATEGY_M2N);
+      } else {
+        Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, nhold, 0, RF_PHASE_DIRECT, sk + dk};
+        deliver(b, &dv, dst, ndst, FALSE);
+      }
     }
   }
   g_free(hold);
@@ -515,6 +758,84 @@ static RfTransfer *sort_xfers(RfTransfer *v, uint64_t n, int rb, int sb) {
   return v;
 }
 
+/* The physical network bound of the problem (RfPlanStats.domain_bound_s). Per part, over the
+ * overlapping (source shard, destination shard) pairs: the distinct shards of one placement
+ * tile the part, so overlaps of distinct pairs are disjoint and their volumes add up.
+ * - into domain d: the overlap, if some replica of the destination shard is in d and no
+ *   replica of the source shard is;
+ * - out of domain s: the overlap, if every replica of the source shard is in s and some replica
+ *   of the destination shard is outside s. */
+static double domain_bound(const RfProblem *pb) {
+  const RfModel *m = pb->model;
+  int nd_ = 0;
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] >= 0) nd_ = MAX(nd_, rf_problem_domain(pb, r) + 1);
+  if (nd_ == 0) return 0;
+  uint64_t *in = g_new0(uint64_t, nd_), *out = g_new0(uint64_t, nd_);
+  int *nranks = g_new0(int, nd_);
+  uint32_t *dmark = g_new0(uint32_t, nd_), *smark = g_new0(uint32_t, nd_), stamp = 0;
+  /* ranks of the problem per domain (a rank on both sides counts once) */
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] >= 0 && (rf_side_index(&pb->src, r) >= 0 || rf_side_index(&pb->dst, r) >= 0))
+      nranks[rf_problem_domain(pb, r)]++;
+  int *ddoms = NULL, nddoms_cap = 0;
+  for (uint32_t pi = 0; pi < m->nparts; pi++) {
+    const RfPlacement *sp = &pb->src.place[pi], *dp = &pb->dst.place[pi];
+    if (!sp->mesh || !dp->mesh) continue;
+    int nd = m->parts[pi].ndim;
+    uint64_t es = (uint64_t)rf_dtype_size(m->tensors[m->parts[pi].tensor].dtype);
+    Shards S, D;
+    shards_init(&S, sp);
+    shards_init(&D, dp);
+    if (nddoms_cap < D.nrep) {
+      nddoms_cap = D.nrep;
+      ddoms = g_renew(int, ddoms, nddoms_cap);
+    }
+    for (int dk = 0; dk < D.n; dk++) {
+      for (int sk = 0; sk < S.n; sk++) {
+        RfBox ov;
+        if (!rf_box_intersect(&S.box[sk], &D.box[dk], nd, &ov)) continue;
+        uint64_t by = (uint64_t)rf_box_volume(&ov, nd) * es;
+        if (++stamp == 0) { /* wrapped: forget every old mark */
+          memset(dmark, 0, sizeof(uint32_t) * nd_);
+          memset(smark, 0, sizeof(uint32_t) * nd_);
+          stamp = 1;
+        }
+        int only = -2; /* the one domain of every source replica, -1 if several */
+        for (int j = 0; j < S.nrep; j++) {
+          int d = rf_problem_domain(pb, holder(&S, sk, j));
+          smark[d] = stamp;
+          only = only == -2 || only == d ? d : -1;
+        }
+        int ndd = 0;
+        gboolean outside = FALSE;
+        for (int j = 0; j < D.nrep; j++) {
+          int d = rf_problem_domain(pb, holder(&D, dk, j));
+          outside |= d != only;
+          if (dmark[d] == stamp) continue;
+          dmark[d] = stamp;
+          ddoms[ndd++] = d;
+        }
+        for (int k = 0; k < ndd; k++)
+          if (smark[ddoms[k]] != stamp) in[ddoms[k]] += by;
+        if (only >= 0 && outside) out[only] += by;
+      }
+    }
+    shards_clear(&S);
+    shards_clear(&D);
+  }
+  double bps = rf_topology_nic_Bps(pb->topo) * MAX(1, pb->topo->nics_per_gpu), mx = 0;
+  for (int d = 0; d < nd_; d++)
+    if (nranks[d] > 0) mx = MAX(mx, (double)MAX(in[d], out[d]) / (nranks[d] * bps));
+  g_free(in);
+  g_free(out);
+  g_free(nranks);
+  g_free(dmark);
+  g_free(smark);
+  g_free(ddoms);
+  return mx;
+}
+
 static void finish(RfPlan *plan) {
   const RfProblem *pb = plan->problem;
   int rb = bits_for((uint64_t)pb->nranks), sb = bits_for((uint64_t)plan->nstages);
@@ -533,6 +854,7 @@ static void finish(RfPlan *plan) {
   const int nslot = RF_PHASE_COUNT + 1;
   uint64_t *tx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
   uint64_t *rx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
+  uint64_t *vtx = g_new0(uint64_t, pb->nranks), *vrx = g_new0(uint64_t, pb->nranks);
   RfPlanStats *st = &plan->stats;
   int64_t mi = -1;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
@@ -558,23 +880,33 @@ static void finish(RfPlan *plan) {
       rx[(size_t)t->dst * nslot + t->phase] += by;
     } else if (t->src != t->dst) {
       st->nvlink_bytes += by;
+      vtx[t->src] += by;
+      vrx[t->dst] += by;
     }
   }
   uint64_t mx[RF_PHASE_COUNT + 1] = {0};
-  for (int r = 0; r < pb->nranks; r++)
+  for (int r = 0; r < pb->nranks; r++) {
     for (int k = 0; k < nslot; k++)
       mx[k] = MAX(mx[k], MAX(tx[(size_t)r * nslot + k], rx[(size_t)r * nslot + k]));
+    st->max_nvlink_bytes = MAX(st->max_nvlink_bytes, MAX(vtx[r], vrx[r]));
+  }
   uint64_t nics = (uint64_t)MAX(1, pb->topo->nics_per_gpu);
   st->max_nic_bytes = mx[RF_PHASE_COUNT] / nics;
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++)
     st->phase_max_nic_bytes[ph] = mx[ph] / nics;
   g_free(tx);
   g_free(rx);
+  g_free(vtx);
+  g_free(vrx);
   g_free(pbytes);
   st->messages = plan->nmsgs;
   st->transfers = plan->nxfers;
   st->stages = plan->nstages;
   st->lower_bound_s = (double)st->max_nic_bytes / rf_topology_nic_Bps(pb->topo);
+  st->link_bound_s = st->lower_bound_s;
+  if (pb->topo->nvlink_GBps > 0)
+    st->link_bound_s =
+        MAX(st->link_bound_s, (double)st->max_nvlink_bytes / (pb->topo->nvlink_GBps * 1e9));
   const RfModel *m = pb->model;
   for (uint32_t pi = 0; pi < m->nparts; pi++) {
     const RfPlacement *p = &pb->dst.place[pi];
@@ -588,6 +920,45 @@ static void finish(RfPlan *plan) {
         alive -= pb->lost[rf_placement_rank(p, s, r)];
       st->payload_bytes += (uint64_t)rf_box_volume(&box, p->ndim) * es * alive;
     }
+  }
+}
+
+/* Plan every part; m2n_hier FALSE plans m2n's parts by the flat p2p delivery. */
+static void build_parts(Builder *b, const Chains *ch, gboolean m2n_hier) {
+  const RfProblem *pb = b->pb;
+  const RfModel *m = pb->model;
+  for (uint32_t pi = 0; pi < m->nparts && !b->failed; pi++) {
+    const RfPlacement *sp = &pb->src.place[pi], *dp = &pb->dst.place[pi];
+    const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+    if (!dp->mesh) continue;
+    if (!sp->mesh) {
+      g_set_error(b->error, RF_ERROR, RF_ERROR_INPUT, "no source holds %s", t->name);
+      b->failed = TRUE;
+      break;
+    }
+    Shards S, D;
+    shards_init(&S, sp);
+    shards_init(&D, dp);
+    RfStrategy st = b->strategy;
+    if (st == RF_STRATEGY_HYBRID)
+      st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
+    /* The export all-gathers every shard on every source rank: quadratic in the mesh size.
+     * Refuse before emitting what cannot fit. */
+    uint64_t export_min = (uint64_t)MAX(S.n - 1, 0) * (uint64_t)pb->src.nranks +
+                          (uint64_t)MAX(ch->n - 1, 0); /* and one broadcast chain */
+    if (st == RF_STRATEGY_GATHER_BROADCAST && b->x.n + export_min > RF_PLAN_MAX_TRANSFERS) {
+      g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
+                  "gather-broadcast: gathering the %d shards of %s on %d source ranks needs over "
+                  "%llu transfers, more than the limit of %llu (2^27); use another strategy",
+                  S.n, t->name, pb->src.nranks, (unsigned long long)(b->x.n + export_min),
+                  (unsigned long long)RF_PLAN_MAX_TRANSFERS);
+      b->failed = TRUE;
+    } else if (st == RF_STRATEGY_GATHER_BROADCAST)
+      plan_gather_broadcast(b, pi, &S, ch);
+    else
+      plan_direct(b, pi, &S, &D, st == RF_STRATEGY_M2N && m2n_hier);
+    shards_clear(&S);
+    shards_clear(&D);
   }
 }
 
@@ -607,47 +978,36 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   }
   b.dh_stamp = g_new0(uint32_t, b.ndomains);
   b.dh_first = g_new(int, b.ndomains);
-  const RfModel *m = pb->model;
+  loads_init(&b.ld, pb->nranks);
+  loads_init(&b.p2p, pb->nranks);
+  b.gpu_nic_Bps = rf_topology_nic_Bps(pb->topo) * MAX(1, pb->topo->nics_per_gpu);
+  b.nvl_Bps = pb->topo->nvlink_GBps > 0 ? pb->topo->nvlink_GBps * 1e9 : 1e300;
+  b.nic_inv = 1.0 / b.gpu_nic_Bps;
+  b.nvl_inv = 1.0 / b.nvl_Bps;
+  double phys = domain_bound(pb);
+  b.split_bytes = MAX(SPLIT_MIN, (uint64_t)(phys * b.gpu_nic_Bps / SPLIT_SHARE));
   Chains ch = {0};
   gboolean need_chains = strategy == RF_STRATEGY_GATHER_BROADCAST || strategy == RF_STRATEGY_HYBRID;
   if (need_chains) chains_build(&b, &ch);
-  for (uint32_t pi = 0; pi < m->nparts && !b.failed; pi++) {
-    const RfPlacement *sp = &pb->src.place[pi], *dp = &pb->dst.place[pi];
-    const RfTensor *t = &m->tensors[m->parts[pi].tensor];
-    if (!dp->mesh) continue;
-    if (!sp->mesh) {
-      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "no source holds %s", t->name);
-      b.failed = TRUE;
-      break;
-    }
-    Shards S, D;
-    shards_init(&S, sp);
-    shards_init(&D, dp);
-    RfStrategy st = strategy;
-    if (st == RF_STRATEGY_HYBRID)
-      st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
-    /* The export all-gathers every shard on every source rank: quadratic in the mesh size.
-     * Refuse before emitting what cannot fit. */
-    uint64_t export_min = (uint64_t)MAX(S.n - 1, 0) * (uint64_t)pb->src.nranks +
-                          (uint64_t)MAX(ch.n - 1, 0); /* and one broadcast chain */
-    if (st == RF_STRATEGY_GATHER_BROADCAST && b.x.n + export_min > RF_PLAN_MAX_TRANSFERS) {
-      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
-                  "gather-broadcast: gathering the %d shards of %s on %d source ranks needs over "
-                  "%llu transfers, more than the limit of %llu (2^27); use another strategy",
-                  S.n, t->name, pb->src.nranks, (unsigned long long)(b.x.n + export_min),
-                  (unsigned long long)RF_PLAN_MAX_TRANSFERS);
-      b.failed = TRUE;
-    } else if (st == RF_STRATEGY_GATHER_BROADCAST)
-      plan_gather_broadcast(&b, pi, &S, &ch);
-    else
-      plan_direct(&b, pi, &S, &D, st == RF_STRATEGY_M2N);
-    shards_clear(&S);
-    shards_clear(&D);
+  build_parts(&b, &ch, TRUE);
+  /* Never worse than p2p: when the balanced m2n plan still leaves its busiest link more loaded
+   * than p2p would, plan m2n as p2p (one copy per destination rank, no domain copies). */
+  if (!b.failed && strategy == RF_STRATEGY_M2N &&
+      loads_bound(&b, &b.ld) > loads_bound(&b, &b.p2p)) {
+    g_array_set_size(b.pieces, 0);
+    b.x.n = 0;
+    b.max_stage = 0;
+    build_parts(&b, &ch, FALSE);
   }
   if (need_chains) chains_clear(&ch);
   g_free(b.domain);
   g_free(b.dh_stamp);
   g_free(b.dh_first);
+  loads_clear(&b.ld);
+  loads_clear(&b.p2p);
+  g_free(b.grp);
+  g_free(b.fwd);
+  g_free(b.astage);
   if (b.failed) {
     g_array_free(b.pieces, TRUE);
     g_free(b.x.v);
@@ -661,6 +1021,7 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   plan->xfers = b.x.n ? g_renew(RfTransfer, b.x.v, b.x.n) : b.x.v;
   plan->nxfers = b.x.n;
   plan->nstages = b.x.n ? b.max_stage + 1 : 0;
+  plan->stats.domain_bound_s = phys;
   finish(plan);
   return plan;
 }

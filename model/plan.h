@@ -70,7 +70,14 @@ typedef struct {
   uint64_t transfers;
   uint64_t payload_bytes; /* bytes the destination side must end with (sum of its shards) */
   int stages;
-  double lower_bound_s; /* max_nic_bytes / NIC bandwidth */
+  double lower_bound_s;      /* max_nic_bytes / NIC bandwidth */
+  uint64_t max_nvlink_bytes; /* max over GPUs of max(NVLink bytes sent, received) */
+  double link_bound_s;       /* busiest link: max(lower_bound_s, max_nvlink_bytes / NVLink rate) */
+  /* The physical network bound, a property of the problem (the same for every strategy): per
+   * NVLink domain, the bytes that must enter it (elements its ranks need and no rank of it holds)
+   * and the bytes that must leave it (elements held only there and needed elsewhere), over the
+   * NIC line rate of the domain's ranks; the max over domains. <= lower_bound_s of any plan. */
+  double domain_bound_s;
   uint64_t phase_network_bytes[RF_PHASE_COUNT];
   uint64_t phase_max_nic_bytes[RF_PHASE_COUNT]; /* busiest NIC counting that phase alone */
 } RfPlanStats;

@@ -1,6 +1,7 @@
 /* Plan invariants on random DTensor pairs and on every framework preset, plus known answers. */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,7 +13,11 @@ static RfProblem *spec_problem(const char *json, int domain, GError **e) {
   return rf_problem_new_spec(json, -1, rf_topology_new_domains(domain), e);
 }
 
+/* Every strategy verified; the physical bound below every plan's busiest NIC; m2n (the
+ * strategy refit recommends) never busier on its busiest link than p2p, nor on its busiest NIC
+ * where p2p is bound by a NIC. */
 static void verify_all(const RfProblem *pb, const char *what) {
+  RfPlanStats st[RF_STRATEGY_COUNT];
   for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
     GError *e = NULL;
     RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
@@ -31,8 +36,23 @@ static void verify_all(const RfProblem *pb, const char *what) {
     g_assert_cmpuint(n, ==, plan->nxfers);
     g_assert_cmpuint(by, ==, tb);
     g_assert_cmpuint(plan->stats.network_bytes + plan->stats.nvlink_bytes, <=, tb);
+    st[s] = plan->stats;
+    /* max_nic_bytes is floored per NIC: allow one byte a NIC */
+    double slack = (double)pb->topo->nics_per_gpu / rf_topology_nic_Bps(pb->topo);
+    if (st[s].domain_bound_s > st[s].lower_bound_s * (1 + 1e-12) + slack)
+      g_error("%s %s: physical bound %.9g s above the busiest NIC %.9g s", what,
+              rf_strategy_name(s), st[s].domain_bound_s, st[s].lower_bound_s);
+    g_assert_cmpfloat(st[s].link_bound_s, >=, st[s].lower_bound_s);
     rf_plan_free(plan);
   }
+  const RfPlanStats *m = &st[RF_STRATEGY_M2N], *p = &st[RF_STRATEGY_P2P];
+  g_assert_cmpfloat(m->domain_bound_s, ==, p->domain_bound_s);
+  if (m->link_bound_s > p->link_bound_s * (1 + 1e-9))
+    g_error("%s: m2n busiest link %.9g s above p2p's %.9g s", what, m->link_bound_s,
+            p->link_bound_s);
+  if (p->link_bound_s == p->lower_bound_s && m->max_nic_bytes > p->max_nic_bytes + 1)
+    g_error("%s: m2n busiest NIC %llu bytes above p2p's %llu", what,
+            (unsigned long long)m->max_nic_bytes, (unsigned long long)p->max_nic_bytes);
 }
 
 static void append_side(GString *s, GRand *rng, int nd, const int *pool, int npool) {
@@ -262,6 +282,27 @@ static void test_qwen3_reported(void) {
   rf_problem_free(pb);
 }
 
+/* The reported Nemotron-3 Ultra configuration on GB200 NVL72 (72 GPUs a domain, one 400G NIC
+ * a GPU): all 64 inference GPUs sit in one domain, which needs the whole model M, so the
+ * physical bound is M / (64 x 50 GB/s); the balanced m2n plan puts within 1% of M / 64 on its
+ * busiest NIC (27.8 GB, 1.62x, before load balancing), and far below p2p's. */
+static void test_nemotron_balanced(void) {
+  GError *e = NULL;
+  g_autoptr(RfProblem) pb = preset("nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8", 72, &e);
+  g_assert_no_error(e);
+  g_assert_cmpint(pb->dst.nranks, ==, 64);
+  pb->topo->nvlink_GBps = 900; /* NVLink5 (the bare topology has H100's 450) */
+  uint64_t model = (uint64_t)rf_model_bytes(pb->model);
+  g_autoptr(RfPlan) m2n = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  g_autoptr(RfPlan) p2p = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpfloat(fabs(m2n->stats.domain_bound_s - model / (64 * 50e9)), <, 1e-9);
+  g_assert_cmpuint(m2n->stats.network_bytes, ==, model);
+  g_assert_cmpfloat((double)m2n->stats.max_nic_bytes, <=, 1.01 * model / 64);
+  g_assert_cmpuint(m2n->stats.max_nic_bytes, <, p2p->stats.max_nic_bytes);
+}
+
 /* A corrupted plan is caught: drop one transfer, duplicate another. */
 static void test_verify_catches(void) {
   GError *e = NULL;
@@ -463,6 +504,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/plan/known/m2n_domains", test_m2n_domains);
   g_test_add_func("/plan/known/m2n_chain", test_m2n_chain);
   g_test_add_func("/plan/known/qwen3_reported", test_qwen3_reported);
+  g_test_add_func("/plan/known/nemotron_balanced", test_nemotron_balanced);
   g_test_add_func("/plan/verify_catches", test_verify_catches);
   for (size_t i = 0; i < G_N_ELEMENTS(bad_specs); i++) {
     g_autofree char *path = g_strdup_printf("/plan/bad_specs/%zu", i);
