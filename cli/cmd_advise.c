@@ -791,11 +791,9 @@ int rf_cmd_advise(int argc, char **argv) {
   g_free(live);
   if (!ok) goto out;
   /* 4. rank and report */
+  ndropped = 0; /* now with those whose plan or refit memory failed */
   for (int i = 0; i < n; i++)
-    if (!k[i].dropped && !k[i].bound.ok) {
-      k[i].dropped = TRUE;
-      ndropped++;
-    }
+    ndropped += k[i].dropped;
   g_qsort_with_data(order, nord, sizeof(int), by_prediction, k);
   int nsim = 0, npruned = 0, nok = 0;
   for (int i = 0; i < n; i++) {

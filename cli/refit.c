@@ -21,6 +21,7 @@ static void usage(FILE *f) {
          "verified\n"
          "  topology show|check NAME   every key of a topology file; check it and its calibration\n"
          "  advise ARGS                search inference layouts, placements and strategies\n"
+         "  step ARGS                  refit's share of one RL step, end-to-end speedup\n"
          "\n"
          "ARGS: --model NAME --train LAYOUT --infer LAYOUT | --spec FILE, [--topology NAME]\n"
          "      [--domain-size N] [--strategy gather-broadcast|p2p|m2n|hybrid|all] [--json]\n"
@@ -44,10 +45,10 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-  } commands[] = {{"model", rf_cmd_model},  {"plan", rf_cmd_plan},
-                  {"sim", rf_cmd_sim},      {"calibrate", rf_cmd_calibrate},
-                  {"run", rf_cmd_run},      {"topology", rf_cmd_topology},
-                  {"advise", rf_cmd_advise}};
+  } commands[] = {{"model", rf_cmd_model},   {"plan", rf_cmd_plan},
+                  {"sim", rf_cmd_sim},       {"calibrate", rf_cmd_calibrate},
+                  {"run", rf_cmd_run},       {"topology", rf_cmd_topology},
+                  {"advise", rf_cmd_advise}, {"step", rf_cmd_step}};
   for (unsigned i = 0; i < G_N_ELEMENTS(commands); i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
   fprintf(stderr, "refit: error: unknown command '%s' (refit --help)\n", argv[1]);

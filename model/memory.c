@@ -126,11 +126,11 @@ gboolean rf_memory_exceeds(const RfMemory *m) {
 char *rf_memory_format(const RfMemory *m) {
   char cap[64];
   if (m->gpu_memory_bytes > 0)
-    g_snprintf(cap, sizeof cap, " of %.0f GB", m->gpu_memory_bytes / 1e9);
+    g_snprintf(cap, sizeof cap, " of %.4g GB", m->gpu_memory_bytes / 1e9);
   else
     g_snprintf(cap, sizeof cap, " (GPU memory unknown: no [gpu] memory_GB)");
-  return g_strdup_printf("inference GPU: weights %.2f GB + refit extra %.2f GB (holding %.2f, "
-                         "staging %.2f) = %.2f GB%s",
+  return g_strdup_printf("inference GPU: weights %.4g GB + refit extra %.4g GB (holding %.4g, "
+                         "staging %.4g) = %.4g GB%s",
                          m->weights_bytes / 1e9, m->extra_bytes / 1e9, m->hold_bytes / 1e9,
                          m->staging_bytes / 1e9, m->peak_bytes / 1e9, cap);
 }
