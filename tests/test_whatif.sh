@@ -77,6 +77,18 @@ for r in a["ranked"]:
     if "predicted_s" in r:
         assert r["lower_bound_s"] <= r["predicted_s"] * (1 + 1e-9), r
 PY
+# oversubscribed leaves: the bound sees them, and placement matters
+expect_ok "advise leaves" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP16 -n 16 --tp 8 --ep off -s p2p,m2n -T "$DATA/h100-os4.topo" --placement split,interleaved -j 2 -q --exhaustive --json
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "advise on oversubscribed leaves"
+import json, sys
+d = json.load(open(sys.argv[1]))
+top = d["ranked"][0]
+assert (top["placement"], top["strategy"]) == ("interleaved", "p2p"), top
+assert any(r["bound_resource"] == "leaf" for r in d["ranked"]), d["ranked"]
+for r in d["ranked"]:
+    assert r["lower_bound_s"] <= r["predicted_s"], r
+    assert r["lower_bound_s"] >= r["nic_lower_bound_s"], r
+PY
 expect_ok "advise table csv" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 4,8 -s m2n -j 2 -q --csv "$TMP/a.csv"
 grep -q "^# candidates .* pruned by the bound" "$TMP/out" || bad "advise lacks the pruned figure"
 grep -q "^   1 " "$TMP/out" || bad "advise table lacks rank 1"
