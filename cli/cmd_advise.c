@@ -33,7 +33,7 @@ typedef struct {
   int code; /* RfError code when !ok */
   double bound_s, nic_bound_s, predicted_s;
   uint64_t weights_bytes, extra_bytes, peak_bytes, network_bytes;
-  char bound_what[16];
+  char bound_what[40];
   char bound_by[120];
   char error[240];
 } Outcome;
@@ -165,7 +165,7 @@ static void run_candidate(const Ctx *c, const Cand *k, gboolean simulate, Outcom
   if (!plan) goto out;
   const char *what = "NIC";
   out->nic_bound_s = plan->stats.lower_bound_s;
-  out->bound_s = rf_plan_fabric_bound(plan, &what);
+  out->bound_s = rf_plan_fabric_bound(plan, !c->cal.hybrid_overlap, &what);
   g_strlcpy(out->bound_what, what, sizeof out->bound_what);
   out->network_bytes = plan->stats.network_bytes;
   RfMemory mem;
@@ -382,10 +382,11 @@ static void print_table(const Ctx *c, const Cand *cands, const int *rank, int nr
   printf("# refit advise  model %s  train %s  infer GPUs %s  topology %s\n", o->model, o->train,
          o->gpus, o->topology);
   printf("# calibration %s\n", c->cal_source);
+  char mem[32] = "unknown";
+  if (c->mem_bytes > 0) g_snprintf(mem, sizeof mem, "%.0f GB", c->mem_bytes / 1e9);
   printf("# GPU memory %s; KV reserve %.1f GB per GPU; weights must fit memory - reserve, "
          "weights + refit extra must fit memory\n",
-         c->mem_bytes > 0 ? g_strdup_printf("%.0f GB", c->mem_bytes / 1e9) : "unknown",
-         c->reserve_bytes / 1e9);
+         mem, c->reserve_bytes / 1e9);
   printf("# candidates %d: %d infeasible, %d simulated, %d pruned by the bound (%.0f%% of the "
          "feasible), %.1f s wall\n",
          n, ndropped, nsim, npruned, n - ndropped > 0 ? 100.0 * npruned / (n - ndropped) : 0.0,

@@ -68,7 +68,7 @@ GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int nt
   return out;
 }
 
-double rf_plan_fabric_bound(const RfPlan *plan, const char **what) {
+double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what) {
   const RfProblem *pb = plan->problem;
   const RfTopology *t = pb->topo;
   int ngpu = 0;
@@ -115,6 +115,17 @@ double rf_plan_fabric_bound(const RfPlan *plan, const char **what) {
   for (int l = 0; leaves && l < nleaf; l++) {
     double x = MAX(up[l], down[l]) / leaf_Bps;
     if (x > best) best = x, *what = "leaf";
+  }
+  if (hybrid_sequential && plan->strategy == RF_STRATEGY_HYBRID) {
+    /* each part alone needs its busiest NIC; one part runs after the other */
+    const RfPlanStats *st = &plan->stats;
+    uint64_t gb =
+        MAX(st->phase_max_nic_bytes[RF_PHASE_EXPORT], st->phase_max_nic_bytes[RF_PHASE_BROADCAST]);
+    uint64_t m2n = MAX(
+        st->phase_max_nic_bytes[RF_PHASE_DIRECT],
+        MAX(st->phase_max_nic_bytes[RF_PHASE_FORWARD], st->phase_max_nic_bytes[RF_PHASE_FANOUT]));
+    double seq = (double)(gb + m2n) / nic_Bps;
+    if (seq > best) best = seq, *what = "NIC, m2n then gather-broadcast";
   }
   g_free(b);
   g_free(up);

@@ -33,9 +33,12 @@ GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int nt
 
 /* Lower bound of a plan that sees the fabric as the simulator builds it (docs/sim.md), at peak
  * rates: the busiest of every GPU's NICs (per_gpu x min(line rate, PCIe)) and NVLink (tx and rx
- * per GPU), and with oversubscription > 1 every leaf's uplink and downlink. Never below the
- * plan's own lower_bound_s (NICs at line rate). *what gets a static name of the busiest
- * resource ("NIC", "NVLink", "leaf"). Cost: messages + GPUs. */
-double rf_plan_fabric_bound(const RfPlan *plan, const char **what);
+ * per GPU), and with oversubscription > 1 every leaf's uplink and downlink. With
+ * hybrid_sequential (the simulator runs a hybrid's m2n part, then its gather-broadcast part:
+ * calibration [hybrid] overlap=0), a hybrid plan's bound is also at least the sum of the two
+ * parts' busiest-NIC times. Never below the plan's own lower_bound_s (NICs at line rate). *what
+ * gets a static name of the binding resource ("NIC", "NVLink", "leaf", "NIC, m2n then
+ * gather-broadcast"). Cost: messages + GPUs. */
+double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what);
 
 #endif
