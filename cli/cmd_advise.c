@@ -57,6 +57,7 @@ typedef struct {
 
 typedef struct {
   const Opts *o;
+  const RfModel *model; /* for the cheap layout check */
   RfCalibration cal;
   char *cal_source;
   double mem_bytes;     /* GPU memory (0: unknown) */
@@ -587,7 +588,7 @@ static gboolean parse_list(const char *s, const char *flag, int *out, int *n, GE
 static gboolean build_candidates(const Ctx *c, GArray *cands, GError **error) {
   const Opts *o = c->o;
   int tps[64], ntps = 0;
-  if (!parse_list(o->tps ? o->tps : "1-1024", "--tp", tps, &ntps, error)) return FALSE;
+  if (o->tps && !parse_list(o->tps, "--tp", tps, &ntps, error)) return FALSE;
   gboolean with_ep = TRUE, without_ep = TRUE;
   if (o->eps) {
     if (!strcmp(o->eps, "on"))
@@ -622,14 +623,10 @@ static gboolean build_candidates(const Ctx *c, GArray *cands, GError **error) {
   } else {
     pl[np++] = RF_PLACE_SPLIT;
   }
-  RfModel *m = rf_model_load(o->model, error);
-  if (!m) {
-    g_array_free(gpus, TRUE);
-    return FALSE;
-  }
+  const RfModel *m = c->model;
   for (guint g = 0; g < gpus->len; g++) {
     int ng = g_array_index(gpus, int, g);
-    GPtrArray *lay = rf_advise_layouts(m, ng, tps, ntps, with_ep, without_ep);
+    GPtrArray *lay = rf_advise_layouts(m, ng, o->tps ? tps : NULL, ntps, with_ep, without_ep);
     for (guint l = 0; l < lay->len; l++)
       for (int p = 0; p < np; p++)
         for (int s = 0; s < ns; s++) {
@@ -642,7 +639,6 @@ static gboolean build_candidates(const Ctx *c, GArray *cands, GError **error) {
         }
     g_ptr_array_free(lay, TRUE);
   }
-  rf_model_free(m);
   g_array_free(gpus, TRUE);
   return TRUE;
 }
@@ -658,7 +654,12 @@ static void drop_unfit(const Ctx *c, Cand *cands, int n) {
       why = g_strdup(g_hash_table_lookup(seen, key));
     } else {
       GError *e = NULL;
-      RfProblem *pb = cand_problem(c, &cands[i], &e);
+      RfProblem *pb = NULL;
+      int tp = 0;
+      sscanf(cands[i].layout, "TP%d", &tp);
+      if (rf_advise_layout_check(c->model, tp, cands[i].ngpus,
+                                 strstr(cands[i].layout, "EP") != NULL, &e))
+        pb = cand_problem(c, &cands[i], &e);
       if (pb && c->mem_bytes > 0) {
         RfMemory mem;
         rf_memory_weights(pb, &mem);
@@ -698,7 +699,8 @@ int rf_cmd_advise(int argc, char **argv) {
       {"topology", 'T', 0, G_OPTION_ARG_STRING, &o.topology, "Cluster (default dgx-h100)",
        "NAME|FILE"},
       {"tp", 0, 0, G_OPTION_ARG_STRING, &o.tps,
-       "Allowed inference TP values: N, A-B or a list (default 1-1024)", "LIST"},
+       "Allowed inference TP values: N, A-B or a list (default: every divisor of the GPU count)",
+       "LIST"},
       {"ep", 0, 0, G_OPTION_ARG_STRING, &o.eps,
        "vLLM expert parallel (EP = TP x DP): on, off or both (default both, MoE only)", "MODE"},
       {"strategy", 's', 0, G_OPTION_ARG_STRING, &o.strategy,
@@ -734,6 +736,7 @@ int rf_cmd_advise(int argc, char **argv) {
   c.o = &o;
   GArray *cands = g_array_new(FALSE, TRUE, sizeof(Cand));
   RfTopology *topo = NULL;
+  RfModel *model = NULL;
   int *order = NULL, nord = 0;
   gint64 t0 = g_get_monotonic_time();
   /* 1. options and candidates */
@@ -757,6 +760,9 @@ int rf_cmd_advise(int argc, char **argv) {
   if (o.kv_reserve && !parse_reserve(o.kv_reserve, c.mem_bytes, &c.reserve_bytes, &e)) goto out;
   gboolean neutral = FALSE;
   if (!rf_calibration_select(&c.cal, o.calib, topo, &c.cal_source, &neutral, &e)) goto out;
+  model = rf_model_load(o.model, &e);
+  if (!model) goto out;
+  c.model = model;
   if (!build_candidates(&c, cands, &e)) goto out;
   Cand *k = (Cand *)cands->data;
   int n = (int)cands->len;
@@ -823,6 +829,7 @@ out:
   g_array_free(cands, TRUE);
   g_free(order);
   rf_topology_free(topo);
+  rf_model_free(model);
   rf_calibration_clear(&c.cal);
   g_free(c.cal_source);
   g_free(o.model), g_free(o.train), g_free(o.topology), g_free(o.gpus), g_free(o.tps);

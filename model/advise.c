@@ -57,8 +57,8 @@ void rf_problem_interleave(RfProblem *pb) {
 GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
                              gboolean with_ep, gboolean without_ep) {
   GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
-  for (int i = 0; i < ntps; i++) {
-    int t = tps[i];
+  for (int i = 0; i < (tps ? ntps : ngpus); i++) {
+    int t = tps ? tps[i] : i + 1;
     if (t < 1 || ngpus % t) continue;
     if (without_ep || m->arch.experts <= 0)
       g_ptr_array_add(out, g_strdup_printf("TP%dxDP%d", t, ngpus / t));
@@ -66,6 +66,29 @@ GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int nt
       g_ptr_array_add(out, g_strdup_printf("TP%dxDP%dxEP%d", t, ngpus / t, ngpus));
   }
   return out;
+}
+
+gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error) {
+  const RfArch *a = &m->arch;
+  const struct {
+    int64_t n;
+    const char *what;
+  } heads[] = {{a->heads, "attention heads"},
+               {a->lin_heads, "linear-attention heads"},
+               {a->mamba_heads, "Mamba heads"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(heads); i++)
+    if (heads[i].n > 0 && heads[i].n % tp) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "TP%d does not divide %lld %s", tp,
+                  (long long)heads[i].n, heads[i].what);
+      return FALSE;
+    }
+  if (ep && a->experts > 0 && a->experts % ngpus) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "EP%d (vLLM: TP x DP) does not divide %lld routed experts", ngpus,
+                (long long)a->experts);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what) {

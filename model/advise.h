@@ -25,11 +25,16 @@ gboolean rf_placement_kind_parse(const char *s, RfPlacementKind *out, GError **e
 void rf_problem_interleave(RfProblem *pb);
 
 /* vLLM layout strings for ngpus inference GPUs: "TP{t}xDP{ngpus/t}" for every t of tps[ntps]
- * that divides ngpus, and, for a model with routed experts and with_ep, the same with
- * "xEP{ngpus}". Divisibility by heads and experts is left to rf_problem_new_preset (it names
- * the reason). Returns a new array of owned strings. */
+ * (tps NULL: every divisor of ngpus) that divides ngpus, and, for a model with routed experts
+ * and with_ep, the same with "xEP{ngpus}". Returns a new array of owned strings. */
 GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
                              gboolean with_ep, gboolean without_ep);
+
+/* The divisibility vLLM needs of a layout, from the model's numbers alone (no problem built):
+ * TP divides the attention heads and the linear-attention (KDA / GDN) and Mamba heads, EP (=
+ * ngpus) divides the routed experts. FALSE + a one-line reason. rf_problem_new_preset checks
+ * everything (this is a cheap first cut). */
+gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error);
 
 /* Lower bound of a plan that sees the fabric as the simulator builds it (docs/sim.md), at peak
  * rates: the busiest of every GPU's NICs (per_gpu x min(line rate, PCIe)) and NVLink (tx and rx
