@@ -75,6 +75,7 @@ gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep
     const char *what;
   } heads[] = {{a->heads, "attention heads"},
                {a->lin_heads, "linear-attention heads"},
+               {a->lin_kv_heads, "linear-attention key heads"},
                {a->mamba_heads, "Mamba heads"}};
   for (size_t i = 0; i < G_N_ELEMENTS(heads); i++)
     if (heads[i].n > 0 && heads[i].n % tp) {
