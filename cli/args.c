@@ -261,6 +261,9 @@ void rf_plan_args_entries(RfPlanArgs *p, GOptionEntry *entries) {
        "Check each plan's invariants (exactly-once delivery, senders hold what they send)", NULL},
       {"bcast-channels", 0, 0, G_OPTION_ARG_INT, &p->bcast_channels,
        "Rings of the gather-broadcast root broadcast, 1..1024 (default: the topology's)", "N"},
+      {"strict", 0, 0, G_OPTION_ARG_NONE, &p->strict,
+       "Refuse (exit 2) when inference weights + refit memory exceed the topology's GPU memory",
+       NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   memcpy(entries, e, sizeof e);
 }

@@ -48,9 +48,10 @@ typedef struct {
   char *dump;         /* --dump FILE */
   gboolean verify;    /* --verify */
   int bcast_channels; /* --bcast-channels N (0: the topology's) */
+  gboolean strict;    /* --strict: refuse a plan whose inference GPUs run out of memory */
 } RfPlanArgs;
 
-#define RF_PLAN_ARGS_NENTRIES 4 /* with the terminator */
+#define RF_PLAN_ARGS_NENTRIES 5 /* with the terminator */
 /* Fill entries[RF_PLAN_ARGS_NENTRIES] (terminated) for g_option_context_add_main_entries. */
 void rf_plan_args_entries(RfPlanArgs *p, GOptionEntry *entries);
 void rf_plan_args_clear(RfPlanArgs *p);

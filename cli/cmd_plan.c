@@ -8,11 +8,13 @@
 #include "commands.h"
 #include "error.h"
 #include "plan.h"
+#include "predict.h"
 #include "report.h"
 
 typedef struct {
   RfStrategy strategy;
   RfPlanStats stats;
+  RfMemory mem;
 } PlanRow;
 
 typedef struct {
@@ -57,6 +59,14 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_add_double_value(b, s->link_bound_s);
   json_builder_set_member_name(b, "physical_bound_s");
   json_builder_add_double_value(b, s->domain_bound_s);
+  json_builder_set_member_name(b, "infer_weights_bytes");
+  json_builder_add_int_value(b, (gint64)r->mem.weights_bytes);
+  json_builder_set_member_name(b, "refit_extra_bytes");
+  json_builder_add_int_value(b, (gint64)r->mem.extra_bytes);
+  json_builder_set_member_name(b, "infer_peak_bytes");
+  json_builder_add_int_value(b, (gint64)r->mem.peak_bytes);
+  json_builder_set_member_name(b, "memory_exceeded");
+  json_builder_add_boolean_value(b, rf_memory_exceeds(&r->mem));
   json_builder_set_member_name(b, "phases");
   json_builder_begin_array(b);
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
@@ -138,14 +148,25 @@ int rf_cmd_plan(int argc, char **argv) {
     if (!plan) goto out;
     rows[i].strategy = st[i];
     rows[i].stats = plan->stats;
+    rf_memory_of_plan(plan, &rows[i].mem);
     rf_plan_free(plan);
+    if (!rf_memory_check(&rows[i].mem, "refit plan", pa.strict, a.json ? a.quiet : TRUE, &e)) {
+      g_prefix_error(&e, "%s: ", rf_strategy_name(st[i]));
+      goto out;
+    }
     if (!a.json) print_row(&rows[i], model_bytes);
   }
   if (a.json) {
     PlanHead h = {pb->model, pb->placement_note};
     rf_json_print_strategies(json_head, &h, nst, json_row, rows);
-  } else if (pa.verify) {
-    printf("# verified: every destination element received exactly once; OK\n");
+  } else {
+    for (int i = 0; i < nst; i++) {
+      char *m = rf_memory_format(&rows[i].mem);
+      printf("# %s %s%s\n", rf_strategy_name(st[i]), m,
+             rf_memory_exceeds(&rows[i].mem) ? "  EXCEEDS GPU MEMORY" : "");
+      g_free(m);
+    }
+    if (pa.verify) printf("# verified: every destination element received exactly once; OK\n");
   }
 out:
   rf_problem_free(pb);

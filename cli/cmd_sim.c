@@ -2,6 +2,7 @@
 #include "args.h"
 #include "commands.h"
 #include "error.h"
+#include "predict.h"
 #include "report.h"
 #include "sim.h"
 
@@ -15,6 +16,7 @@ typedef struct {
   RfResult res;
   RfSimStats stats; /* copied names */
   RfPlanStats plan;
+  RfMemory mem; /* inference GPU memory of the plan */
   gboolean ok;
   GError *error; /* when not ok */
 } Row;
@@ -37,7 +39,7 @@ static void copy_stats(RfSimStats *dst, const RfSimStats *src) {
 }
 
 static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const RfCalibration *c,
-                         gboolean found) {
+                         const char *source) {
   const RfTopology *t = pb->topo;
   fprintf(f, "# refit sim  model %s  train %s  infer %s  spec %s\n", a->model ? a->model : "-",
           a->train ? a->train : "-", a->infer ? a->infer : "-", a->spec ? a->spec : "-");
@@ -48,12 +50,12 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
           t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? "rail-optimized" : "fat-tree",
           t->oversubscription, t->hbm_GBps);
   fprintf(f,
-          "# calibration %s%s: efficiency NIC %.3g NVLink %.3g HBM %.3g all-gather %.3g "
+          "# calibration %s: efficiency NIC %.3g NVLink %.3g HBM %.3g all-gather %.3g "
           "broadcast %.3g; message %.3g s, collective %.3g s, chunk %.0f B; export %.3g s and m2n "
           "%.3g s per tensor; bucket %.3g GB x %d; fixed %.3g s; hybrid %s\n",
-          c->path, found ? "" : " (no file for this topology: neutral)", c->nic_efficiency,
-          c->nvlink_efficiency, c->hbm_efficiency, c->allgather_efficiency, c->broadcast_efficiency,
-          c->message_latency_s, c->collective_base_s, c->chunk_bytes, c->export_tensor_overhead_s,
+          source, c->nic_efficiency, c->nvlink_efficiency, c->hbm_efficiency,
+          c->allgather_efficiency, c->broadcast_efficiency, c->message_latency_s,
+          c->collective_base_s, c->chunk_bytes, c->export_tensor_overhead_s,
           c->m2n_tensor_overhead_s, rf_calibration_bucket_bytes(c) / 1e9, c->buffers, c->fixed_s,
           c->hybrid_overlap ? "concurrent" : "sequential");
   fprintf(f, "# ranks %d (train %d, infer %d)\n", pb->nranks, pb->src.nranks, pb->dst.nranks);
@@ -90,6 +92,26 @@ static void print_row(FILE *f, const Row *r) {
           r->res.lower_bound_s,
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
   fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
+  char *mem = rf_memory_format(&r->mem);
+  fprintf(f, "#  %s%s\n", mem, rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
+  g_free(mem);
+}
+
+/* Members of one plan's inference memory (sim and plan write the same names). */
+static void json_memory(JsonBuilder *b, const RfMemory *m) {
+  json_builder_set_member_name(b, "infer_weights_bytes");
+  json_builder_add_int_value(b, (gint64)m->weights_bytes);
+  json_builder_set_member_name(b, "refit_extra_bytes");
+  json_builder_add_int_value(b, (gint64)m->extra_bytes);
+  json_builder_set_member_name(b, "infer_peak_bytes");
+  json_builder_add_int_value(b, (gint64)m->peak_bytes);
+  json_builder_set_member_name(b, "memory_exceeded");
+  json_builder_add_boolean_value(b, rf_memory_exceeds(m));
+}
+
+static void json_head(JsonBuilder *b, const void *ud) {
+  json_builder_set_member_name(b, "calibration");
+  json_builder_add_string_value(b, ud);
 }
 
 /* The members of one strategy (the run command writes the same names, measured_s for
@@ -126,6 +148,7 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_add_double_value(b, r->stats.export_latency_s);
   json_builder_set_member_name(b, "export_pace_s");
   json_builder_add_double_value(b, r->stats.export_pace_s);
+  json_memory(b, &r->mem);
   json_builder_set_member_name(b, "stages");
   json_builder_begin_array(b);
   for (int i = 0; i < r->res.nstages; i++) {
@@ -251,6 +274,14 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     RfPlan *plan = rf_plan_args_build(pa, pb, strategies[i], ns > 1, &r->error);
     if (plan) {
       r->plan = plan->stats;
+      rf_memory_of_plan(plan, &r->mem);
+    }
+    if (plan && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
+      rf_plan_free(plan);
+      plan = NULL;
+      g_prefix_error(&r->error, "%s: ", rf_strategy_name(strategies[i]));
+    }
+    if (plan) {
       if (ex->run(ex, plan, &r->res, &r->error)) {
         r->ok = TRUE;
         copy_stats(&r->stats, rf_sim_executor_stats(ex));
@@ -300,7 +331,8 @@ int rf_cmd_sim(int argc, char **argv) {
   RfCalibration cal = {0};
   Row *rows = NULL;
   int ns = 0, row_rc = 0;
-  gboolean found = TRUE;
+  gboolean neutral = FALSE;
+  char *cal_source = NULL;
   RfExecutor *ex = NULL;
   RfStrategy strategies[RF_STRATEGY_COUNT];
   /* 1. options, all checked before anything is built */
@@ -322,10 +354,7 @@ int rf_cmd_sim(int argc, char **argv) {
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
   if (a.json && !a.quiet && pb->placement_note) g_printerr("# placement: %s\n", pb->placement_note);
-  rf_calibration_defaults(&cal);
-  if (calib_path ? !rf_calibration_load(&cal, calib_path, &e)
-                 : !rf_calibration_for_topology(&cal, pb->topo, &found, &e))
-    goto out;
+  if (!rf_calibration_select(&cal, calib_path, pb->topo, &cal_source, &neutral, &e)) goto out;
   if (overlap) cal.hybrid_overlap = TRUE;
   if (sequential) cal.hybrid_overlap = FALSE;
   /* 3. the executor, one row per strategy */
@@ -336,7 +365,7 @@ int rf_cmd_sim(int argc, char **argv) {
   so.keep_platform = keep;
   ex = rf_sim_executor_new(&so);
   if (!ex->prepare(ex, pb, &e)) goto out;
-  if (!found && !a.quiet) /* a note, once the topology is known to be usable */
+  if (neutral && !a.quiet) /* a note, once the topology is known to be usable */
     g_printerr("sim: no calibration file for topology '%s': neutral calibration (efficiency 1, "
                "no software latency)\n",
                pb->topo->name);
@@ -344,9 +373,9 @@ int rf_cmd_sim(int argc, char **argv) {
   if (!simulate_rows(&pa, pb, ex, strategies, ns, rows, &e)) goto out;
   /* 4. the report */
   if (a.json) {
-    rf_json_print_strategies(NULL, NULL, ns, json_row, rows);
+    rf_json_print_strategies(json_head, cal_source, ns, json_row, rows);
   } else {
-    print_header(stdout, &a, pb, &cal, found);
+    print_header(stdout, &a, pb, &cal, cal_source);
     for (int i = 0; i < ns; i++)
       print_row(stdout, &rows[i]);
     if (ns > 1) print_summary(rows, ns);
@@ -370,6 +399,7 @@ out:
   g_free(rows);
   if (ex) ex->destroy(ex);
   rf_calibration_clear(&cal);
+  g_free(cal_source);
   rf_problem_free(pb);
   rf_args_clear(&a);
   g_free(calib_path);

@@ -9,5 +9,8 @@ int rf_cmd_plan(int argc, char **argv);      /* refit plan: exact plans, no exec
 int rf_cmd_sim(int argc, char **argv);       /* refit sim: the SimGrid executor (sim/) */
 int rf_cmd_calibrate(int argc, char **argv); /* refit calibrate: fit sim/ calibration keys */
 int rf_cmd_run(int argc, char **argv);       /* refit run: the MPI executor (real/) */
+int rf_cmd_topology(int argc, char **argv);  /* refit topology show|check NAME|FILE */
+int rf_cmd_advise(int argc, char **argv);    /* refit advise: search layouts and strategies */
+int rf_cmd_step(int argc, char **argv);      /* refit step: refit's share of one RL step */
 
 #endif

@@ -31,6 +31,10 @@ void rf_topology_free(RfTopology *t) {
   if (!t) return;
   g_free(t->name);
   g_free(t->description);
+  g_free(t->path);
+  g_free(t->calibration_base);
+  g_strfreev(t->calibration_keys);
+  g_strfreev(t->calibration_values);
   g_free(t);
 }
 
@@ -95,6 +99,40 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
   return TRUE;
 }
 
+/* [calibration] base=NAME|PATH and "group.key" overrides, kept as strings (model/ does not know
+ * the simulator's keys). Overrides without a base are refused: they would silently apply to
+ * whichever calibration the simulator picked. */
+static gboolean read_calibration(GKeyFile *kf, const char *path, RfTopology *t, GError **error) {
+  if (!g_key_file_has_group(kf, "calibration")) return TRUE;
+  gsize n = 0;
+  char **keys = g_key_file_get_keys(kf, "calibration", &n, NULL);
+  t->calibration_keys = g_new0(char *, n + 1);
+  t->calibration_values = g_new0(char *, n + 1);
+  int k = 0;
+  for (gsize i = 0; i < n; i++) {
+    char *v = g_key_file_get_string(kf, "calibration", keys[i], NULL);
+    if (!strcmp(keys[i], "base")) {
+      t->calibration_base = v;
+    } else if (!strchr(keys[i], '.') || !v || !*v) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: [calibration] %s: want base=NAME|FILE or GROUP.KEY=VALUE", path, keys[i]);
+      g_free(v);
+      g_strfreev(keys);
+      return FALSE;
+    } else {
+      t->calibration_keys[k] = g_strdup(keys[i]);
+      t->calibration_values[k++] = v;
+    }
+  }
+  g_strfreev(keys);
+  if (!t->calibration_base || !*t->calibration_base) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%s: [calibration] needs base=NAME|FILE (the calibration it inherits)", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   g_autofree char *path = rf_data_resolve(name_or_path, "topologies", ".topo");
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
@@ -154,5 +192,10 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
   if (g_key_file_has_key(kf, "nccl", "bcast_channels", NULL) &&
       !get_int(kf, path, "nccl", "bcast_channels", 1, TOPO_MAX_CHANNELS, &t->bcast_channels, error))
     return NULL;
+  if (g_key_file_has_key(kf, "gpu", "memory_GB", NULL) &&
+      !get_num(kf, path, "gpu", "memory_GB", FALSE, &t->memory_GB, error))
+    return NULL;
+  if (!read_calibration(kf, path, t, error)) return NULL;
+  t->path = g_steal_pointer(&path);
   return g_steal_pointer(&t);
 }

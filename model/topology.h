@@ -26,6 +26,13 @@ typedef struct {
   double switch_latency_us;
   double hbm_GBps;    /* device memory bandwidth for pack/unpack */
   int bcast_channels; /* rings NCCL spreads a broadcast over (gather-broadcast plans) */
+  double memory_GB;   /* [gpu] memory_GB: device memory per GPU, 1e9 B; 0 when not given */
+  char *path;         /* file it was read from; NULL for rf_topology_new_domains */
+  /* [calibration]: base = the calibration file this topology inherits (a name under
+   * sim/calibration/ or a path), NULL when none; every other key of the group, "group.key" =
+   * value, overrides one key of that file. Strings as written; the simulator's side checks them. */
+  char *calibration_base;
+  char **calibration_keys, **calibration_values; /* NULL-terminated, same length */
 } RfTopology;
 
 /* Load NAME (a shipped topology: topologies/NAME.topo) or a path to a .topo file.

@@ -76,6 +76,10 @@ static const BadTopo bad_topos[] = {
     {"per_gpu=1", "per_gpu=-1", "integer in 1..16"},
     {"gpus_per_leaf=16", "gpus_per_leaf=2147483647",
      "gpus_per_leaf must be an integer in 1..65536"},
+    {"hbm_GBps=2000", "hbm_GBps=2000\nmemory_GB=0", "memory_GB"},
+    {"hbm_GBps=2000", "hbm_GBps=2000\nmemory_GB=lots", "memory_GB"},
+    {"hbm_GBps=2000", "hbm_GBps=2000\n[calibration]\nefficiency.nic=0.9", "needs base="},
+    {"hbm_GBps=2000", "hbm_GBps=2000\n[calibration]\nbase=dgx-h100\nnic=0.9", "GROUP.KEY=VALUE"},
 };
 
 static void test_bad(gconstpointer data) {
@@ -103,6 +107,37 @@ static void test_unknown(void) {
   g_clear_error(&e);
 }
 
+/* [gpu] memory_GB of the shipped files (datasheets), and a [calibration] base with overrides
+ * kept as written (the simulator's side checks the keys). */
+static void test_memory_calibration(void) {
+  static const struct {
+    const char *name;
+    double memory_GB;
+  } c[] = {{"dgx-h100", 80}, {"gb200-nvl72", 186}, {"gb200-nvl72-800g", 186}};
+  GError *e = NULL;
+  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
+    RfTopology *t = rf_topology_load(c[i].name, &e);
+    g_assert_no_error(e);
+    g_assert_cmpfloat(t->memory_GB, ==, c[i].memory_GB);
+    g_assert_null(t->calibration_base);
+    g_assert_nonnull(strstr(t->path, c[i].name));
+    rf_topology_free(t);
+  }
+  char *p = g_strdup_printf("%s/tests/data/custom-cal.topo", g_getenv("REFIT_DATA_DIR"));
+  RfTopology *t = rf_topology_load(p, &e);
+  g_assert_no_error(e);
+  g_assert_cmpstr(t->calibration_base, ==, "gb200-nvl72");
+  g_assert_cmpstr(t->calibration_keys[0], ==, "efficiency.nic");
+  g_assert_cmpstr(t->calibration_values[0], ==, "0.9");
+  g_assert_null(t->calibration_keys[1]);
+  rf_topology_free(t);
+  g_free(p);
+  t = rf_topology_new_domains(4);
+  g_assert_cmpfloat(t->memory_GB, ==, 0);
+  g_assert_null(t->path);
+  rf_topology_free(t);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/topology/shipped", test_shipped);
@@ -112,5 +147,6 @@ int main(int argc, char **argv) {
     g_test_add_data_func(path, &bad_topos[i], test_bad);
   }
   g_test_add_func("/topology/unknown", test_unknown);
+  g_test_add_func("/topology/memory-calibration", test_memory_calibration);
   return g_test_run();
 }

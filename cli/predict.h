@@ -1,0 +1,25 @@
+/* What every prediction states beside its figure, shared by `refit plan`, `sim`, `advise` and
+ * `step`: which calibration it used (and where that came from), and whether the inference GPUs
+ * hold the weights plus the refit's extra memory. */
+#ifndef RF_PREDICT_H
+#define RF_PREDICT_H
+
+#include "memory.h"
+#include "sim.h"
+#include "topology.h"
+#include <glib.h>
+
+/* Fill c (cleared first) with, in order of precedence: the file at path (--calibration) when
+ * path is not NULL; the topology's [calibration] base plus its overrides; the file named after
+ * the topology (sim/calibration/NAME.cal); else the neutral defaults. *source gets a one-line
+ * description (caller frees), *neutral TRUE for the last case. FALSE + one-line error for a
+ * malformed file, an unknown override key or a value out of the key's range. */
+gboolean rf_calibration_select(RfCalibration *c, const char *path, const RfTopology *t,
+                               char **source, gboolean *neutral, GError **error);
+
+/* Memory verdict of a plan: when m exceeds the topology's GPU memory, a warning on stderr
+ * ("WHO: warning: ...", unless quiet) or, with strict, FALSE + RF_ERROR_INPUT (exit 2). */
+gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gboolean quiet,
+                         GError **error);
+
+#endif

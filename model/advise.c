@@ -1,0 +1,158 @@
+#include "advise.h"
+#include "error.h"
+
+#include <string.h>
+
+static const char *const PLACE_NAMES[RF_PLACE_COUNT] = {"split", "interleaved"};
+
+const char *rf_placement_kind_name(RfPlacementKind k) {
+  return k < RF_PLACE_COUNT ? PLACE_NAMES[k] : "?";
+}
+
+gboolean rf_placement_kind_parse(const char *s, RfPlacementKind *out, GError **error) {
+  for (int i = 0; i < RF_PLACE_COUNT; i++)
+    if (!strcmp(s, PLACE_NAMES[i])) {
+      *out = (RfPlacementKind)i;
+      return TRUE;
+    }
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown placement '%s' (split or interleaved)", s);
+  return FALSE;
+}
+
+void rf_problem_interleave(RfProblem *pb) {
+  int D = pb->topo->gpus_per_domain, maxdom = 0;
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] >= 0 && pb->gpu[r] / D > maxdom) maxdom = pb->gpu[r] / D;
+  /* which side owns each domain (the split placement never mixes them) */
+  int *side = g_new0(int, maxdom + 1), *newdom = g_new(int, maxdom + 1);
+  for (int i = 0; i < pb->src.nranks; i++)
+    side[pb->gpu[pb->src.ranks[i]] / D] = 1;
+  for (int i = 0; i < pb->dst.nranks; i++)
+    side[pb->gpu[pb->dst.ranks[i]] / D] = 2;
+  int nt = 0, ni = 0;
+  for (int d = 0; d <= maxdom; d++)
+    nt += side[d] == 1, ni += side[d] == 2;
+  int kt = 0, ki = 0;
+  for (int d = 0; d <= maxdom; d++) {
+    if (side[d] == 1) {
+      newdom[d] = kt < ni ? 2 * kt : ni + kt;
+      kt++;
+    } else if (side[d] == 2) {
+      newdom[d] = ki < nt ? 2 * ki + 1 : nt + ki;
+      ki++;
+    } else {
+      newdom[d] = d;
+    }
+  }
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] >= 0) pb->gpu[r] = newdom[pb->gpu[r] / D] * D + pb->gpu[r] % D;
+  char *n = g_strdup_printf("%s; interleaved: %d training and %d inference domains alternate",
+                            pb->placement_note ? pb->placement_note : "", nt, ni);
+  g_free(pb->placement_note);
+  pb->placement_note = n;
+  g_free(side);
+  g_free(newdom);
+}
+
+GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
+                             gboolean with_ep, gboolean without_ep) {
+  GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+  for (int i = 0; i < (tps ? ntps : ngpus); i++) {
+    int t = tps ? tps[i] : i + 1;
+    if (t < 1 || ngpus % t) continue;
+    if (without_ep || m->arch.experts <= 0)
+      g_ptr_array_add(out, g_strdup_printf("TP%dxDP%d", t, ngpus / t));
+    if (with_ep && m->arch.experts > 0 && ngpus > 1)
+      g_ptr_array_add(out, g_strdup_printf("TP%dxDP%dxEP%d", t, ngpus / t, ngpus));
+  }
+  return out;
+}
+
+gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error) {
+  const RfArch *a = &m->arch;
+  const struct {
+    int64_t n;
+    const char *what;
+  } heads[] = {{a->heads, "attention heads"},
+               {a->lin_heads, "linear-attention heads"},
+               {a->lin_kv_heads, "linear-attention key heads"},
+               {a->mamba_heads, "Mamba heads"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(heads); i++)
+    if (heads[i].n > 0 && heads[i].n % tp) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "TP%d does not divide %lld %s", tp,
+                  (long long)heads[i].n, heads[i].what);
+      return FALSE;
+    }
+  if (ep && a->experts > 0 && a->experts % ngpus) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "EP%d (vLLM: TP x DP) does not divide %lld routed experts", ngpus,
+                (long long)a->experts);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what) {
+  const RfProblem *pb = plan->problem;
+  const RfTopology *t = pb->topo;
+  int ngpu = 0;
+  for (int r = 0; r < pb->nranks; r++)
+    if (pb->gpu[r] + 1 > ngpu) ngpu = pb->gpu[r] + 1;
+  double nic1 = t->nic_Gbps * 1e9 / 8.0, pcie = t->pcie_GBps * 1e9;
+  double nic_Bps = t->nics_per_gpu * (pcie > 0 && pcie < nic1 ? pcie : nic1);
+  double nvl_Bps = t->nvlink_GBps * 1e9;
+  /* per GPU: NIC tx, NIC rx, NVLink tx, NVLink rx */
+  double *b = g_new0(double, 4 * (size_t)(ngpu > 0 ? ngpu : 1));
+  int D = t->gpus_per_domain, L = t->gpus_per_leaf > 0 ? t->gpus_per_leaf : 1;
+  gboolean leaves = t->oversubscription > 1.0;
+  int nleaf = leaves ? ngpu + 1 : 1;
+  double *up = g_new0(double, nleaf), *down = g_new0(double, nleaf);
+  for (uint64_t i = 0; i < plan->nmsgs; i++) {
+    const RfMessage *m = &plan->msgs[i];
+    int s = pb->gpu[m->src], d = pb->gpu[m->dst];
+    if (s == d) continue;
+    if (s / D != d / D) {
+      b[4 * s] += m->bytes;
+      b[4 * d + 1] += m->bytes;
+      if (leaves) {
+        int ls = t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? (s % D) + D * ((s / D) / L) : s / L;
+        int ld = t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? (d % D) + D * ((d / D) / L) : d / L;
+        if (ls != ld) {
+          up[ls] += m->bytes;
+          down[ld] += m->bytes;
+        }
+      }
+    } else {
+      b[4 * s + 2] += m->bytes;
+      b[4 * d + 3] += m->bytes;
+    }
+  }
+  double best = plan->stats.lower_bound_s;
+  *what = "NIC";
+  for (int g = 0; g < ngpu; g++) {
+    double nic = MAX(b[4 * g], b[4 * g + 1]) / nic_Bps;
+    double nvl = MAX(b[4 * g + 2], b[4 * g + 3]) / nvl_Bps;
+    if (nic > best) best = nic, *what = "NIC";
+    if (nvl > best) best = nvl, *what = "NVLink";
+  }
+  double leaf_Bps = L * nic_Bps / t->oversubscription;
+  for (int l = 0; leaves && l < nleaf; l++) {
+    double x = MAX(up[l], down[l]) / leaf_Bps;
+    if (x > best) best = x, *what = "leaf";
+  }
+  if (hybrid_sequential && plan->strategy == RF_STRATEGY_HYBRID) {
+    /* each part alone needs its busiest NIC; one part runs after the other */
+    const RfPlanStats *st = &plan->stats;
+    uint64_t gb =
+        MAX(st->phase_max_nic_bytes[RF_PHASE_EXPORT], st->phase_max_nic_bytes[RF_PHASE_BROADCAST]);
+    uint64_t m2n = MAX(
+        st->phase_max_nic_bytes[RF_PHASE_DIRECT],
+        MAX(st->phase_max_nic_bytes[RF_PHASE_FORWARD], st->phase_max_nic_bytes[RF_PHASE_FANOUT]));
+    double seq = (double)(gb + m2n) / nic_Bps;
+    if (seq > best) best = seq, *what = "NIC, m2n then gather-broadcast";
+  }
+  g_free(b);
+  g_free(up);
+  g_free(down);
+  return best;
+}

@@ -1,0 +1,49 @@
+/* The library side of `refit advise`: which vLLM inference layouts to try, where to place the
+ * two sides, and a lower bound of a plan that sees the fabric. The search itself (simulation in
+ * forked workers, pruning, ranking) lives in cli/cmd_advise.c, the only place that links both
+ * the plan engine and the simulator. */
+#ifndef RF_ADVISE_H
+#define RF_ADVISE_H
+
+#include "layout.h"
+#include "plan.h"
+#include <glib.h>
+
+typedef enum {
+  RF_PLACE_SPLIT,       /* training from domain 0, inference from the next fresh domain */
+  RF_PLACE_INTERLEAVED, /* training and inference domains alternate (shares leaf switches) */
+  RF_PLACE_COUNT
+} RfPlacementKind;
+
+const char *rf_placement_kind_name(RfPlacementKind k);
+/* "split" or "interleaved"; FALSE + one-line error otherwise. */
+gboolean rf_placement_kind_parse(const char *s, RfPlacementKind *out, GError **error);
+
+/* Move the domains of pb so that training and inference domains alternate (T I T I ..., the
+ * side with more domains finishing alone). Ranks keep their slot inside a domain, so a vLLM
+ * replica stays in its domain. Appends the placement to pb->placement_note. */
+void rf_problem_interleave(RfProblem *pb);
+
+/* vLLM layout strings for ngpus inference GPUs: "TP{t}xDP{ngpus/t}" for every t of tps[ntps]
+ * (tps NULL: every divisor of ngpus) that divides ngpus, and, for a model with routed experts
+ * and with_ep, the same with "xEP{ngpus}". Returns a new array of owned strings. */
+GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
+                             gboolean with_ep, gboolean without_ep);
+
+/* The divisibility vLLM needs of a layout, from the model's numbers alone (no problem built):
+ * TP divides the attention heads and the linear-attention (KDA / GDN) and Mamba heads, EP (=
+ * ngpus) divides the routed experts. FALSE + a one-line reason. rf_problem_new_preset checks
+ * everything (this is a cheap first cut). */
+gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error);
+
+/* Lower bound of a plan that sees the fabric as the simulator builds it (docs/sim.md), at peak
+ * rates: the busiest of every GPU's NICs (per_gpu x min(line rate, PCIe)) and NVLink (tx and rx
+ * per GPU), and with oversubscription > 1 every leaf's uplink and downlink. With
+ * hybrid_sequential (the simulator runs a hybrid's m2n part, then its gather-broadcast part:
+ * calibration [hybrid] overlap=0), a hybrid plan's bound is also at least the sum of the two
+ * parts' busiest-NIC times. Never below the plan's own lower_bound_s (NICs at line rate). *what
+ * gets a static name of the binding resource ("NIC", "NVLink", "leaf", "NIC, m2n then
+ * gather-broadcast"). Cost: messages + GPUs. */
+double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what);
+
+#endif

@@ -1,0 +1,136 @@
+#include "memory.h"
+
+#include <string.h>
+
+static uint64_t rank_weights(const RfProblem *pb, int rank) {
+  const RfSide *s = &pb->dst;
+  uint64_t b = 0;
+  for (int buf = 0; buf < s->nbufs; buf++) {
+    const RfTensor *t = &pb->model->tensors[pb->model->parts[s->buf_part[buf]].tensor];
+    b += (uint64_t)rf_side_buffer_elems(s, buf, rank) * (uint64_t)rf_dtype_size(t->dtype);
+  }
+  return b;
+}
+
+void rf_memory_weights(const RfProblem *pb, RfMemory *out) {
+  memset(out, 0, sizeof *out);
+  out->weights_rank = out->peak_rank = pb->dst.nranks ? pb->dst.ranks[0] : -1;
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    uint64_t b = rank_weights(pb, pb->dst.ranks[i]);
+    if (b > out->weights_bytes) {
+      out->weights_bytes = b;
+      out->weights_rank = pb->dst.ranks[i];
+    }
+  }
+  out->peak_bytes = out->weights_bytes;
+  out->peak_rank = out->weights_rank;
+  out->gpu_memory_bytes = pb->topo->memory_GB * 1e9;
+}
+
+typedef struct {
+  int stage;
+  int64_t delta; /* bytes that become live (+) or are freed (-) at stage */
+} Event;
+
+static int event_cmp(const void *a, const void *b) {
+  const Event *x = a, *y = b;
+  if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
+  return x->delta < y->delta ? -1 : x->delta > y->delta; /* frees first */
+}
+
+static guint key_hash(gconstpointer k) {
+  guint64 x = (guint64)GPOINTER_TO_SIZE(k) * 0x9E3779B97F4A7C15ull;
+  return (guint)(x >> 32);
+}
+
+/* (rank, part) packed into a pointer-sized key, never NULL. */
+static gpointer rank_part(int rank, uint32_t part) {
+  return GSIZE_TO_POINTER((((gsize)(guint32)rank << 32) | part) + 1);
+}
+
+void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
+  const RfProblem *pb = plan->problem;
+  rf_memory_weights(pb, out);
+  int n = pb->nranks;
+  gboolean *infer = g_new0(gboolean, n);
+  for (int i = 0; i < pb->dst.nranks; i++)
+    infer[pb->dst.ranks[i]] = TRUE;
+  uint64_t *max_out = g_new0(uint64_t, n), *max_in = g_new0(uint64_t, n);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *g = &plan->msgs[m];
+    max_out[g->src] = MAX(max_out[g->src], g->bytes);
+    max_in[g->dst] = MAX(max_in[g->dst], g->bytes);
+  }
+  /* last stage (+ 1) each inference (rank, part) sends at: forwarding keeps a piece until then.
+   * Transfers are sorted by stage, so the last write wins. */
+  GHashTable *last_send = g_hash_table_new(key_hash, g_direct_equal);
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *x = &plan->xfers[i];
+    if (infer[x->src])
+      g_hash_table_insert(last_send, rank_part(x->src, plan->pieces[x->piece].part),
+                          GINT_TO_POINTER(x->stage + 1));
+  }
+  /* holding events per inference rank */
+  GArray **ev = g_new0(GArray *, n);
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *x = &plan->xfers[i];
+    if (!infer[x->dst]) continue;
+    int last = GPOINTER_TO_INT(
+                   g_hash_table_lookup(last_send, rank_part(x->dst, plan->pieces[x->piece].part))) -
+               1;
+    if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
+    if (last < (int)x->stage) last = x->stage;
+    if (!ev[x->dst]) ev[x->dst] = g_array_new(FALSE, FALSE, sizeof(Event));
+    Event a = {x->stage, (int64_t)plan->pieces[x->piece].bytes};
+    Event b = {last + 1, -(int64_t)plan->pieces[x->piece].bytes};
+    g_array_append_val(ev[x->dst], a);
+    g_array_append_val(ev[x->dst], b);
+  }
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    int r = pb->dst.ranks[i];
+    uint64_t hold = 0;
+    if (ev[r]) {
+      g_array_sort(ev[r], event_cmp);
+      int64_t live = 0, peak = 0;
+      for (guint j = 0; j < ev[r]->len; j++) {
+        live += g_array_index(ev[r], Event, j).delta;
+        if (live > peak) peak = live;
+      }
+      hold = (uint64_t)peak;
+      g_array_free(ev[r], TRUE);
+    }
+    uint64_t staging =
+        MIN(max_out[r], RF_MEMORY_STAGING_CAP_BYTES) + MIN(max_in[r], RF_MEMORY_STAGING_CAP_BYTES);
+    out->hold_bytes = MAX(out->hold_bytes, hold);
+    out->staging_bytes = MAX(out->staging_bytes, staging);
+    out->extra_bytes = MAX(out->extra_bytes, hold + staging);
+    /* the largest weights plus this rank's extra: ranks of one layout hold nearly equal
+     * weights, and a second pass over every buffer per rank would cost buffers x ranks again */
+    uint64_t total = out->weights_bytes + hold + staging;
+    if (total > out->peak_bytes) {
+      out->peak_bytes = total;
+      out->peak_rank = r;
+    }
+  }
+  g_free(ev);
+  g_free(infer);
+  g_free(max_out);
+  g_free(max_in);
+  g_hash_table_destroy(last_send);
+}
+
+gboolean rf_memory_exceeds(const RfMemory *m) {
+  return m->gpu_memory_bytes > 0 && (double)m->peak_bytes > m->gpu_memory_bytes;
+}
+
+char *rf_memory_format(const RfMemory *m) {
+  char cap[64];
+  if (m->gpu_memory_bytes > 0)
+    g_snprintf(cap, sizeof cap, " of %.4g GB", m->gpu_memory_bytes / 1e9);
+  else
+    g_snprintf(cap, sizeof cap, " (GPU memory unknown: no [gpu] memory_GB)");
+  return g_strdup_printf("inference GPU: weights %.4g GB + refit extra %.4g GB (holding %.4g, "
+                         "staging %.4g) = %.4g GB%s",
+                         m->weights_bytes / 1e9, m->extra_bytes / 1e9, m->hold_bytes / 1e9,
+                         m->staging_bytes / 1e9, m->peak_bytes / 1e9, cap);
+}

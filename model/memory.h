@@ -1,0 +1,44 @@
+/* Memory of the inference GPUs, from the problem and a plan (no executor): the weights each GPU
+ * serves, and what the refit needs on top of them while it runs.
+ *
+ * Weights are exact: the local buffers of the vLLM layout (padding and fusion included). The
+ * refit's extra memory is an estimate from the plan's stages, the arithmetic `refit run
+ * --memory` does exactly with its allocator:
+ *   holding: a piece a GPU receives and later forwards (or receives only to relay) is live from
+ *            the stage it arrives to the last stage the GPU sends a piece of that part;
+ *   staging: send and receive staging, each the largest message of the GPU, capped at
+ *            RF_MEMORY_STAGING_CAP_BYTES (refit run's default --staging).
+ * The peak of holding + staging over the stages is the extra; the run also keeps a second bank
+ * of weights (double buffering), which this count leaves out: it is a choice of refit run, not
+ * of the strategies. */
+#ifndef RF_MEMORY_H
+#define RF_MEMORY_H
+
+#include "layout.h"
+#include "plan.h"
+#include <stdint.h>
+
+#define RF_MEMORY_STAGING_CAP_BYTES (64ull << 20)
+
+typedef struct {
+  uint64_t weights_bytes; /* largest inference weights of one GPU */
+  int weights_rank;       /* the global rank holding them */
+  uint64_t hold_bytes;    /* largest holding of one inference GPU (0 before a plan) */
+  uint64_t staging_bytes; /* largest send + receive staging of one inference GPU */
+  uint64_t extra_bytes;   /* largest holding + staging of one inference GPU */
+  uint64_t peak_bytes;    /* largest weights + largest extra (a bound on the fullest GPU) */
+  int peak_rank;
+  double gpu_memory_bytes; /* the topology's [gpu] memory_GB in bytes; 0 when unknown */
+} RfMemory;
+
+/* Weights of the inference side of pb (extra fields 0, peak = weights). Cost: buffers x ranks. */
+void rf_memory_weights(const RfProblem *pb, RfMemory *out);
+/* Weights plus the plan's holding and staging estimate (above). Cost: transfers + ranks. */
+void rf_memory_of_plan(const RfPlan *plan, RfMemory *out);
+/* TRUE when the topology gives a GPU memory and peak_bytes exceeds it. */
+gboolean rf_memory_exceeds(const RfMemory *m);
+/* One line: "inference GPU: weights W GB + refit extra E GB (holding H, staging S) = P GB of
+ * M GB"; caller frees. */
+char *rf_memory_format(const RfMemory *m);
+
+#endif

@@ -1,0 +1,135 @@
+#!/bin/sh
+# What-if tools: refit topology, memory checks of plan and sim, refit advise, refit step.
+set -u
+REFIT=${1:?usage: test_whatif.sh path/to/refit}
+DATA=$(dirname "$0")/data
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+expect_ok() {
+  name=$1; shift
+  if "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
+}
+# expect_err NAME NEEDLE CMD...: exit 2, one stderr line containing NEEDLE
+expect_err() {
+  name=$1; needle=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  lines=$(wc -l <"$TMP/err")
+  if [ "$rc" -ne 2 ]; then bad "$name: exit $rc, want 2 ($(head -c 300 "$TMP/err"))"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
+  grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
+  ok
+}
+# row OUT MODE STRATEGY: the table row of refit step
+row() { grep "^$1 *$2 " "$TMP/out" | tr -s ' '; }
+
+# --- topology files
+expect_ok "topology show" "$REFIT" topology show gb200-nvl72
+grep -q "memory_GB *186" "$TMP/out" || bad "topology show lacks memory_GB 186"
+grep -q "rail-optimized" "$TMP/out" || bad "topology show lacks the fabric kind"
+expect_ok "topology show json" "$REFIT" topology show dgx-h100 --json
+grep -q '"gpu.memory_GB" : 80' "$TMP/out" || bad "topology json lacks gpu.memory_GB"
+expect_ok "topology check inherits" "$REFIT" topology check "$DATA/custom-cal.topo"
+grep -q "gb200-nvl72.cal + 1 override from topology my-gb200" "$TMP/out" || bad "calibration base not used: $(cat "$TMP/out")"
+expect_err "topology bad override" "efficiency.bogus is not a calibration key" "$REFIT" topology check "$DATA/custom-badcal.topo"
+expect_err "topology usage" "usage: refit topology" "$REFIT" topology list
+expect_err "topology unknown" "unknown topology" "$REFIT" topology show cray
+
+# --- the calibration a prediction used
+expect_ok "sim json calibration" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/custom-cal.topo" -s m2n --json
+grep -q '"calibration" : ".*gb200-nvl72.cal + 1 override' "$TMP/out" || bad "sim json lacks the calibration"
+grep -q '"infer_weights_bytes"' "$TMP/out" || bad "sim json lacks infer_weights_bytes"
+expect_ok "sim table calibration" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T gb200-nvl72 -s m2n
+grep -q "^# calibration .*gb200-nvl72.cal: efficiency NIC 0.94" "$TMP/out" || bad "sim header lacks the calibration"
+
+# --- memory: warn, --strict refuses
+expect_ok "plan memory line" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo"
+grep -q "^# m2n inference GPU: weights .*EXCEEDS GPU MEMORY" "$TMP/out" || bad "plan does not flag memory"
+expect_err "plan strict" "exceeds the GPU memory (--strict)" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" --strict -q
+expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" -s m2n --strict -q
+expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
+grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 7.77 GB (holding 7.636, staging 0.1342) = 23.06 GB of 80 GB$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
+
+# --- advise: the pruned search finds the exhaustive winner
+ADV="-m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 2,4,8 -T dgx-h100 -j 2 -q --json"
+expect_ok "advise pruned" "$REFIT" advise $ADV
+cp "$TMP/out" "$TMP/pruned.json"
+expect_ok "advise exhaustive" "$REFIT" advise $ADV --exhaustive
+cp "$TMP/out" "$TMP/all.json"
+/usr/bin/python3 - "$TMP/pruned.json" "$TMP/all.json" <<'PY' || bad "advise: pruned and exhaustive winners differ"
+import json, sys
+p, a = (json.load(open(f)) for f in sys.argv[1:3])
+wp, wa = p["ranked"][0], a["ranked"][0]
+assert wp["predicted_s"] == wa["predicted_s"], (wp, wa)
+assert p["pruned"] > 0 and a["pruned"] == 0, (p["pruned"], a["pruned"])
+assert a["simulated"] == a["candidates"] - a["infeasible"]
+best = min(r["predicted_s"] for r in a["ranked"] if "predicted_s" in r)
+assert wp["predicted_s"] == best
+# every pruned candidate's bound exceeds the winner, every bound is below its prediction
+for r in p["ranked"]:
+    if r["status"] == "pruned":
+        assert r["lower_bound_s"] > wp["predicted_s"], r
+for r in a["ranked"]:
+    if "predicted_s" in r:
+        assert r["lower_bound_s"] <= r["predicted_s"] * (1 + 1e-9), r
+PY
+# oversubscribed leaves: the bound sees them, and placement matters
+expect_ok "advise leaves" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP16 -n 16 --tp 8 --ep off -s p2p,m2n -T "$DATA/h100-os4.topo" --placement split,interleaved -j 2 -q --exhaustive --json
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "advise on oversubscribed leaves"
+import json, sys
+d = json.load(open(sys.argv[1]))
+top = d["ranked"][0]
+assert (top["placement"], top["strategy"]) == ("interleaved", "p2p"), top
+assert any(r["bound_resource"] == "leaf" for r in d["ranked"]), d["ranked"]
+for r in d["ranked"]:
+    assert r["lower_bound_s"] <= r["predicted_s"], r
+    assert r["lower_bound_s"] >= r["nic_lower_bound_s"], r
+PY
+expect_ok "advise table csv" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 4,8 -s m2n -j 2 -q --csv "$TMP/a.csv"
+grep -q "^# candidates .* pruned by the bound" "$TMP/out" || bad "advise lacks the pruned figure"
+grep -q "^   1 " "$TMP/out" || bad "advise table lacks rank 1"
+head -1 "$TMP/a.csv" | grep -q "^rank,infer_gpus,infer,tp,placement,strategy" || bad "advise csv header"
+expect_err "advise kv reserve too big" "is not below the GPU memory" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --kv-reserve 100 -q
+expect_err "advise kv reserve text" "--kv-reserve wants GiB" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --kv-reserve lots -q
+expect_err "advise kv fraction 1" "leaves no memory" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --kv-reserve 100% -q
+expect_err "advise no tp divides" "no allowed TP value divides" "$REFIT" advise -m tiny-moe -t TP2 -n 6 --tp 4 -q
+expect_err "advise bad counts" "--infer-gpus wants" "$REFIT" advise -m tiny-moe -t TP2 -n 8-2 -q
+expect_err "advise bad placement" "unknown placement" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --placement ring -q
+expect_err "advise bad ep" "--ep wants on, off or both" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --ep maybe -q
+expect_err "advise missing" "need --model, --train and --infer-gpus" "$REFIT" advise -m tiny-moe -q
+expect_err "advise infeasible" "no feasible candidate among 2: weights" "$REFIT" advise -m deepseek-v3 -t TP1xPP16xEP64 -n 8 --tp 8 --ep off -s m2n,p2p -q
+
+# --- step: closed forms, exactly
+expect_ok "step share 0" "$REFIT" step --rollout-s 60 --train-s 30 --refit gather-broadcast=0,m2n=0 --mode sync
+[ "$(row sync m2n)" = "sync m2n 0 90 0.0 1.000 1.000" ] || bad "step share 0: $(row sync m2n)"
+expect_ok "step share 1" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync
+[ "$(row sync m2n)" = "sync m2n 2 2 100.0 5.000 inf" ] || bad "step share 1: $(row sync m2n)"
+expect_ok "step overlapped" "$REFIT" step --rollout-s 60 --train-s 30 --refit gather-broadcast=20,m2n=5
+[ "$(row async-overlap gather-broadcast)" = "async-overlap gather-broadcast 20 60 33.3 1.000 1.000" ] || bad "step overlap: $(row async-overlap gather-broadcast)"
+[ "$(row async-overlap m2n)" = "async-overlap m2n 5 60 8.3 1.000 1.000" ] || bad "step overlap m2n: $(row async-overlap m2n)"
+[ "$(row async m2n)" = "async m2n 5 65 7.7 1.231 1.333" ] || bad "step async: $(row async m2n)"
+[ "$(row sync m2n)" = "sync m2n 5 95 5.3 1.158 1.222" ] || bad "step sync: $(row sync m2n)"
+expect_ok "step workload" "$REFIT" step --workload "$DATA/workloads/ok.workload" --mode async
+[ "$(row async gather-broadcast)" = "async gather-broadcast 15 75 20.0 1.000 1.250" ] || bad "step workload: $(row async gather-broadcast)"
+grep -q "^# source: test fixture" "$TMP/out" || bad "step does not print the workload source"
+expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync --json
+grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
+expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
+grep -q "predicted by refit sim (calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
+expect_err "step bad workload value" "rollout_s must be a finite number" "$REFIT" step --workload "$DATA/workloads/negative.workload"
+expect_err "step workload no source" "source is missing" "$REFIT" step --workload "$DATA/workloads/nosource.workload"
+expect_err "step workload broken" "workload .*broken.workload" "$REFIT" step --workload "$DATA/workloads/broken.workload"
+expect_err "step workload text" "rollout_s" "$REFIT" step --workload "$DATA/workloads/text.workload"
+expect_err "step workload missing" "workload" "$REFIT" step --workload "$DATA/workloads/none.workload"
+expect_err "step no refit" "no refit time" "$REFIT" step --rollout-s 1 --train-s 1
+expect_err "step bad refit" "--refit wants STRATEGY=SECONDS" "$REFIT" step --rollout-s 1 --train-s 1 --refit m2n=fast
+expect_err "step bad mode" "--mode wants" "$REFIT" step --rollout-s 1 --train-s 1 --refit gather-broadcast=1 --mode later
+expect_err "step no times" "need --rollout-s and --train-s" "$REFIT" step --refit gather-broadcast=1
+expect_err "step no baseline" "no refit time for the baseline" "$REFIT" step --rollout-s 1 --train-s 1 --refit m2n=1
+
+echo "whatif: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
