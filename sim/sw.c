@@ -223,14 +223,25 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
       if (l > c->latency_s) c->latency_s = l;
     }
     if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01) {
-      /* teams holding replicas of b, in replica order; leaders = first replica in a team */
-      g_autofree int *tid = g_new(int, nrD), *lead = g_new(int, nrD);
+      /* teams holding replicas of b, in replica order; the leader of a team is one of its
+       * replicas of b, rotated by shard and call so that the leaders of different shards spread
+       * over the team's GPUs (NODE_AWARE load balancing, nccl_m2n/src/reshard_loadbalance.cc;
+       * the exact rule was not read: rotation assumed) */
+      g_autofree int *tid = g_new(int, nrD), *lead = g_new(int, nrD), *cnt = g_new0(int, nrD);
+      g_autofree int *mteam = g_new(int, nrD);
       int nteams = 0;
       for (int m = 0; m < nrD; m++) {
         int tm = gen_team_of(pb, rf_placement_rank(D, b, m), per, team), k = 0;
         while (k < nteams && tid[k] != tm)
           k++;
-        if (k == nteams) tid[nteams] = tm, lead[nteams++] = m;
+        if (k == nteams) tid[nteams++] = tm;
+        mteam[m] = k;
+        cnt[k]++;
+      }
+      for (int k = 0; k < nteams; k++) {
+        int want = (int)((b + part) % (uint32_t)cnt[k]), seen = 0;
+        for (int m = 0; m < nrD; m++)
+          if (mteam[m] == k && seen++ == want) lead[k] = m;
       }
       int segs = nrS < nteams ? nrS : nteams;
       double chunk_s = cal->m2n_ring_chunk_bytes / nic_Bps + net_lat;
@@ -255,8 +266,7 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
         }
         /* NVLink fan-out to the team's other replicas of b */
         for (int m = 0; m < nrD; m++) {
-          if (m == lead[k] || gen_team_of(pb, rf_placement_rank(D, b, m), per, team) != tid[k])
-            continue;
+          if (m == lead[k] || mteam[m] != k) continue;
           if (tr == SW_M2N_PACK)
             add_flow(c, lg, mg[m], hop + 1, RF_PHASE_FANOUT, shard, 1.0, 0);
           else
