@@ -121,6 +121,7 @@ static const RfCalibrationKey KEYS[] = {
     {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},
     {"nemo", "dispatch_s", RF_CAL_REAL, FIELD(nemo_dispatch_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"nemo", "call_s", RF_CAL_REAL, FIELD(nemo_call_s), 0, 1.0, 0.0, 0.05, FALSE},
+    {"nemo", "p2p_op_s", RF_CAL_REAL, FIELD(nemo_p2p_op_s), 0, 1.0, 0.0, 2e-3, FALSE},
     {"vllm", "finalize_s", RF_CAL_REAL, FIELD(vllm_finalize_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"m2n", "plan_s", RF_CAL_REAL, FIELD(m2n_plan_s), 0, 1.0, 0.0, 0.05, FALSE},
     {"m2n", "barrier_s", RF_CAL_REAL, FIELD(m2n_barrier_s), 0, 1.0, 0, 0, FALSE},

@@ -71,6 +71,7 @@ typedef struct {
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */
   double nemo_call_s;     /* per reshard call: Python of xferdtensor and its NCCL bindings */
+  double nemo_p2p_op_s;   /* Python fallback: per send / recv of a grouped p2p, busiest rank */
   double vllm_finalize_s; /* per refit: process_weights_after_loading */
   /* NCCL M2N (sim/sw.c) */
   double m2n_plan_s;    /* per call: host planning (prepareReshardParams), launch, host sync */

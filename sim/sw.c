@@ -281,7 +281,8 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
   if (tr != SW_PYTHON_FALLBACK)
     for (int a = 0; a < nsS; a++) {
       int lim = tr == SW_M2N_DIRECT ? cal->m2n_direct_max_targets : cal->m2n_max_targets;
-      int n = tr == SW_M2N_DIRECT ? ntargets[a] * nrD : ntargets[a];
+      /* DIRECT: overlapping dst shards x the target replicas one source replica serves */
+      int n = tr == SW_M2N_DIRECT ? ntargets[a] * ((nrD + nrS - 1) / nrS) : ntargets[a];
       if (n > lim) {
         g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                     "nccl-m2n cannot run %s: one source shard overlaps %d destination %s, above "
@@ -316,6 +317,25 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
     c->latency_s += 2 * cal->m2n_barrier_s;
   else
     c->latency_s += cal->message_latency_s; /* the grouped send / recv */
+  if (tr == SW_PYTHON_FALLBACK) {
+    /* one ncclSend / ncclRecv per (source holder, destination member) pair in the group: the
+     * busiest rank's count sets the group's cost (xferdtensor_python.py
+     * _exchange_exact_overlaps) */
+    g_autoptr(GHashTable) ops = g_hash_table_new(g_direct_hash, g_direct_equal);
+    int most = 0;
+    for (guint i = 0; i < c->flows->len; i++) {
+      const SwFlow *f = &g_array_index(c->flows, SwFlow, i);
+      if (f->sub != 0) continue;
+      int ends[2] = {f->src, f->dst};
+      for (int e = 0; e < 2; e++) {
+        gpointer k = GINT_TO_POINTER(ends[e] + 1);
+        int n = GPOINTER_TO_INT(g_hash_table_lookup(ops, k)) + 1;
+        g_hash_table_insert(ops, k, GINT_TO_POINTER(n));
+        if (n > most) most = n;
+      }
+    }
+    c->latency_s += most * cal->nemo_p2p_op_s;
+  }
   if (tr != SW_PYTHON_FALLBACK) c->host_s += cal->m2n_plan_s;
   (void)G;
   return TRUE;
