@@ -102,15 +102,15 @@ def main():
     report = Table(os.path.join(a.out, "reproduce.txt"))
     report.line("# refit sim --software nemo-rl vs the reported table (calibration: "
                 "sim/calibration/<platform>.cal, fitted on experiments/calibration-set.csv only)")
-    report.line("# %-12s %-17s %-14s %-10s %-17s %8s %9s %7s  %-15s %8s %8s %8s %8s %8s" % (
+    report.line("# %-12s %-17s %-14s %-10s %-17s %8s %9s %7s  %-15s %8s %8s %8s %8s" % (
         "platform", "model", "train", "infer", "strategy", "reported", "predicted", "err(%)",
-        "variant", "pyfb", "m2n-pack", "xfer0.1", "refit", "bound"))
+        "variant", "pyfb", "m2n-pack", "refit", "bound"))
     k = 0
     for row in table:
         gb, _ = res[k]
         var = {v: res[k + 1 + i][0] for i, v in enumerate(VARIANTS)}
-        own, _ = res[k + 4]
-        k += 5
+        own, _ = res[k + 1 + len(VARIANTS)]
+        k += 2 + len(VARIANTS)
         chosen, why = ATTRIBUTION.get((row["platform"], row["model"]),
                                       ("python-fallback", "no evidence: the NeMo RL default"))
         for strat, col in (("gather-broadcast", "baseline_s"), ("hybrid", "reshard_s")):
@@ -127,17 +127,16 @@ def main():
                 "reported_s": rep, "predicted_s": round(pred, 4), "error_pct": round(err, 1),
                 "python_fallback_s": fmt(var["python-fallback"]) if strat == "hybrid" else "",
                 "m2n_pack_s": fmt(var["m2n-pack"]) if strat == "hybrid" else "",
-                "xfer_v01_s": fmt(var["xfer-v0.1"]) if strat == "hybrid" else "",
                 "refit_hybrid_s": round(own["predicted_s"], 4) if strat == "hybrid" else "",
                 "lower_bound_s": round(r["lower_bound_s"], 4),
                 "software_s": round(r.get("software_s", 0), 3),
             }
             out_rows.append(rec)
-            report.line("  %-12s %-17s %-14s %-10s %-17s %8.2f %9.2f %7.1f  %-15s %8s %8s %8s %8s %8.2f"
+            report.line("  %-12s %-17s %-14s %-10s %-17s %8.2f %9.2f %7.1f  %-15s %8s %8s %8s %8.2f"
                         % (rec["platform"], rec["model"], rec["train"], rec["infer"], strat, rep,
                            pred, err, rec["variant"] or "-", rec["python_fallback_s"] or "-",
-                           rec["m2n_pack_s"] or "-", rec["xfer_v01_s"] or "-",
-                           rec["refit_hybrid_s"] or "-", rec["lower_bound_s"]))
+                           rec["m2n_pack_s"] or "-", rec["refit_hybrid_s"] or "-",
+                           rec["lower_bound_s"]))
     report.line("# mean |error| %.1f %%, max |error| %.1f %%; within 15%%: %d of %d; within 10%%: %d "
                 "of %d; %.1f s wall" % (sum(errors) / len(errors), max(errors),
                                        sum(e <= 15 for e in errors), len(errors),
