@@ -492,6 +492,39 @@ static void test_sw_limits_refuse(void) {
   rf_calibration_clear(&cal);
 }
 
+/* --software on a strategy the published code does not run, or an unknown variant: one line,
+ * exit status 2. */
+static void test_sw_command_refuses(gconstpointer data) {
+  const char *const *extra = data;
+  if (g_test_subprocess()) {
+    char *argv[] = {"sim",
+                    "-m",
+                    "tiny-moe",
+                    "-t",
+                    "TP2xPP2xEP6",
+                    "-i",
+                    "TP2xDP6",
+                    "-T",
+                    "dgx-h100",
+                    "-s",
+                    (char *)extra[0],
+                    (char *)extra[1],
+                    (char *)extra[2],
+                    NULL};
+    exit(rf_cmd_sim(13, argv));
+  }
+  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed();
+  g_test_trap_assert_stderr(extra[3]);
+}
+
+static const char *const sw_refusals[][4] = {
+    {"m2n", "--software", "nemo-rl", "refit sim: --software nemo-rl models hybrid*not m2n*"},
+    {"hybrid", "--software", "nccl-m2n", "refit sim: --software nccl-m2n models the m2n*"},
+    {"m2n", "--software-variant", "pack", "refit sim: unknown variant 'pack' of software refit*"},
+    {"m2n", "--software", "foo", "refit sim: unknown software 'foo'*"},
+};
+
 /* The NVLink team of a communicator: gcd of the per-domain run lengths. */
 static void test_sw_lsa_team(void) {
   int a[] = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15}; /* runs 4, 8 (domains of 8) */
@@ -553,5 +586,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
+  for (unsigned i = 0; i < G_N_ELEMENTS(sw_refusals); i++) {
+    g_autofree char *path = g_strdup_printf("/sim/software/command_refuses/%u", i);
+    g_test_add_data_func(path, sw_refusals[i], test_sw_command_refuses);
+  }
   return g_test_run();
 }
