@@ -317,6 +317,8 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
     c->latency_s += 2 * cal->m2n_barrier_s;
   else
     c->latency_s += cal->message_latency_s; /* the grouped send / recv */
+  if (tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
+    c->latency_s += cal->m2n_direct_chunk_bytes / nic_Bps + net_lat;
   if (tr == SW_PYTHON_FALLBACK) {
     /* one ncclSend / ncclRecv per (source holder, destination member) pair in the group: the
      * busiest rank's count sets the group's cost (xferdtensor_python.py
