@@ -239,6 +239,9 @@ static char *timeline_title(const RfArgs *a, const RfProblem *pb, const Row *row
   g_string_append_printf(t, ", %s (%d GPUs/domain), ", pb->topo->name, pb->topo->gpus_per_domain);
   for (int i = 0; i < n; i++)
     g_string_append_printf(t, "%s%s", i ? ", " : "", rf_strategy_name(rows[i].strategy));
+  if (n > 0 && rows[0].software != RF_SOFTWARE_REFIT)
+    g_string_append_printf(t, " (software %s, %s)", rf_software_name(rows[0].software),
+                           rf_variant_name(rows[0].software, rows[0].variant));
   return g_string_free(t, FALSE);
 }
 
