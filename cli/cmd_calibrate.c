@@ -17,6 +17,8 @@ typedef struct {
   char *topology, *model, *train, *infer;
   int line; /* in the CSV */
   RfStrategy strategy;
+  RfSoftware software; /* columns software, variant (optional; default refit) */
+  RfSwVariant variant;
   double measured_s;
   RfProblem *pb; /* borrowed from the problem cache */
   RfPlan *plan;  /* owned */
@@ -90,6 +92,14 @@ static gboolean read_row(const char *path, int ln, GHashTable *h, GArray *rows, 
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s:%d: unknown strategy '%s' (one per row: gather-broadcast, p2p, m2n, hybrid)",
                   path, ln, sn);
+      return FALSE;
+    }
+    const char *swn = g_hash_table_lookup(h, "software");
+    const char *var = g_hash_table_lookup(h, "variant");
+    GError *se = NULL;
+    if (!rf_software_parse(swn && *swn ? swn : "refit", var, &m.software, &m.variant, &se)) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s:%d: %s", path, ln, se->message);
+      g_error_free(se);
       return FALSE;
     }
     m.topology = g_strdup(topo);
@@ -195,6 +205,8 @@ static gboolean build_rows(const char *path, Meas *m, int n, const char *calib_p
     if (calib_path ? !rf_calibration_load(&m[i].base, calib_path, error)
                    : !rf_calibration_for_topology(&m[i].base, pb->topo, &found, error))
       return FALSE;
+    m[i].base.software = m[i].software;
+    m[i].base.variant = m[i].variant;
   }
   return TRUE;
 }
@@ -218,8 +230,8 @@ static gboolean fit_and_report(const char *meas_path, Meas *m, int n,
   printf("\n# fitted on all rows:");
   for (int k = 0; k < nkeys; k++)
     printf(" %s.%s=%.4g", keys[k]->group, keys[k]->key, x[k]);
-  printf("\n# %-12s %-17s %-17s %9s %9s %8s %9s %8s %9s %8s\n", "topology", "model", "strategy",
-         "measured", "default", "err(%)", "fitted", "err(%)", "loo", "err(%)");
+  printf("\n# %-12s %-17s %-17s %9s %9s %8s %9s %8s %9s %8s  %s\n", "topology", "model", "strategy",
+         "measured", "default", "err(%)", "fitted", "err(%)", "loo", "err(%)", "software");
   printf("# %-12s %-17s %-17s %9s %9s %8s %9s %8s %9s %8s\n", "", "", "", "(s)", "(s)", "", "(s)",
          "", "(s)", "");
   double e0 = 0, e1 = 0, e2 = 0;
@@ -234,8 +246,10 @@ static gboolean fit_and_report(const char *meas_path, Meas *m, int n,
     double r1 = 100 * (p1 - m[i].measured_s) / m[i].measured_s;
     double r2 = 100 * (p2 - m[i].measured_s) / m[i].measured_s;
     e0 += fabs(r0), e1 += fabs(r1), e2 += fabs(r2);
-    printf("  %-12s %-17s %-17s %9.3f %9.3f %8.1f %9.3f %8.1f %9.3f %8.1f\n", m[i].topology,
-           m[i].model, rf_strategy_name(m[i].strategy), m[i].measured_s, p0, r0, p1, r1, p2, r2);
+    printf("  %-12s %-17s %-17s %9.3f %9.3f %8.1f %9.3f %8.1f %9.3f %8.1f  %s%s%s\n", m[i].topology,
+           m[i].model, rf_strategy_name(m[i].strategy), m[i].measured_s, p0, r0, p1, r1, p2, r2,
+           rf_software_name(m[i].software), m[i].software != RF_SOFTWARE_REFIT ? "/" : "",
+           m[i].software != RF_SOFTWARE_REFIT ? rf_variant_name(m[i].software, m[i].variant) : "");
   }
   printf("# mean |error|: default %.1f %%, fitted in-sample %.1f %%, leave-one-out %.1f %% "
          "(%ld simulations)\n",
@@ -272,7 +286,8 @@ int rf_cmd_calibrate(int argc, char **argv) {
   GOptionEntry entries[] = {
       {"measurements", 'M', 0, G_OPTION_ARG_FILENAME, &meas_path,
        "CSV of measured refit times (the reported-table format, or topology,model,train,infer,"
-       "strategy,measured_s)",
+       "strategy,measured_s; optional columns software, variant: the model of the software that "
+       "produced the row, as refit sim --software / --software-variant)",
        "FILE"},
       {"param", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &names, phelp, "NAME"},
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,

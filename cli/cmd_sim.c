@@ -13,6 +13,8 @@
 
 typedef struct {
   RfStrategy strategy;
+  RfSoftware software;
+  RfSwVariant variant;
   RfResult res;
   RfSimStats stats; /* copied names */
   RfPlanStats plan;
@@ -63,7 +65,11 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
 }
 
 static void print_row(FILE *f, const Row *r) {
-  fprintf(f, "\n## %s\n", rf_strategy_name(r->strategy));
+  if (r->software == RF_SOFTWARE_REFIT)
+    fprintf(f, "\n## %s\n", rf_strategy_name(r->strategy));
+  else
+    fprintf(f, "\n## %s  (software %s, %s)\n", rf_strategy_name(r->strategy),
+            rf_software_name(r->software), rf_variant_name(r->software, r->variant));
   if (!r->ok) {
     fprintf(f, "#  failed: %s\n", r->error->message);
     return;
@@ -86,8 +92,12 @@ static void print_row(FILE *f, const Row *r) {
             "buckets of %.3g GB; overlapped step paced to %.3f s\n",
             r->stats.export_tensors, r->stats.export_calls, r->stats.export_latency_s,
             r->stats.nbuckets, r->stats.bucket_bytes / 1e9, r->stats.export_pace_s);
-  if (r->stats.m2n_tensors > 0)
+  if (r->stats.m2n_tensors > 0 && r->software == RF_SOFTWARE_REFIT)
     fprintf(f, "#  m2n/p2p: %.0f checkpoint tensors by messages\n", r->stats.m2n_tensors);
+  if (r->software != RF_SOFTWARE_REFIT)
+    fprintf(f, "#  software %s (%s): %.0f reshard calls, %.3f s of serial software time\n",
+            rf_software_name(r->software), rf_variant_name(r->software, r->variant),
+            r->stats.sw_calls, r->stats.sw_software_s);
   fprintf(f, "   predicted %.5g s   network lower bound %.5g s   ratio %.2f\n", r->res.total_s,
           r->res.lower_bound_s,
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
@@ -144,6 +154,14 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_add_int_value(b, r->stats.group);
   json_builder_set_member_name(b, "sim_flows");
   json_builder_add_int_value(b, (gint64)r->stats.flows);
+  json_builder_set_member_name(b, "software");
+  json_builder_add_string_value(b, rf_software_name(r->software));
+  json_builder_set_member_name(b, "software_variant");
+  json_builder_add_string_value(b, rf_variant_name(r->software, r->variant));
+  json_builder_set_member_name(b, "reshard_calls");
+  json_builder_add_double_value(b, r->stats.sw_calls);
+  json_builder_set_member_name(b, "software_s");
+  json_builder_add_double_value(b, r->stats.sw_software_s);
   json_builder_set_member_name(b, "export_latency_s");
   json_builder_add_double_value(b, r->stats.export_latency_s);
   json_builder_set_member_name(b, "export_pace_s");
@@ -244,6 +262,9 @@ static char *timeline_title(const RfArgs *a, const RfProblem *pb, const Row *row
   g_string_append_printf(t, ", %s (%d GPUs/domain), ", pb->topo->name, pb->topo->gpus_per_domain);
   for (int i = 0; i < n; i++)
     g_string_append_printf(t, "%s%s", i ? ", " : "", rf_strategy_name(rows[i].strategy));
+  if (n > 0 && rows[0].software != RF_SOFTWARE_REFIT)
+    g_string_append_printf(t, " (software %s, %s)", rf_software_name(rows[0].software),
+                           rf_variant_name(rows[0].software, rows[0].variant));
   return g_string_free(t, FALSE);
 }
 
@@ -267,10 +288,13 @@ static void print_summary(const Row *rows, int nrows) {
 /* One row per strategy: plan, simulate. A failed row keeps its error; with one strategy it is
  * the command's error (FALSE). */
 static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
-                              const RfStrategy *strategies, int ns, Row *rows, GError **error) {
+                              RfSoftware sw, RfSwVariant swv, const RfStrategy *strategies, int ns,
+                              Row *rows, GError **error) {
   for (int i = 0; i < ns; i++) {
     Row *r = &rows[i];
     r->strategy = strategies[i];
+    r->software = sw;
+    r->variant = swv;
     RfPlan *plan = rf_plan_args_build(pa, pb, strategies[i], ns > 1, &r->error);
     if (plan) {
       r->plan = plan->stats;
@@ -302,7 +326,7 @@ int rf_cmd_sim(int argc, char **argv) {
   RfPlanArgs pa = {0};
   GOptionEntry plan_entries[RF_PLAN_ARGS_NENTRIES];
   rf_plan_args_entries(&pa, plan_entries);
-  char *calib_path = NULL, *timeline = NULL;
+  char *calib_path = NULL, *timeline = NULL, *software = NULL, *variant = NULL;
   int group = 0, max_flows = 0;
   gboolean keep = FALSE, overlap = FALSE, sequential = FALSE;
   GOptionEntry entries[] = {
@@ -319,6 +343,14 @@ int rf_cmd_sim(int argc, char **argv) {
       {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &sequential,
        "Hybrid: run m2n, then gather-broadcast", NULL},
       {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the generated SimGrid XML", NULL},
+      {"software", 0, 0, G_OPTION_ARG_STRING, &software,
+       "Model the published software instead of refit's executor: refit (default), nemo-rl "
+       "(hybrid, gather-broadcast), nccl-m2n (m2n); docs/sim.md",
+       "NAME"},
+      {"software-variant", 0, 0, G_OPTION_ARG_STRING, &variant,
+       "Code path of the software model: nemo-rl m2n-pack (default), python-fallback, xfer-v0.1; "
+       "nccl-m2n pack (default), ring-v0.1, direct",
+       "NAME"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
@@ -335,6 +367,8 @@ int rf_cmd_sim(int argc, char **argv) {
   char *cal_source = NULL;
   RfExecutor *ex = NULL;
   RfStrategy strategies[RF_STRATEGY_COUNT];
+  RfSoftware sw = RF_SOFTWARE_REFIT;
+  RfSwVariant swv = RF_VARIANT_DEFAULT;
   /* 1. options, all checked before anything is built */
   if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
   if (group < 0 || max_flows < 0) {
@@ -347,6 +381,9 @@ int rf_cmd_sim(int argc, char **argv) {
     goto out;
   }
   if (timeline && !timeline_check(timeline, &e)) goto out;
+  if ((software || variant) &&
+      !rf_software_parse(software ? software : "refit", variant, &sw, &swv, &e))
+    goto out;
   if (!rf_plan_args_check(&pa, &e)) goto out;
   ns = rf_args_strategies(&a, strategies, &e);
   if (ns < 0) goto out;
@@ -355,6 +392,8 @@ int rf_cmd_sim(int argc, char **argv) {
   if (!pb) goto out;
   if (a.json && !a.quiet && pb->placement_note) g_printerr("# placement: %s\n", pb->placement_note);
   if (!rf_calibration_select(&cal, calib_path, pb->topo, &cal_source, &neutral, &e)) goto out;
+  cal.software = sw;
+  cal.variant = swv;
   if (overlap) cal.hybrid_overlap = TRUE;
   if (sequential) cal.hybrid_overlap = FALSE;
   /* 3. the executor, one row per strategy */
@@ -370,7 +409,7 @@ int rf_cmd_sim(int argc, char **argv) {
                "no software latency)\n",
                pb->topo->name);
   rows = g_new0(Row, ns);
-  if (!simulate_rows(&pa, pb, ex, strategies, ns, rows, &e)) goto out;
+  if (!simulate_rows(&pa, pb, ex, sw, swv, strategies, ns, rows, &e)) goto out;
   /* 4. the report */
   if (a.json) {
     rf_json_print_strategies(json_head, cal_source, ns, json_row, rows);
@@ -404,6 +443,8 @@ out:
   rf_args_clear(&a);
   g_free(calib_path);
   g_free(timeline);
+  g_free(software);
+  g_free(variant);
   rf_plan_args_clear(&pa);
   g_option_context_free(ctx);
   return e ? rf_cmd_exit("refit sim", e, TRUE) : row_rc;

@@ -18,6 +18,65 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->bucket_memory_fraction = 0.02;
   c->bucket_max_bytes = 5.0 * 1024 * 1024 * 1024;
   c->buffers = 2;
+  c->nemo_streams = 2;
+  c->m2n_slots = 4;
+  c->m2n_max_sources = 16;
+  c->m2n_max_targets = 64;
+  c->m2n_direct_max_sources = 32;
+  c->m2n_direct_max_targets = 64;
+  c->m2n_staging_max_bytes = 2147483648.0;
+  c->m2n_ring_chunk_bytes = 262144.0;
+  c->m2n_direct_chunk_bytes = 1048576.0;
+}
+
+static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};
+static const char *const VARIANT[] = {"default", "python-fallback", "m2n-pack", "xfer-v0.1",
+                                      "pack",    "ring-v0.1",       "direct"};
+
+const char *rf_software_name(RfSoftware s) {
+  return SOFTWARE[s];
+}
+
+RfSwVariant rf_variant_resolve(RfSoftware s, RfSwVariant v) {
+  if (v != RF_VARIANT_DEFAULT) return v;
+  if (s == RF_SOFTWARE_NEMO_RL) return RF_VARIANT_M2N_PACK;
+  if (s == RF_SOFTWARE_NCCL_M2N) return RF_VARIANT_PACK;
+  return RF_VARIANT_DEFAULT;
+}
+
+const char *rf_variant_name(RfSoftware s, RfSwVariant v) {
+  return VARIANT[rf_variant_resolve(s, v)];
+}
+
+gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
+                           RfSwVariant *v, GError **error) {
+  int s = -1, k = 0;
+  for (unsigned i = 0; i < G_N_ELEMENTS(SOFTWARE); i++)
+    if (software && !strcmp(software, SOFTWARE[i])) s = (int)i;
+  if (s < 0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown software '%s' (refit, nemo-rl, nccl-m2n)",
+                software ? software : "");
+    return FALSE;
+  }
+  if (variant && *variant) {
+    k = -1;
+    for (unsigned i = 1; i < G_N_ELEMENTS(VARIANT); i++)
+      if (!strcmp(variant, VARIANT[i])) k = (int)i;
+    gboolean fits =
+        (s == RF_SOFTWARE_NEMO_RL && k >= RF_VARIANT_PYTHON_FALLBACK && k <= RF_VARIANT_XFER_V01) ||
+        (s == RF_SOFTWARE_NCCL_M2N && k >= RF_VARIANT_PACK);
+    if (!fits) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown variant '%s' of software %s (%s)",
+                  variant, SOFTWARE[s],
+                  s == RF_SOFTWARE_NEMO_RL    ? "python-fallback, m2n-pack, xfer-v0.1"
+                  : s == RF_SOFTWARE_NCCL_M2N ? "pack, ring-v0.1, direct"
+                                              : "refit has none");
+      return FALSE;
+    }
+  }
+  *sw = (RfSoftware)s;
+  *v = (RfSwVariant)k;
+  return TRUE;
 }
 
 void rf_calibration_clear(RfCalibration *c) {
@@ -58,6 +117,25 @@ static const RfCalibrationKey KEYS[] = {
     {"bucket", "buffers", RF_CAL_INT, FIELD(buffers), 1, 64, 0, 0, FALSE},
     {"hybrid", "overlap", RF_CAL_BOOL, FIELD(hybrid_overlap), 0, 1, 0, 0, FALSE},
     {"refit", "fixed_s", RF_CAL_REAL, FIELD(fixed_s), 0, 1e3, 0.0, 20.0, TRUE},
+    /* software models (sim/sw.c, sim/sw_nemo.c) */
+    {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},
+    {"nemo", "dispatch_s", RF_CAL_REAL, FIELD(nemo_dispatch_s), 0, 1e3, 0.0, 5.0, FALSE},
+    {"nemo", "call_s", RF_CAL_REAL, FIELD(nemo_call_s), 0, 1.0, 0.0, 0.05, FALSE},
+    {"nemo", "p2p_op_s", RF_CAL_REAL, FIELD(nemo_p2p_op_s), 0, 1.0, 0.0, 2e-3, FALSE},
+    {"vllm", "finalize_s", RF_CAL_REAL, FIELD(vllm_finalize_s), 0, 1e3, 0.0, 5.0, FALSE},
+    {"m2n", "plan_s", RF_CAL_REAL, FIELD(m2n_plan_s), 0, 1.0, 0.0, 0.05, FALSE},
+    {"m2n", "barrier_s", RF_CAL_REAL, FIELD(m2n_barrier_s), 0, 1.0, 0, 0, FALSE},
+    {"m2n", "slots", RF_CAL_INT, FIELD(m2n_slots), 1, 64, 0, 0, FALSE},
+    {"m2n", "max_sources", RF_CAL_INT, FIELD(m2n_max_sources), 1, 1 << 20, 0, 0, FALSE},
+    {"m2n", "max_targets", RF_CAL_INT, FIELD(m2n_max_targets), 1, 1 << 20, 0, 0, FALSE},
+    {"m2n", "direct_max_sources", RF_CAL_INT, FIELD(m2n_direct_max_sources), 1, 1 << 20, 0, 0,
+     FALSE},
+    {"m2n", "direct_max_targets", RF_CAL_INT, FIELD(m2n_direct_max_targets), 1, 1 << 20, 0, 0,
+     FALSE},
+    {"m2n", "staging_max_bytes", RF_CAL_REAL, FIELD(m2n_staging_max_bytes), 1, 1e15, 0, 0, FALSE},
+    {"m2n", "ring_chunk_bytes", RF_CAL_REAL, FIELD(m2n_ring_chunk_bytes), 1, 1e12, 0, 0, FALSE},
+    {"m2n", "direct_chunk_bytes", RF_CAL_REAL, FIELD(m2n_direct_chunk_bytes), 1, 1e12, 0, 0, FALSE},
+    {"copy", "ce_row_half_bytes", RF_CAL_REAL, FIELD(ce_row_half_bytes), 0, 1e12, 0, 0, FALSE},
 };
 
 const RfCalibrationKey *rf_calibration_keys(int *n) {

@@ -79,7 +79,8 @@ static struct {
   const SimProgram *p;
   uint32_t *out_first, *out_count, *in_count; /* [step * nhosts + host] */
   uint32_t step_phases[SIM_MAX_STEPS];        /* bit mask of phases with flows in a step */
-  sg_bar_t bar[2];
+  sg_bar_t bar[SIM_MAX_LANES];
+  sg_bar_t bar_all; /* every actor of every lane: join steps */
   sg_mailbox_t *mb; /* [lane * nhosts + host] */
   sg_link_t *links; /* generated links, by index */
   SimOutcome out;
@@ -143,19 +144,22 @@ static void host_actor(int argc, char **argv) {
   (void)argc;
   (void)argv;
   const SimProgram *p = S.p;
-  int h = (int)(intptr_t)sg_actor_self_get_data() >> 1;
-  int lane = (int)(intptr_t)sg_actor_self_get_data() & 1;
+  int h = (int)(intptr_t)sg_actor_self_get_data() / SIM_MAX_LANES;
+  int lane = (int)(intptr_t)sg_actor_self_get_data() % SIM_MAX_LANES;
   for (int s = 0; s < p->nsteps; s++) {
     const SimStep *st = &p->steps[s];
+    if (st->join && p->nlanes > 1) sg_barrier_wait(S.bar_all); /* every lane got here */
     if (st->lane != lane) continue;
     double t0 = simgrid_get_clock();
     if (h == 0 && p->nlanes == 1 && p->group > 1) step_set_bandwidths(p, s);
     if (h == 0) step_mark_start(s, t0);
+    if (h == 0) S.out.step_start_s[s] = t0;
     if (st->pre_s > 0) sg_actor_sleep_for(st->pre_s);
     step_flows(p, s, h, lane, simgrid_get_clock());
     if (st->post_s > 0) sg_actor_sleep_for(st->post_s);
     sg_barrier_wait(S.bar[lane]);
     if (h == 0) step_mark_end(st, s);
+    if (h == 0) S.out.step_end_s[s] = simgrid_get_clock();
   }
 }
 
@@ -190,6 +194,7 @@ static void spawn_actors(const SimProgram *p) {
     S.links[l] = sg_link_by_name(name);
   }
   S.mb = g_new(sg_mailbox_t, (size_t)p->nlanes * p->nhosts);
+  S.bar_all = sg_barrier_init((unsigned)(p->nhosts * p->nlanes));
   for (int lane = 0; lane < p->nlanes; lane++) {
     S.bar[lane] = sg_barrier_init((unsigned)p->nhosts);
     for (int h = 0; h < p->nhosts; h++) {
@@ -204,7 +209,7 @@ static void spawn_actors(const SimProgram *p) {
       snprintf(name, sizeof name, "a%d.%d", h, lane);
       snprintf(hn, sizeof hn, "h%d", h);
       sg_actor_t a = sg_actor_init(name, sg_host_by_name(hn));
-      sg_actor_set_data(a, (void *)(intptr_t)((h << 1) | lane));
+      sg_actor_set_data(a, (void *)(intptr_t)(h * SIM_MAX_LANES + lane));
       sg_actor_start(a, host_actor, 0, NULL);
     }
 }
@@ -292,8 +297,9 @@ gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome 
                         GError **error) {
   memset(out, 0, sizeof *out);
   if (p->nhosts == 0) return TRUE;
-  if (p->nlanes > 2) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most two lanes");
+  if (p->nlanes > SIM_MAX_LANES || p->nsteps > SIM_MAX_STEPS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most %d lanes and %d steps",
+                SIM_MAX_LANES, SIM_MAX_STEPS);
     return FALSE;
   }
   g_autofree char *xml = NULL;

@@ -116,6 +116,8 @@ static void fill_stats(SimState *st, const SimProgram *p, const RfProblem *pb) {
   s->nbuckets = p->nbuckets;
   s->bucket_bytes = p->bucket_bytes;
   s->m2n_tensors = p->m2n_tensors;
+  s->sw_calls = p->sw_calls;
+  s->sw_software_s = p->sw_software_s;
   s->ntop = nl < 5 ? nl : 5;
   s->top = g_new0(RfSimLink, s->ntop > 0 ? s->ntop : 1);
   for (int i = 0; i < s->ntop; i++) {
@@ -131,8 +133,10 @@ static void fill_stats(SimState *st, const SimProgram *p, const RfProblem *pb) {
  * pipeline fill and contention. */
 static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
   const RfSimStats *s = &st->stats;
-  double soft =
-      p->export_latency_s + p->m2n_tensors * st->calib.m2n_tensor_overhead_s + st->calib.fixed_s;
+  double soft = st->calib.software != RF_SOFTWARE_REFIT
+                    ? p->sw_software_s + p->export_latency_s
+                    : p->export_latency_s + p->m2n_tensors * st->calib.m2n_tensor_overhead_s +
+                          st->calib.fixed_s;
   double busy = s->ntop > 0 ? s->top[0].busy_s : 0;
   const char *top = s->ntop > 0 ? s->top[0].name : "-";
   if (total_s <= 0) return g_strdup("nothing moves");
@@ -144,6 +148,33 @@ static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
                            soft, 100 * soft / total_s, top, 100 * busy / total_s);
   return g_strdup_printf("%s (busy %.0f%%), pipeline fill and contention", top,
                          100 * busy / total_s);
+}
+
+/* Software models: one stage per group of steps (the name before the '.'), in step order:
+ * the per-stream PP stages, the misc broadcast, finalize. Bytes: the payload of its flows. */
+static void add_step_stages(RfResult *out, const SimProgram *p, const SimOutcome *oc) {
+  g_autofree double *bytes = g_new0(double, p->nsteps + 1);
+  for (guint i = 0; i < p->flows->len; i++) {
+    const SimFlow *f = &g_array_index(p->flows, SimFlow, i);
+    bytes[f->step] += f->weight > 0 ? f->bytes / f->weight : f->bytes;
+  }
+  int s = 0;
+  while (s < p->nsteps) {
+    const char *dot = strchr(p->steps[s].name, '.');
+    size_t len = dot ? (size_t)(dot - p->steps[s].name) : strlen(p->steps[s].name);
+    double a = oc->step_start_s[s], b = oc->step_end_s[s], by = bytes[s];
+    int e = s + 1;
+    while (e < p->nsteps && !strncmp(p->steps[e].name, p->steps[s].name, len) &&
+           (p->steps[e].name[len] == '.' || p->steps[e].name[len] == 0)) {
+      if (oc->step_end_s[e] > b) b = oc->step_end_s[e];
+      by += bytes[e];
+      e++;
+    }
+    char name[40];
+    g_strlcpy(name, p->steps[s].name, len + 1 < sizeof name ? len + 1 : sizeof name);
+    rf_result_add_stage(out, name, a, b, (uint64_t)(by + 0.5));
+    s = e;
+  }
 }
 
 static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GError **error) {
@@ -164,10 +195,14 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   out->strategy = plan->strategy;
   out->total_s = out->min_s = out->max_s = oc.total_s;
   out->lower_bound_s = plan->stats.lower_bound_s;
-  for (int l = 0; l < RF_PHASE_COUNT; l++)
-    if (oc.used[l])
-      rf_result_add_stage(out, rf_phase_name((RfPhase)l), oc.start_s[l], oc.end_s[l],
-                          (uint64_t)(p->phase_bytes[l] + 0.5));
+  if (st->calib.software == RF_SOFTWARE_REFIT)
+    for (int l = 0; l < RF_PHASE_COUNT; l++) {
+      if (oc.used[l])
+        rf_result_add_stage(out, rf_phase_name((RfPhase)l), oc.start_s[l], oc.end_s[l],
+                            (uint64_t)(p->phase_bytes[l] + 0.5));
+    }
+  else
+    add_step_stages(out, p, &oc);
   fill_stats(st, p, plan->problem);
   out->bound_by = bound_by(st, p, out->total_s);
   st->stats.wall_s = (g_get_monotonic_time() - t0) / 1e6;

@@ -13,24 +13,27 @@
 typedef struct {
   int32_t src, dst;
   uint8_t phase; /* RfPhase */
-  uint8_t step;
-  uint16_t pad_;
+  uint8_t pad_;
+  uint16_t step;
   double bytes;
   double offset_s;
   double rate_Bps; /* upper bound on its rate (0: none): the pace of a pipelined producer */
   double weight;   /* simulated bytes per payload byte (NCCL collective overhead on the NIC) */
 } SimFlow;
 
-#define SIM_MAX_STEPS 8
+#define SIM_MAX_STEPS 512    /* the software models run a few steps per pipeline stage */
+#define SIM_MAX_LANES 8      /* concurrent streams (lanes) of a program */
 #define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */
 
 /* Steps of a lane run one after another (all hosts of the lane meet at a barrier between two
- * steps); lanes run concurrently. */
+ * steps); lanes run concurrently. A join step starts only when every lane has finished all of
+ * its earlier steps (a torch.cuda.synchronize() across streams). */
 typedef struct {
   int lane;
+  gboolean join;
   double pre_s;  /* software time before the flows start */
   double post_s; /* software time after the last flow ends */
-  char name[32];
+  char name[32]; /* "group.part": the timeline shows one bar per group */
 } SimStep;
 
 typedef struct {
@@ -63,6 +66,12 @@ typedef struct {
   double bucket_bytes;
   double nbuckets;
   double gb_bytes; /* bytes the gather-broadcast group broadcasts */
+  /* software models (sim/sw*.c): per-step GPU link loads for the group factors, and what the
+   * model assumed (for the report) */
+  double *sw_load; /* [step][gpu][SIM_HOST_LINKS] bytes, NULL for the refit model */
+  int sw_ngpus;
+  double sw_software_s; /* serial software time the model put in steps */
+  double sw_calls;      /* reshard calls */
 } SimProgram;
 
 /* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL
@@ -112,6 +121,7 @@ typedef struct {
   double start_s[RF_PHASE_COUNT];
   double end_s[RF_PHASE_COUNT];
   int used[RF_PHASE_COUNT];
+  double step_start_s[SIM_MAX_STEPS], step_end_s[SIM_MAX_STEPS];
 } SimOutcome;
 
 /* Generate the platform, run SimGrid (in a child process, so that one process can run many

@@ -2,6 +2,7 @@
  * and how late each flow may start (pipeline fill). The modelling choices live here. */
 #include "error.h"
 #include "internal.h"
+#include "sw.h"
 
 #include <math.h>
 #include <string.h>
@@ -428,8 +429,10 @@ static int cmp_flow(const void *a, const void *b) {
   return (x->offset_s > y->offset_s) - (x->offset_s < y->offset_s);
 }
 
-static int add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s) {
+int sim_add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s) {
+  g_assert(p->nsteps < SIM_MAX_STEPS);
   SimStep *s = &p->steps[p->nsteps];
+  memset(s, 0, sizeof *s);
   s->lane = lane;
   s->pre_s = pre_s;
   s->post_s = post_s;
@@ -441,7 +444,7 @@ static void emit(SimProgram *p, const Proto *pr, int step, double scale, double 
                  double pace_s) {
   p->frac[step][pr->phase] = scale;
   double w = sim_route_is_net(p, pr->src, pr->dst) ? p->inflate[pr->phase] : 1.0;
-  SimFlow f = {pr->src,  pr->dst, pr->phase, (uint8_t)step, 0, pr->bytes * scale * w,
+  SimFlow f = {pr->src,  pr->dst, pr->phase, 0, (uint16_t)step, pr->bytes * scale * w,
                offset_s, 0,       w};
   if (f.bytes <= 0) return;
   if (pace_s > 0) f.rate_Bps = f.bytes / pace_s;
@@ -574,7 +577,7 @@ static double depth_hops(const Fill *f, const Proto *pr) {
  * tensor, the calibrated software time of the reshard path. */
 static void add_m2n_step(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
                          const GArray *hp, const Fill *f, int lane) {
-  int st = add_step(p, lane, "m2n", x->m2n_tensors * cal->m2n_tensor_overhead_s, 0);
+  int st = sim_add_step(p, lane, "m2n", x->m2n_tensors * cal->m2n_tensor_overhead_s, 0);
   for (guint i = 0; i < hp->len; i++) {
     const Proto *pr = &g_array_index(hp, Proto, i);
     if (pr->phase == RF_PHASE_EXPORT || pr->phase == RF_PHASE_BROADCAST) continue;
@@ -616,9 +619,9 @@ static void add_gb_steps(SimProgram *p, const SimProtos *x, const RfCalibration 
    * (a rate bound per flow), and contention can only stretch it. */
   double pace = overlap ? (1 - fa) * (serial + export_uncontended_s(x, f)) : 0;
   p->export_pace_s = pace;
-  int sa = add_step(p, lane, "export-first", fa * serial, 0);
-  int sb = overlap ? add_step(p, lane, "export+broadcast", 0, 0) : -1;
-  int sc = add_step(p, lane, "broadcast-last", 0, fc * p->gb_bytes / f->copy_Bps);
+  int sa = sim_add_step(p, lane, "export-first", fa * serial, 0);
+  int sb = overlap ? sim_add_step(p, lane, "export+broadcast", 0, 0) : -1;
+  int sc = sim_add_step(p, lane, "broadcast-last", 0, fc * p->gb_bytes / f->copy_Bps);
   double calls_b = overlap ? nb - 1 : 0, calls_c = overlap ? 1 : nb;
   for (guint i = 0; i < hp->len; i++) {
     const Proto *pr = &g_array_index(hp, Proto, i);
@@ -667,6 +670,18 @@ static void set_group_scales(SimProgram *p, const SimProtos *x) {
       }
 }
 
+typedef struct {
+  const SimProtos *x;
+  const RfCalibration *cal;
+  const GArray *hp;
+  const Fill *f;
+} GbArgs;
+
+static void gb_steps_cb(SimProgram *p, int lane, void *ud) {
+  const GbArgs *a = ud;
+  add_gb_steps(p, a->x, a->cal, a->hp, a->f, lane);
+}
+
 SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int group,
                               GError **error) {
   const RfTopology *t = x->plan->problem->topo;
@@ -688,12 +703,22 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
 
   /* 3. steps per lane: setup, m2n, then the gather-broadcast buckets (a lane of their own when
    * a hybrid overlaps the two) */
+  if (cal->software != RF_SOFTWARE_REFIT) { /* a model of the published software */
+    GbArgs ga = {x, cal, hp, &f};
+    if (!sw_build(p, x, cal, slot_host, gb_steps_cb, &ga, error)) {
+      sim_program_free(p);
+      return NULL;
+    }
+    if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
+    sw_group_scales(p, x);
+    return p;
+  }
   int lane_m2n = 0, lane_gb = 0;
   p->nlanes = 1;
   if (x->has_gb && x->has_m2n && cal->hybrid_overlap) lane_gb = 1, p->nlanes = 2;
   if (cal->fixed_s > 0) /* per-refit software time before any byte moves; every lane waits */
     for (int l = 0; l < p->nlanes; l++)
-      add_step(p, l, "setup", cal->fixed_s, 0);
+      sim_add_step(p, l, "setup", cal->fixed_s, 0);
   if (x->has_m2n) add_m2n_step(p, x, cal, hp, &f, lane_m2n);
   if (x->has_gb) add_gb_steps(p, x, cal, hp, &f, lane_gb);
   if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
@@ -710,6 +735,7 @@ void sim_program_free(SimProgram *p) {
   g_free(p->host_leaf);
   g_free(p->link_scale);
   g_free(p->step_scale);
+  g_free(p->sw_load);
   g_array_free(p->flows, TRUE);
   g_free(p);
 }

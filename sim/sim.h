@@ -15,6 +15,34 @@
 #include <glib.h>
 #include <stddef.h>
 
+/* Which software the prediction models (`refit sim --software`): refit's own executor, or a
+ * model of the published NeMo RL / NCCL M2N code (sim/sw*.c, docs/sim.md). */
+typedef enum {
+  RF_SOFTWARE_REFIT,
+  RF_SOFTWARE_NEMO_RL,  /* nccl_reshard refit (hybrid) and its gather + broadcast baseline */
+  RF_SOFTWARE_NCCL_M2N, /* nccl-extensions reshard_model_bench (m2n) */
+} RfSoftware;
+
+/* The code path of a software model where the evidence leaves it open. */
+typedef enum {
+  RF_VARIANT_DEFAULT,
+  RF_VARIANT_PYTHON_FALLBACK, /* nemo-rl: xferdtensor_python (nccl.m2n not installed) */
+  RF_VARIANT_M2N_PACK,        /* nemo-rl: nccl.m2n PACK (today's default path) */
+  RF_VARIANT_XFER_V01,        /* nemo-rl: PR #2413/#2808, every parameter by NCCL Xfer v0.1 */
+  RF_VARIANT_PACK,            /* nccl-m2n: PACK (today) */
+  RF_VARIANT_RING_V01,        /* nccl-m2n: v0.1 zero-copy RING, 256 KiB pipelined forwarding */
+  RF_VARIANT_DIRECT,          /* nccl-m2n: DIRECT, every source to every destination */
+} RfSwVariant;
+
+/* "refit", "nemo-rl", "nccl-m2n" and a variant name (NULL or "": the software's default);
+ * FALSE + one-line error for a name that does not exist or a variant of another software. */
+gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
+                           RfSwVariant *v, GError **error);
+const char *rf_software_name(RfSoftware s);
+/* The variant's name; the default resolved for the software. */
+const char *rf_variant_name(RfSoftware s, RfSwVariant v);
+RfSwVariant rf_variant_resolve(RfSoftware s, RfSwVariant v);
+
 /* Calibration: achieved fractions of peak and software latencies. One file per topology in
  * sim/calibration/. */
 typedef struct {
@@ -36,6 +64,25 @@ typedef struct {
   int buffers;             /* alternating bucket buffers (>= 2 overlaps export and broadcast) */
   gboolean hybrid_overlap; /* hybrid: run m2n and gather-broadcast concurrently */
   double fixed_s;          /* per refit, before anything moves (setup, synchronisation) */
+  /* software models (not file keys: chosen by --software / --software-variant) */
+  RfSoftware software;
+  RfSwVariant variant;
+  /* NeMo RL (sim/sw_nemo.c) */
+  int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
+  double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */
+  double nemo_call_s;     /* per reshard call: Python of xferdtensor and its NCCL bindings */
+  double nemo_p2p_op_s;   /* Python fallback: per send / recv of a grouped p2p, busiest rank */
+  double vllm_finalize_s; /* per refit: process_weights_after_loading */
+  /* NCCL M2N (sim/sw.c) */
+  double m2n_plan_s;    /* per call: host planning (prepareReshardParams), launch, host sync */
+  double m2n_barrier_s; /* per world barrier of the transfer kernel */
+  int m2n_slots;        /* PACK staging slots per device */
+  int m2n_max_sources, m2n_max_targets;               /* RING / PACK plan limits */
+  int m2n_direct_max_sources, m2n_direct_max_targets; /* DIRECT plan limits */
+  double m2n_staging_max_bytes;                       /* largest PACK staging bucket */
+  double m2n_ring_chunk_bytes;                        /* v0.1 RING forwarding granularity */
+  double m2n_direct_chunk_bytes;                      /* DIRECT credit chunk */
+  double ce_row_half_bytes; /* copy-engine strided copy: row size at half the copy rate */
 } RfCalibration;
 
 /* One key of a calibration file, the one table that the reader (rf_calibration_load) and
@@ -103,6 +150,8 @@ typedef struct {
   double export_pace_s;    /* duration the overlapped export + broadcast step is paced to */
   double nbuckets, bucket_bytes;
   double m2n_tensors; /* checkpoint tensors moved by m2n / p2p */
+  /* software models: reshard calls and the serial software time the model put in steps */
+  double sw_calls, sw_software_s;
 } RfSimStats;
 
 /* The SimGrid executor. opt may be NULL (calibration of the problem's topology). */

@@ -17,6 +17,25 @@ COLORS = {"export": "#4c72b0", "broadcast": "#dd8452", "inject": "#55a868",
           "forward": "#c44e52", "fanout": "#8172b3"}
 
 
+# refit sim --software: one bar per group of steps; the generation streams (one PP stage's
+# reshard calls in series), the misc broadcast after the bulk, vLLM's finalize
+STREAM_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
+                 "#8c8c8c"]
+
+
+def color(stage):
+    if stage in COLORS:
+        return COLORS[stage]
+    if stage.startswith("stream"):
+        try:
+            return STREAM_COLORS[int(stage[6:].split()[0]) % len(STREAM_COLORS)]
+        except ValueError:
+            pass
+    if stage.startswith("misc"):
+        return "#ccb974"
+    return "#999999"
+
+
 def main(src, out, title):
     rows = list(csv.DictReader(open(src)))
     strategies = []
@@ -32,7 +51,7 @@ def main(src, out, title):
     labels = []
     for i, (s, r) in enumerate(lanes):
         a, b = float(r["start_s"]), float(r["end_s"])
-        ax.barh(i, max(b - a, 1e-9), left=a, color=COLORS.get(r["stage"], "#999999"))
+        ax.barh(i, max(b - a, 1e-9), left=a, color=color(r["stage"]))
         ax.text(b, i, " %.3f s" % b, va="center", fontsize=8)
         labels.append("%s: %s" % (s, r["stage"]))
     ax.set_yticks(range(len(lanes)))

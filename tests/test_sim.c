@@ -9,6 +9,7 @@
 #include "error.h"
 #include "internal.h"
 #include "sim.h"
+#include "sw.h"
 
 static char *data_path(const char *name) {
   return g_strdup_printf("%s/tests/data/sim/%s", rf_data_dir(), name);
@@ -351,6 +352,174 @@ static void test_calibrate_loo(void) {
 }
 
 /* Registers fn once per entry of a table, under prefix/NAME. */
+/* ---- the published-software models (sim/sw.c, sim/sw_nemo.c) on the golden cluster ---- */
+
+/* Simulates model file `listing` (tests/data/sim/) planned with strategy on the golden cluster
+ * under cal; returns the predicted time (stages in *res). */
+static double sw_simulate(const char *listing, const char *train, const char *infer,
+                          RfStrategy strategy, const RfCalibration *cal, RfResult *res) {
+  g_autofree char *m = data_path(listing), *t = data_path("golden.topo");
+  RfProblem *pb = preset(m, train, infer, t);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, strategy, NULL, &e);
+  g_assert_no_error(e);
+  double s = simulate(plan, cal, 1, res);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  return s;
+}
+
+/* NCCL M2N PACK, one call: 100 MB from GPU 0 to GPU 1. The copy-engine pack (100 MB at a copy
+ * rate of 100 GB/s: 1 ms), the put (100 MB over the 10 GB/s NIC, 6 us of NIC + switch latency)
+ * and the unpack (1 ms) run in series, after the host planning (0.2 ms) and four barriers
+ * (0.1 ms each). */
+static void test_sw_pack_put_unpack(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NCCL_M2N;
+  cal.variant = RF_VARIANT_PACK;
+  cal.hbm_efficiency = 1e-4; /* golden HBM 1e6 GB/s: copies at 100 GB/s */
+  cal.m2n_plan_s = 2e-4;
+  cal.m2n_barrier_s = 1e-4;
+  RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  RfResult r;
+  double t = simulate(plan, &cal, 1, &r);
+  assert_rel(t, 2e-4 + 4e-4 + 1e-3 + (1e8 / 10e9 + 6e-6) + 1e-3);
+  rf_result_clear(&r);
+  /* the same call with its put alone (no copies, no software) is the message alone */
+  cal.hbm_efficiency = 1.0, cal.m2n_plan_s = 0, cal.m2n_barrier_s = 0;
+  t = simulate(plan, &cal, 1, &r);
+  g_assert_cmpfloat_with_epsilon(t, 1e8 / 10e9 + 6e-6, 1e-6);
+  rf_result_clear(&r);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
+/* NeMo RL, two PP stages of one 50 MB call each (GPU 0 and GPU 1 to GPU 2), 10 ms of Python per
+ * call. Two streams: stream 0 runs its host time (0-10 ms) then its put (5 ms); stream 1 is
+ * issued after stage 0's host time, runs its own (10-20 ms), then its put (20-25 ms): 25 ms.
+ * One stream: 10 + 5 + 10 + 5 = 30 ms. */
+static void test_sw_two_stages_two_streams(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_M2N_PACK;
+  cal.nemo_call_s = 0.010;
+  RfResult r;
+  double t2 = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t2, 0.025 + 6e-6, 1e-6);
+  gboolean lane1 = FALSE;
+  for (int i = 0; i < r.nstages; i++)
+    if (!strcmp(r.stages[i].name, "stream1 stage1")) {
+      lane1 = TRUE;
+      g_assert_cmpfloat_with_epsilon(r.stages[i].start_s, 0.010, 1e-9);
+    }
+  g_assert_true(lane1);
+  rf_result_clear(&r);
+  cal.nemo_streams = 1;
+  double t1 = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t1, 0.030 + 2 * 6e-6, 1e-6);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
+/* Five PP stages, five communicators, tiny calls of 10 ms of kernel time each (four barriers of
+ * 2.5 ms), five streams: with the 4 staging slots of M2N PACK the fifth communicator shares the
+ * first one's slot and runs after it (20 ms); with 5 slots all run at once (10 ms). */
+static void test_sw_slot_shared_by_five(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_M2N_PACK;
+  cal.nemo_streams = 5;
+  cal.m2n_barrier_s = 0.0025;
+  RfResult r;
+  double t4 = sw_simulate("five-layers.json", "PP5", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t4, 0.020, 1e-4);
+  g_assert_cmpfloat(t4, >, 0.020);
+  rf_result_clear(&r);
+  cal.m2n_slots = 5;
+  double t5 = sw_simulate("five-layers.json", "PP5", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t5, 0.010, 1e-4);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
+/* M2N refuses a call past MAX_SOURCES: refit sim says so, it does not predict. */
+static void test_sw_limits_refuse(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_M2N_PACK;
+  cal.m2n_max_sources = 1;
+  g_autofree char *m = data_path("two-layers.json"), *t = data_path("golden.topo");
+  RfProblem *pb = preset(m, "TP2", "TP1", t);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_HYBRID, NULL, &e);
+  g_assert_no_error(e);
+  RfSimOptions o = {0};
+  o.calib = cal;
+  RfExecutor *ex = rf_sim_executor_new(&o);
+  g_assert_true(ex->prepare(ex, pb, &e));
+  RfResult r;
+  g_assert_false(ex->run(ex, plan, &r, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_assert_nonnull(strstr(e->message, "MAX_SOURCES"));
+  g_assert_null(strchr(e->message, '\n'));
+  g_error_free(e);
+  ex->destroy(ex);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
+/* --software on a strategy the published code does not run, or an unknown variant: one line,
+ * exit status 2. */
+static void test_sw_command_refuses(gconstpointer data) {
+  const char *const *extra = data;
+  if (g_test_subprocess()) {
+    char *argv[] = {"sim",
+                    "-m",
+                    "tiny-moe",
+                    "-t",
+                    "TP2xPP2xEP6",
+                    "-i",
+                    "TP2xDP6",
+                    "-T",
+                    "dgx-h100",
+                    "-s",
+                    (char *)extra[0],
+                    (char *)extra[1],
+                    (char *)extra[2],
+                    NULL};
+    exit(rf_cmd_sim(13, argv));
+  }
+  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed();
+  g_test_trap_assert_stderr(extra[3]);
+}
+
+static const char *const sw_refusals[][4] = {
+    {"m2n", "--software", "nemo-rl", "refit sim: --software nemo-rl models hybrid*not m2n*"},
+    {"hybrid", "--software", "nccl-m2n", "refit sim: --software nccl-m2n models the m2n*"},
+    {"m2n", "--software-variant", "pack", "refit sim: unknown variant 'pack' of software refit*"},
+    {"m2n", "--software", "foo", "refit sim: unknown software 'foo'*"},
+};
+
+/* The NVLink team of a communicator: gcd of the per-domain run lengths. */
+static void test_sw_lsa_team(void) {
+  int a[] = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15}; /* runs 4, 8 (domains of 8) */
+  g_assert_cmpint(sw_lsa_team(a, 12, 8), ==, 4);
+  int b[] = {0, 1, 2, 3, 4, 5, 6, 7, 72, 73}; /* runs 8, 2 (domains of 72) */
+  g_assert_cmpint(sw_lsa_team(b, 10, 72), ==, 2);
+  int c[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  g_assert_cmpint(sw_lsa_team(c, 8, 72), ==, 8);
+}
+
 static void add_cases(const char *prefix, const void *table, size_t size, size_t n,
                       const char *(*name)(const void *), GTestDataFunc fn) {
   for (size_t i = 0; i < n; i++) {
@@ -396,5 +565,14 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/command/json", test_command_json);
   g_test_add_func("/sim/command/bad_input", test_command_bad_input);
   g_test_add_func("/sim/command/calibrate_loo", test_calibrate_loo);
+  g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
+  g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
+  g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
+  g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
+  g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
+  for (unsigned i = 0; i < G_N_ELEMENTS(sw_refusals); i++) {
+    g_autofree char *path = g_strdup_printf("/sim/software/command_refuses/%u", i);
+    g_test_add_data_func(path, sw_refusals[i], test_sw_command_refuses);
+  }
   return g_test_run();
 }
