@@ -160,56 +160,57 @@ static void place_vocab(Ctx *c, uint32_t pi, const Dense *D) {
   set_own(c, pi);
 }
 
-/* Local rows of q, k or v in the fused qkv buffer of its layer. */
+/* Which of q (0), k (1), v (2) a weight or bias kind is. */
+static int qkv_role(RfKind k) {
+  return k == RF_KIND_ATTN_K || k == RF_KIND_ATTN_K_BIAS   ? 1
+         : k == RF_KIND_ATTN_V || k == RF_KIND_ATTN_V_BIAS ? 2
+                                                           : 0;
+}
+
+/* Local rows of q, k or v (weight or bias) in the fused qkv (qkv_bias) buffer of its layer. */
 static void qkv_local(Ctx *c, uint32_t pi, const Dense *D) {
   const RfModel *m = c->pb->model;
   const RfPart *part = &m->parts[pi];
   const RfTensor *t = &m->tensors[part->tensor];
   int64_t hd = m->arch.head_dim, kv = m->arch.kv_heads;
   int tp = D->tp;
-  /* q_proj rows (with a per-head output gate, 2 x heads x hd): q, k, v are consecutive
-   * tensors of one layer in every family. */
-  uint32_t qi = part->tensor - (t->kind == RF_KIND_ATTN_K ? 1 : t->kind == RF_KIND_ATTN_V ? 2 : 0);
+  int role = qkv_role(t->kind);
+  gboolean bias = t->kind >= RF_KIND_ATTN_Q_BIAS && t->kind <= RF_KIND_ATTN_V_BIAS;
+  /* q_proj rows (with a per-head output gate, 2 x heads x hd): q, k, v (and their biases) are
+   * consecutive tensors of one layer in every family. */
+  uint32_t qi = part->tensor - (uint32_t)role;
   int64_t qk_rows_total = m->tensors[qi].shape[0];
   int64_t qpg = qk_rows_total / kv; /* q rows per KV group */
   g_autofree char *blk = block_of(t->name);
-  g_autofree char *bname = g_strdup_printf("%sqkv", blk);
+  g_autofree char *bname = g_strdup_printf("%s%s", blk, bias ? "qkv_bias" : "qkv");
   if (D->megatron) {
     /* Megatron fuses per KV group: [q_g | k_g | v_g] for each local group; with replicated
-     * KV heads a rank holds part of one group: [q_local | k | v]. */
+     * KV heads a rank holds part of one group: [q_local | k | v]. The linear_qkv bias is
+     * laid out the same way. */
     int64_t qb = tp <= kv ? qpg : qk_rows_total / tp;
     int64_t period = qb + 2 * hd;
-    int64_t off = t->kind == RF_KIND_ATTN_Q ? 0 : t->kind == RF_KIND_ATTN_K ? qb : qb + hd;
-    int64_t b = t->kind == RF_KIND_ATTN_Q ? qb : hd;
+    int64_t off = role == 0 ? 0 : role == 1 ? qb : qb + hd;
+    int64_t b = role == 0 ? qb : hd;
     set_fused(c, pi, bname, 0, off, tp <= kv ? b : 0, period);
   } else {
     /* vLLM: [q_local | k_local | v_local]; a replicated KV head is one head per rank. */
     int64_t q_loc_rows = qk_rows_total / tp;
     int64_t kv_loc_rows = tp <= kv ? kv * hd / tp : hd;
-    int64_t off = t->kind == RF_KIND_ATTN_Q   ? 0
-                  : t->kind == RF_KIND_ATTN_K ? q_loc_rows
-                                              : q_loc_rows + kv_loc_rows;
+    int64_t off = role == 0 ? 0 : role == 1 ? q_loc_rows : q_loc_rows + kv_loc_rows;
     set_fused(c, pi, bname, 0, off, 0, q_loc_rows + 2 * kv_loc_rows);
   }
 }
 
-/* q, k, v projections: split by heads, KV heads replicated when TP exceeds them. */
-static void place_qkv(Ctx *c, uint32_t pi, const Dense *D) {
-  const RfModel *m = c->pb->model;
-  const RfTensor *t = &m->tensors[m->parts[pi].tensor];
-  const RfArch *a = &m->arch;
-  int64_t hd = a->head_dim, kv = a->kv_heads;
+/* Rows of q (q = TRUE) or k / v: split by heads, KV heads replicated when TP exceeds them.
+ * FALSE when the placement failed. */
+static gboolean place_head_rows(Ctx *c, uint32_t pi, const Dense *D, gboolean q) {
+  const RfArch *a = &c->pb->model->arch;
+  int64_t kv = a->kv_heads;
   int tp = D->tp;
-  if (kv <= 0 || hd <= 0 || a->heads <= 0) {
-    /* a tensor listing: no head structure known, a plain row split in its own buffer */
-    place_tp(c, pi, D, 0);
-    set_own(c, pi);
-    return;
-  }
   need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp, (long long)a->heads);
   need(c, a->heads % kv == 0, "%lld KV heads do not divide %lld attention heads", (long long)kv,
        (long long)a->heads);
-  if (t->kind == RF_KIND_ATTN_Q) {
+  if (q) {
     place_tp(c, pi, D, 0);
   } else if (tp <= kv) {
     need(c, kv % tp == 0, "TP%d does not divide %lld KV heads", tp, (long long)kv);
@@ -218,17 +219,46 @@ static void place_qkv(Ctx *c, uint32_t pi, const Dense *D) {
     /* More ranks than KV heads: each KV head is replicated on TP / kv ranks (vLLM does this;
      * for Megatron we assume the same, as the reported Nemotron-3 Ultra TP8 run needs). */
     need(c, tp % kv == 0, "TP%d is not a multiple of %lld KV heads", tp, (long long)kv);
-    if (c->failed) return;
+    if (c->failed) return FALSE;
     const RfMesh *km = kv_mesh(c, D->mesh, (int)kv);
-    if (!km) return;
+    if (!km) return FALSE;
     int8_t pl[RF_MAX_DIMS];
     for (int i = 0; i < km->ndim; i++)
       pl[i] = RF_REPLICATE;
     pl[km->ndim - 2] = 0;
     set_place(c, pi, km, pl);
   }
-  if (c->failed) return;
+  return !c->failed;
+}
+
+/* q, k, v projections and their biases (vLLM QKVParallelLinear shards the bias with the
+ * output rows; Megatron's linear_qkv bias is interleaved per query group like the weight). */
+static void place_qkv(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+  const RfArch *a = &m->arch;
+  if (a->kv_heads <= 0 || a->head_dim <= 0 || a->heads <= 0) {
+    /* a tensor listing: no head structure known, a plain row split in its own buffer */
+    place_tp(c, pi, D, 0);
+    set_own(c, pi);
+    return;
+  }
+  if (!place_head_rows(c, pi, D, qkv_role(t->kind) == 0)) return;
   qkv_local(c, pi, D);
+}
+
+/* RMSNorm over all q (or k) rows (MiniMax-M2). vLLM and SGLang (MiniMaxText01RMSNormTP) keep
+ * an even 1 / TP chunk per rank, also when TP exceeds the KV heads; Megatron: split like the
+ * projection's rows (assumed; Megatron-core has no such norm). */
+static void place_qk_norm(Ctx *c, uint32_t pi, const Dense *D) {
+  const RfModel *m = c->pb->model;
+  const RfTensor *t = &m->tensors[m->parts[pi].tensor];
+  if (D->megatron && m->arch.kv_heads > 0 && m->arch.heads > 0) {
+    if (!place_head_rows(c, pi, D, t->kind == RF_KIND_ATTN_Q_NORM)) return;
+  } else {
+    place_tp(c, pi, D, 0);
+  }
+  set_own(c, pi);
 }
 
 /* Gate and up projections: gated MLPs keep [gate_r; up_r] in one buffer per rank; relu2 MLPs
@@ -295,7 +325,8 @@ static void place_heads(Ctx *c, uint32_t pi, const Dense *D) {
   const RfTensor *t = &m->tensors[m->parts[pi].tensor];
   const RfArch *a = &m->arch;
   int tp = D->tp;
-  if (t->kind == RF_KIND_MLA_Q_B || t->kind == RF_KIND_MLA_KV_B || t->kind == RF_KIND_ATTN_GATE)
+  if (t->kind == RF_KIND_MLA_Q_B || t->kind == RF_KIND_MLA_KV_B || t->kind == RF_KIND_ATTN_GATE ||
+      t->kind == RF_KIND_ATTN_SINK)
     need(c, a->heads % tp == 0, "TP%d does not divide %lld attention heads", tp,
          (long long)a->heads);
   else if (t->kind >= RF_KIND_KDA_PROJ && t->kind <= RF_KIND_KDA_HEAD)
@@ -336,7 +367,14 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_ATTN_Q:
   case RF_KIND_ATTN_K:
   case RF_KIND_ATTN_V:
+  case RF_KIND_ATTN_Q_BIAS:
+  case RF_KIND_ATTN_K_BIAS:
+  case RF_KIND_ATTN_V_BIAS:
     place_qkv(c, pi, D);
+    return;
+  case RF_KIND_ATTN_Q_NORM:
+  case RF_KIND_ATTN_K_NORM:
+    place_qk_norm(c, pi, D);
     return;
   case RF_KIND_ATTN_O:
   case RF_KIND_MAMBA_OUT:
@@ -368,6 +406,7 @@ static void place_dense(Ctx *c, uint32_t pi, const Dense *D) {
   case RF_KIND_MLA_Q_B:
   case RF_KIND_MLA_KV_B:
   case RF_KIND_ATTN_GATE:
+  case RF_KIND_ATTN_SINK:
     place_heads(c, pi, D);
     return;
   case RF_KIND_MLA_Q_A:
@@ -409,6 +448,40 @@ static void place_expert(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *pl,
   /* blk ends in "experts.{e}."; w13 is per layer */
   g_autofree char *bname = g_strdup_printf("%sw13", blk);
   set_fused(c, pi, bname, 1, t->kind == RF_KIND_EXPERT_GATE ? 0 : loc, 0, 2 * loc);
+}
+
+static gboolean expert_bias(RfKind k) {
+  return k == RF_KIND_EXPERT_GATE_UP_BIAS || k == RF_KIND_EXPERT_DOWN_BIAS;
+}
+
+/* Expert biases (gpt-oss), one tensor per layer: experts on dim 0 by EP. The gate_up bias
+ * parts ("gate", "up", each [E, I]) split I by the expert TP like the gate / up rows; the
+ * down bias [E, H] is replicated over the expert TP. pl places dim 0 on the EP mesh dim and
+ * dim 1 on the expert-TP mesh dim (for the gate_up parts; callers pass it replicated for
+ * down). Local: Megatron's linear_fc1 bias [gate_r | up_r] per expert (w13_bias);
+ * vLLM and SGLang (gpt_oss.py load_weights) narrow the checkpoint's interleaved gate_up bias
+ * to [2 tp_start, 2 tp_end), so gate and up alternate in the local w13_bias. */
+static void place_expert_bias(Ctx *c, uint32_t pi, const RfMesh *m, const int8_t *pl, int64_t split,
+                              int64_t ep, gboolean interleaved) {
+  const RfModel *mod = c->pb->model;
+  const RfPart *part = &mod->parts[pi];
+  const RfTensor *t = &mod->tensors[part->tensor];
+  set_place(c, pi, m, pl);
+  need_div(c, pi, 0, ep, "EP");
+  if (t->kind == RF_KIND_EXPERT_DOWN_BIAS) {
+    set_own(c, pi);
+    return;
+  }
+  need_div(c, pi, 1, split, c->side->framework[0] == 'm' ? "ETP" : "TP");
+  if (c->failed) return;
+  gboolean gate = !strcmp(part->tag, "gate");
+  g_autofree char *blk = block_of(t->name);
+  g_autofree char *bname = g_strdup_printf("%sw13_bias", blk);
+  int64_t loc = part->shape[1] / split;
+  if (interleaved)
+    set_fused(c, pi, bname, 1, gate ? 0 : 1, 1, 2);
+  else
+    set_fused(c, pi, bname, 1, gate ? 0 : loc, 0, 2 * loc);
 }
 
 static int pp_stage(const RfModel *m, const RfTensor *t, int pp) {
@@ -485,6 +558,9 @@ static gboolean build_megatron(RfProblem *pb, RfSide *side, RfParallel *P, int f
       int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
       int8_t pl[3] = {RF_REPLICATE, 0, (int8_t)sd};
       place_expert(&c, pi, c.expert[s], pl, sd, P->etp, P->ep);
+    } else if (expert_bias(t->kind)) {
+      int8_t pl[3] = {RF_REPLICATE, 0, t->kind == RF_KIND_EXPERT_DOWN_BIAS ? RF_REPLICATE : 1};
+      place_expert_bias(&c, pi, c.expert[s], pl, P->etp, P->ep, FALSE);
     } else {
       Dense D = {c.dense[s], P->tp, TRUE};
       place_dense(&c, pi, &D);
@@ -504,6 +580,12 @@ static gboolean attn_kind(RfKind k) {
   case RF_KIND_ATTN_V:
   case RF_KIND_ATTN_O:
   case RF_KIND_ATTN_GATE:
+  case RF_KIND_ATTN_Q_BIAS:
+  case RF_KIND_ATTN_K_BIAS:
+  case RF_KIND_ATTN_V_BIAS:
+  case RF_KIND_ATTN_SINK:
+  case RF_KIND_ATTN_Q_NORM:
+  case RF_KIND_ATTN_K_NORM:
   case RF_KIND_MLA_Q_A:
   case RF_KIND_MLA_KV_A:
   case RF_KIND_MLA_Q_B:
@@ -572,6 +654,15 @@ static gboolean build_sglang(RfProblem *pb, RfParallel *P, int first, GError **e
         int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
         place_expert(&c, pi, c.inf, pl, sd, P->tp, 1);
       }
+    } else if (expert_bias(t->kind)) {
+      int8_t d1 = t->kind == RF_KIND_EXPERT_DOWN_BIAS ? RF_REPLICATE : 1;
+      if (moe) {
+        int8_t pl[3] = {RF_REPLICATE, 0, d1};
+        place_expert_bias(&c, pi, moe, pl, P->tp / P->ep, P->ep, TRUE);
+      } else {
+        int8_t pl[2] = {RF_REPLICATE, d1};
+        place_expert_bias(&c, pi, c.inf, pl, P->tp, 1, TRUE);
+      }
     } else if (t->kind == RF_KIND_EMBEDDING && P->adp > 1) {
       /* VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): whole on every rank */
       Dense D = {c.inf, P->tp, FALSE};
@@ -609,6 +700,16 @@ static gboolean build_vllm(RfProblem *pb, RfParallel *P, int first, GError **err
         int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
         int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
         place_expert(&c, pi, c.inf, pl, sd, P->tp, 1);
+      }
+    } else if (expert_bias(t->kind)) {
+      /* w2_bias: whole on every TP rank (vLLM zeroes it on tp_rank != 0 at load) */
+      int8_t d1 = t->kind == RF_KIND_EXPERT_DOWN_BIAS ? RF_REPLICATE : 1;
+      if (c.inf_ep) {
+        int8_t pl[1] = {0};
+        place_expert_bias(&c, pi, c.inf_ep, pl, 1, world, TRUE);
+      } else {
+        int8_t pl[2] = {RF_REPLICATE, d1};
+        place_expert_bias(&c, pi, c.inf, pl, P->tp, 1, TRUE);
       }
     } else {
       Dense D = {c.inf, P->tp, FALSE};

@@ -46,14 +46,54 @@ gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error) {
   return FALSE;
 }
 
-static const char *const kind_names[RF_KIND_COUNT] = {
-    "embedding", "lm_head",     "norm",        "attn_qkv",   "attn_q",      "attn_k",
-    "attn_v",    "attn_o",      "attn_gate",   "mla_q_a",    "mla_kv_a",    "mla_q_b",
-    "mla_kv_b",  "mamba_in",    "mamba_conv",  "mamba_head", "mamba_norm",  "mamba_out",
-    "kda_proj",  "kda_conv",    "kda_head",    "kda_repl",   "kda_o",       "gdn_proj",
-    "gdn_conv",  "gdn_head",    "gdn_o",       "router",     "moe_latent",  "dense_gate",
-    "dense_up",  "dense_down",  "expert_gate", "expert_up",  "expert_down", "shared_gate",
-    "shared_up", "shared_down", "mtp_proj",    "other"};
+static const char *const kind_names[RF_KIND_COUNT] = {"embedding",
+                                                      "lm_head",
+                                                      "norm",
+                                                      "attn_qkv",
+                                                      "attn_q",
+                                                      "attn_k",
+                                                      "attn_v",
+                                                      "attn_o",
+                                                      "attn_gate",
+                                                      "mla_q_a",
+                                                      "mla_kv_a",
+                                                      "mla_q_b",
+                                                      "mla_kv_b",
+                                                      "mamba_in",
+                                                      "mamba_conv",
+                                                      "mamba_head",
+                                                      "mamba_norm",
+                                                      "mamba_out",
+                                                      "kda_proj",
+                                                      "kda_conv",
+                                                      "kda_head",
+                                                      "kda_repl",
+                                                      "kda_o",
+                                                      "gdn_proj",
+                                                      "gdn_conv",
+                                                      "gdn_head",
+                                                      "gdn_o",
+                                                      "router",
+                                                      "moe_latent",
+                                                      "dense_gate",
+                                                      "dense_up",
+                                                      "dense_down",
+                                                      "expert_gate",
+                                                      "expert_up",
+                                                      "expert_down",
+                                                      "shared_gate",
+                                                      "shared_up",
+                                                      "shared_down",
+                                                      "mtp_proj",
+                                                      "attn_q_bias",
+                                                      "attn_k_bias",
+                                                      "attn_v_bias",
+                                                      "attn_sink",
+                                                      "attn_q_norm",
+                                                      "attn_k_norm",
+                                                      "expert_gate_up_bias",
+                                                      "expert_down_bias",
+                                                      "other"};
 
 const char *rf_kind_name(RfKind k) {
   return kind_names[k];
@@ -119,8 +159,9 @@ static void add_ckpt(Builder *b, RfDtype dt, int layer, int ndim, const int64_t 
   g_array_append_val(b->ckpt, t);
 }
 
-/* Split tensor ti along dim 0 into segments of the given lengths (a whole part when n == 0). */
-static void add_parts(Builder *b, uint32_t ti, int n, const int64_t *len, const char *const *tag) {
+/* Split tensor ti along dim d into segments of the given lengths (a whole part when n == 0). */
+static void add_parts_dim(Builder *b, uint32_t ti, int d, int n, const int64_t *len,
+                          const char *const *tag) {
   const RfTensor *t = &g_array_index(b->tensors, RfTensor, ti);
   int64_t off = 0;
   for (int i = 0; i < (n ? n : 1); i++) {
@@ -128,16 +169,20 @@ static void add_parts(Builder *b, uint32_t ti, int n, const int64_t *len, const 
     p.tensor = ti;
     p.ndim = t->ndim;
     memcpy(p.shape, t->shape, sizeof(int64_t) * t->ndim);
-    p.seg_dim = 0;
+    p.seg_dim = d;
     p.seg_off = off;
     p.tag = "";
     if (n) {
-      p.shape[0] = len[i];
+      p.shape[d] = len[i];
       p.tag = tag[i];
       off += len[i];
     }
     g_array_append_val(b->parts, p);
   }
+}
+
+static void add_parts(Builder *b, uint32_t ti, int n, const int64_t *len, const char *const *tag) {
+  add_parts_dim(b, ti, 0, n, len, tag);
 }
 
 #define T1(b, kind, layer, d0, ...)                                                                \
@@ -337,15 +382,16 @@ static gboolean arch_check(Cfg *c, const RfArch *a) {
 static void add_gqa(Builder *b, const RfArch *a, int L, const char *pre, const char *blk,
                     gboolean gated, gboolean bias) {
   int64_t q = a->heads * a->head_dim, kv = a->kv_heads * a->head_dim;
-  T2(b, RF_KIND_ATTN_Q, L, gated ? 2 * q : q, a->hidden, "%s%sq_proj.weight", pre, blk);
+  int64_t qrows = gated ? 2 * q : q;
+  T2(b, RF_KIND_ATTN_Q, L, qrows, a->hidden, "%s%sq_proj.weight", pre, blk);
   T2(b, RF_KIND_ATTN_K, L, kv, a->hidden, "%s%sk_proj.weight", pre, blk);
   T2(b, RF_KIND_ATTN_V, L, kv, a->hidden, "%s%sv_proj.weight", pre, blk);
   T2(b, RF_KIND_ATTN_O, L, a->hidden, q, "%s%so_proj.weight", pre, blk);
   if (!bias) return;
-  /* no layout kind for attention biases yet: planned whole on every rank */
-  T1(b, RF_KIND_OTHER, L, q, "%s%sq_proj.bias", pre, blk);
-  T1(b, RF_KIND_OTHER, L, kv, "%s%sk_proj.bias", pre, blk);
-  T1(b, RF_KIND_OTHER, L, kv, "%s%sv_proj.bias", pre, blk);
+  /* consecutive, like the weights: the layout rules rely on it */
+  T1(b, RF_KIND_ATTN_Q_BIAS, L, qrows, "%s%sq_proj.bias", pre, blk);
+  T1(b, RF_KIND_ATTN_K_BIAS, L, kv, "%s%sk_proj.bias", pre, blk);
+  T1(b, RF_KIND_ATTN_V_BIAS, L, kv, "%s%sv_proj.bias", pre, blk);
 }
 
 static void add_mla(Builder *b, const RfArch *a, int L, const char *pre, gboolean gated) {
@@ -535,8 +581,8 @@ static void build_gqa(Builder *b, Cfg *c, RfArch *a, int *nlayers, const GqaFami
       T1(b, RF_KIND_NORM, L, a->head_dim, "%sself_attn.k_norm.weight", pre);
     }
     if (f->qk_norm_full) {
-      T1(b, RF_KIND_NORM, L, a->heads * a->head_dim, "%sself_attn.q_norm.weight", pre);
-      T1(b, RF_KIND_NORM, L, a->kv_heads * a->head_dim, "%sself_attn.k_norm.weight", pre);
+      T1(b, RF_KIND_ATTN_Q_NORM, L, a->heads * a->head_dim, "%sself_attn.q_norm.weight", pre);
+      T1(b, RF_KIND_ATTN_K_NORM, L, a->kv_heads * a->head_dim, "%sself_attn.k_norm.weight", pre);
     }
     T1(b, RF_KIND_NORM, L, a->hidden, "%spost_attention_layernorm.weight", pre);
     if (!mtp && (dense[L] || a->experts == 0 || (L + 1) % step != 0 || L < first_dense))
@@ -866,7 +912,7 @@ static void build_gpt_oss(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean 
     T1(b, RF_KIND_NORM, L, H, "%sinput_layernorm.weight", pre);
     add_gqa(b, a, L, pre, "self_attn.", FALSE, TRUE);
     T1(b, RF_KIND_OTHER, L, H, "%sself_attn.o_proj.bias", pre);
-    T1(b, RF_KIND_OTHER, L, a->heads, "%sself_attn.sinks", pre);
+    T1(b, RF_KIND_ATTN_SINK, L, a->heads, "%sself_attn.sinks", pre);
     T1(b, RF_KIND_NORM, L, H, "%spost_attention_layernorm.weight", pre);
     T2(b, RF_KIND_ROUTER, L, E, H, "%smlp.router.weight", pre);
     T1(b, RF_KIND_ROUTER, L, E, "%smlp.router.bias", pre);
@@ -874,8 +920,14 @@ static void build_gpt_oss(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean 
     TE(b, RF_KIND_EXPERT_GATE, L, E, I, H, "%smlp.experts.{e}.gate_proj.weight", pre);
     TE(b, RF_KIND_EXPERT_UP, L, E, I, H, "%smlp.experts.{e}.up_proj.weight", pre);
     TE(b, RF_KIND_EXPERT_DOWN, L, E, H, I, "%smlp.experts.{e}.down_proj.weight", pre);
-    T2(b, RF_KIND_OTHER, L, E, 2 * I, "%smlp.experts.gate_up_proj_bias", pre);
-    T2(b, RF_KIND_OTHER, L, E, H, "%smlp.experts.down_proj_bias", pre);
+    /* gate_up bias: taken as [gate | up] along dim 1, as the per-expert weights are (the
+     * checkpoint interleaves them, gate at even, up at odd columns); two parts, so that each
+     * framework can shard and fuse them like the gate / up rows */
+    add_parts_dim(b,
+                  add_tensor(b, RF_KIND_EXPERT_GATE_UP_BIAS, L, 0, 2, (int64_t[]){E, 2 * I},
+                             "%smlp.experts.gate_up_proj_bias", pre),
+                  1, 2, (int64_t[]){I, I}, (const char *const[]){"gate", "up"});
+    T2(b, RF_KIND_EXPERT_DOWN_BIAS, L, E, H, "%smlp.experts.down_proj_bias", pre);
     /* the checkpoint's own expert tensors */
     for (uint32_t i = first; i < first + 3; i++)
       g_array_index(b->own_ckpt, guint8, i) = 1;
@@ -1365,7 +1417,7 @@ static gboolean model_check(const RfModel *m, const char *name, GError **error) 
   }
   for (uint32_t i = 0; i < m->nparts; i++) {
     const RfPart *p = &m->parts[i];
-    if (p->shape[0] < 1) {
+    if (p->shape[p->seg_dim] < 1) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "%s: %s has an empty segment '%s' (check the config)", name,
                   m->tensors[p->tensor].name, p->tag);

@@ -76,7 +76,17 @@ typedef enum {
   RF_KIND_SHARED_UP,
   RF_KIND_SHARED_DOWN,
   RF_KIND_MTP_PROJ, /* MTP eh_proj */
-  RF_KIND_OTHER,    /* unknown: replicated everywhere */
+  /* 1-D attention vectors sharded with their projection's rows */
+  RF_KIND_ATTN_Q_BIAS, /* q / k / v biases: consecutive, fused per rank like the qkv rows */
+  RF_KIND_ATTN_K_BIAS,
+  RF_KIND_ATTN_V_BIAS,
+  RF_KIND_ATTN_SINK,   /* per-head attention sinks [heads] (gpt-oss) */
+  RF_KIND_ATTN_Q_NORM, /* RMSNorm over all q rows [heads x head_dim] (MiniMax-M2) */
+  RF_KIND_ATTN_K_NORM, /* ... over all k rows [kv_heads x head_dim] */
+  /* per-layer expert biases (gpt-oss), one checkpoint tensor each, experts on dim 0 */
+  RF_KIND_EXPERT_GATE_UP_BIAS, /* [E, 2I]: parts "gate" and "up" along dim 1 */
+  RF_KIND_EXPERT_DOWN_BIAS,    /* [E, H] */
+  RF_KIND_OTHER,               /* unknown: replicated everywhere */
   RF_KIND_COUNT
 } RfKind;
 
