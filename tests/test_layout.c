@@ -240,6 +240,132 @@ static void test_experts_vocab_runs(void) {
   rf_problem_free(pb);
 }
 
+static RfProblem *tiny_preset(const char *file, const char *train, const char *infer,
+                              RfInferFramework fw) {
+  GError *e = NULL;
+  g_autofree char *path =
+      g_build_filename(g_getenv("REFIT_DATA_DIR"), "tests/data/tiny", file, NULL);
+  RfModel *m = rf_model_load(path, &e);
+  g_assert_no_error(e);
+  RfProblem *pb = rf_problem_new_preset_fw(m, train, infer, fw, rf_topology_new_domains(8), &e);
+  g_assert_no_error(e);
+  return pb;
+}
+
+/* Shard [lo, hi) along dim d a rank holds of a part. */
+static void assert_shard(const RfSide *side, uint32_t part, int rank, int d, int64_t lo,
+                         int64_t hi) {
+  RfBox box;
+  g_assert_true(rf_side_rank_shard(side, part, rank, &box, NULL));
+  g_assert_cmpint(box.lo[d], ==, lo);
+  g_assert_cmpint(box.hi[d], ==, hi);
+}
+
+/* glm4_moe q/k/v biases (8 heads, 4 KV heads x 16): sharded like the qkv rows, fused in their
+ * own qkv_bias buffer. */
+static void test_qkv_bias(void) {
+  RfProblem *pb = tiny_preset("glm4-moe.json", "TP2", "TP8", RF_INFER_VLLM);
+  const RfModel *m = pb->model;
+  uint32_t kb = find_part(m, "model.layers.0.self_attn.k_proj.bias", "");
+  uint32_t vb = find_part(m, "model.layers.0.self_attn.v_proj.bias", "");
+  uint32_t kw = find_part(m, "model.layers.0.self_attn.k_proj.weight", "");
+  g_assert_cmpint(m->tensors[m->parts[kb].tensor].kind, ==, RF_KIND_ATTN_K_BIAS);
+  g_assert_cmpstr(pb->src.buf_names[pb->src.local[kb].buf], ==,
+                  "model.layers.0.self_attn.qkv_bias");
+  g_assert_cmpint(pb->dst.local[kb].buf, !=, pb->dst.local[kw].buf);
+  /* Megatron TP2: rank 1 holds KV groups 2, 3: [q 32 | k 16 | v 16] per group */
+  RfBox box, chunk;
+  assert_shard(&pb->src, kb, 1, 0, 32, 64);
+  g_assert_true(rf_side_rank_shard(&pb->src, kb, 1, &box, &chunk));
+  int64_t g[1] = {50}; /* group 3, k row 2 */
+  g_assert_cmpint(rf_local_offset(&pb->src, kb, &chunk, g), ==, 64 + 32 + 2);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->src, pb->src.local[kb].buf, 1), ==, 128);
+  /* vLLM TP8 > 4 KV heads: rank 5 holds KV head 2 (rows 32..48): [q 16 | k 16 | v 16] */
+  int r5 = pb->dst.ranks[5];
+  assert_shard(&pb->dst, vb, r5, 0, 32, 48);
+  g_assert_true(rf_side_rank_shard(&pb->dst, vb, r5, &box, &chunk));
+  int64_t gv[1] = {40};
+  g_assert_cmpint(rf_local_offset(&pb->dst, vb, &chunk, gv), ==, 32 + 8);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->dst, pb->dst.local[vb].buf, r5), ==, 48);
+  rf_problem_free(pb);
+}
+
+/* gpt-oss sinks [8 heads]: split by heads on both sides. */
+static void test_sinks(void) {
+  RfProblem *pb = tiny_preset("gpt-oss.json", "TP2", "TP4", RF_INFER_VLLM);
+  uint32_t s = find_part(pb->model, "model.layers.1.self_attn.sinks", "");
+  g_assert_cmpint(pb->model->tensors[pb->model->parts[s].tensor].kind, ==, RF_KIND_ATTN_SINK);
+  assert_shard(&pb->src, s, 1, 0, 4, 8);
+  assert_shard(&pb->dst, s, pb->dst.ranks[3], 0, 6, 8);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->dst, pb->dst.local[s].buf, pb->dst.ranks[3]), ==, 2);
+  rf_problem_free(pb);
+}
+
+/* gpt-oss expert biases (4 experts, I 64, H 64): gate_up [E, 2I] as parts gate | up. */
+static void test_expert_bias(void) {
+  const char *gu = "model.layers.2.mlp.experts.gate_up_proj_bias";
+  const char *dn = "model.layers.2.mlp.experts.down_proj_bias";
+  RfBox box, chunk;
+  /* Megatron EP2 x ETP2 (expert rank r: EP r / 2, ETP r % 2); vLLM TP2 without EP */
+  RfProblem *pb = tiny_preset("gpt-oss.json", "TP2xEP2xETP2", "TP2", RF_INFER_VLLM);
+  const RfModel *m = pb->model;
+  uint32_t gate = find_part(m, gu, "gate"), up = find_part(m, gu, "up"),
+           down = find_part(m, dn, "");
+  g_assert_cmpint(m->tensors[m->parts[down].tensor].kind, ==, RF_KIND_EXPERT_DOWN_BIAS);
+  assert_shard(&pb->src, up, 3, 0, 2, 4);
+  assert_shard(&pb->src, up, 3, 1, 32, 64);
+  g_assert_true(rf_side_rank_shard(&pb->src, gate, 3, &box, &chunk));
+  int64_t g1[2] = {2, 40}; /* local [gate_r 32 | up_r 32] per expert */
+  g_assert_cmpint(rf_local_offset(&pb->src, gate, &chunk, g1), ==, 8);
+  int64_t g2[2] = {3, 33};
+  g_assert_true(rf_side_rank_shard(&pb->src, up, 3, &box, &chunk));
+  g_assert_cmpint(rf_local_offset(&pb->src, up, &chunk, g2), ==, 64 + 32 + 1);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->src, pb->src.local[up].buf, 3), ==, 2 * 64);
+  assert_shard(&pb->src, down, 2, 0, 2, 4); /* replicated over ETP */
+  assert_shard(&pb->src, down, 3, 1, 0, 64);
+  /* vLLM TP2: rank 1 holds I columns 32..63 of every expert, gate and up interleaved */
+  int r1 = pb->dst.ranks[1];
+  assert_shard(&pb->dst, gate, r1, 1, 32, 64);
+  int64_t g3[2] = {1, 40};
+  g_assert_true(rf_side_rank_shard(&pb->dst, gate, r1, &box, &chunk));
+  g_assert_cmpint(rf_local_offset(&pb->dst, gate, &chunk, g3), ==, 64 + 16);
+  g_assert_true(rf_side_rank_shard(&pb->dst, up, r1, &box, &chunk));
+  g_assert_cmpint(rf_local_offset(&pb->dst, up, &chunk, g3), ==, 64 + 17);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->dst, pb->dst.local[up].buf, r1), ==, 4 * 64);
+  assert_shard(&pb->dst, down, r1, 0, 0, 4); /* w2_bias whole on every TP rank */
+  assert_shard(&pb->dst, down, r1, 1, 0, 64);
+  rf_problem_free(pb);
+  /* vLLM EP (TP2xEP2): rank 1 holds experts 2, 3 whole */
+  pb = tiny_preset("gpt-oss.json", "TP2", "TP2xEP2", RF_INFER_VLLM);
+  m = pb->model;
+  up = find_part(m, gu, "up");
+  down = find_part(m, dn, "");
+  r1 = pb->dst.ranks[1];
+  assert_shard(&pb->dst, up, r1, 0, 2, 4);
+  assert_shard(&pb->dst, up, r1, 1, 0, 64);
+  int64_t g4[2] = {3, 5};
+  g_assert_true(rf_side_rank_shard(&pb->dst, up, r1, &box, &chunk));
+  g_assert_cmpint(rf_local_offset(&pb->dst, up, &chunk, g4), ==, 128 + 11);
+  assert_shard(&pb->dst, down, r1, 0, 2, 4);
+  rf_problem_free(pb);
+}
+
+/* MiniMax-M2 q_norm [8 x 16] and k_norm [4 x 16] over all heads, TP8: vLLM chunks both
+ * evenly; Megatron splits k_norm like k (KV head replicated on 2 ranks). */
+static void test_qk_norm_full(void) {
+  RfProblem *pb = tiny_preset("minimax-m2.json", "TP8", "TP8", RF_INFER_VLLM);
+  uint32_t qn = find_part(pb->model, "model.layers.0.self_attn.q_norm.weight", "");
+  uint32_t kn = find_part(pb->model, "model.layers.0.self_attn.k_norm.weight", "");
+  g_assert_cmpint(pb->model->tensors[pb->model->parts[kn].tensor].kind, ==, RF_KIND_ATTN_K_NORM);
+  int r5 = pb->dst.ranks[5];
+  assert_shard(&pb->src, qn, 5, 0, 80, 96);
+  assert_shard(&pb->dst, qn, r5, 0, 80, 96);
+  assert_shard(&pb->src, kn, 5, 0, 32, 48);
+  assert_shard(&pb->dst, kn, r5, 0, 40, 48);
+  g_assert_cmpint(rf_side_buffer_elems(&pb->dst, pb->dst.local[kn].buf, r5), ==, 8);
+  rf_problem_free(pb);
+}
+
 /* Mamba in_proj per rank [z | x | B | C | dt]; every part's local rows are disjoint and fill
  * the buffer exactly. */
 static void test_mamba_fused(void) {
@@ -286,5 +412,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/layout/local/qkv", test_qkv_local);
   g_test_add_func("/layout/local/experts_vocab_runs", test_experts_vocab_runs);
   g_test_add_func("/layout/local/mamba_fused", test_mamba_fused);
+  g_test_add_func("/layout/kinds/qkv_bias", test_qkv_bias);
+  g_test_add_func("/layout/kinds/sinks", test_sinks);
+  g_test_add_func("/layout/kinds/expert_bias", test_expert_bias);
+  g_test_add_func("/layout/kinds/qk_norm_full", test_qk_norm_full);
   return g_test_run();
 }
