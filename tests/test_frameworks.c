@@ -101,6 +101,38 @@ static void test_random_presets(gconstpointer data) {
   g_assert_cmpint(etp, >, 0);
 }
 
+/* The same on the tiny published-family configs whose attention biases, sinks, expert biases
+ * and all-head q/k norms have their own layout kinds (gpt_oss, glm4_moe, minimax_m2). */
+static void test_random_kinds(gconstpointer data) {
+  RfInferFramework fw = (RfInferFramework)GPOINTER_TO_INT(data);
+  static const char *const files[] = {"gpt-oss.json", "glm4-moe.json", "minimax-m2.json"};
+  GRand *rng = g_rand_new_with_seed(1700 + (guint32)fw);
+  int accepted = 0, kv_repl = 0;
+  for (int it = 0; it < 1000 && accepted < 30; it++) {
+    g_autofree char *model = g_build_filename(g_getenv("REFIT_DATA_DIR"), "tests/data/tiny",
+                                              files[it % G_N_ELEMENTS(files)], NULL);
+    g_autofree char *train = random_train(rng);
+    g_autofree char *infer = random_infer(rng, fw);
+    int domain = g_rand_int_range(rng, 1, 9);
+    GError *e = NULL;
+    g_autoptr(RfProblem) pb = preset_fw(model, train, infer, fw, domain, &e);
+    if (!pb) {
+      g_assert_nonnull(e);
+      g_assert_null(strchr(e->message, '\n'));
+      g_clear_error(&e);
+      continue;
+    }
+    g_autofree char *what = g_strdup_printf("%s %s -> %s %s D%d", files[it % G_N_ELEMENTS(files)],
+                                            train, rf_infer_framework_name(fw), infer, domain);
+    verify_all(pb, what);
+    accepted++;
+    kv_repl += pb->dst.par.tp > pb->model->arch.kv_heads; /* 4 KV heads in each */
+  }
+  g_rand_free(rng);
+  g_assert_cmpint(accepted, >=, 30);
+  g_assert_cmpint(kv_repl, >, 0);
+}
+
 static uint32_t find_part(const RfModel *m, const char *name) {
   for (uint32_t i = 0; i < m->nparts; i++)
     if (!strcmp(m->tensors[m->parts[i].tensor].name, name)) return i;
@@ -395,6 +427,8 @@ int main(int argc, char **argv) {
   for (int f = 0; f < RF_INFER_COUNT; f++) {
     g_autofree char *path = g_strdup_printf("/frameworks/random/%s", rf_infer_framework_name(f));
     g_test_add_data_func(path, GINT_TO_POINTER(f), test_random_presets);
+    g_autofree char *kpath = g_strdup_printf("/frameworks/kinds/%s", rf_infer_framework_name(f));
+    g_test_add_data_func(kpath, GINT_TO_POINTER(f), test_random_kinds);
   }
   g_test_add_func("/frameworks/sglang_layout", test_sglang_layout);
   g_test_add_func("/frameworks/megatron_generation", test_megatron_generation);
