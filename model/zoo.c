@@ -1145,6 +1145,11 @@ RfKind rf_kind_from_name(const char *n, int ndim) {
       {"kv_a_proj", RF_KIND_MLA_KV_A},
       {"q_b_proj", RF_KIND_MLA_Q_B},
       {"kv_b_proj", RF_KIND_MLA_KV_B},
+      {"q_proj.bias", RF_KIND_ATTN_Q_BIAS},
+      {"k_proj.bias", RF_KIND_ATTN_K_BIAS},
+      {"v_proj.bias", RF_KIND_ATTN_V_BIAS},
+      {"self_attn.sinks", RF_KIND_ATTN_SINK},
+      {"o_proj.bias", RF_KIND_OTHER}, /* row-parallel bias: whole on every rank */
       {"qkv_proj", RF_KIND_ATTN_QKV},
       {"q_proj", RF_KIND_ATTN_Q},
       {"k_proj", RF_KIND_ATTN_K},
