@@ -494,8 +494,11 @@ static void test_survivors(void) {
   const int gpus[2] = {1, 9}; /* a training rank and an inference rank */
   g_assert_true(rf_problem_set_lost(pb, gpus, 2, &e));
   g_assert_no_error(e);
-  int n = rf_real_survivors(pb->lost, pb->nranks, ex, cr);
-  g_assert_cmpint(n, ==, 2);
+  int *pex = g_new(int, pb->nranks), *pcr = g_new(int, pb->nranks);
+  g_assert_cmpint(rf_real_survivors(pb->lost, pb->nranks, pex, pcr), ==, 2);
+  g_assert_cmpint(pcr[pb->nranks - 1], ==, pb->nranks - 3);
+  g_free(pex);
+  g_free(pcr);
   Tally t = {0};
   RfRealOptions o = local_options(NULL);
   run_all(pb, &o, &t, "shrink");
