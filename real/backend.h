@@ -67,6 +67,13 @@ typedef struct {
   int local;       /* all ranks in this process: no communicator */
   int device;      /* GPU to use (node-local rank) */
   double timeout_s;
+  /* Elastic recovery: the plan's lost ranks, excluded from the data communicator (ascending,
+   * nexclude of them), and comm_rank[r], world rank r's rank in that communicator (-1: excluded).
+   * nexclude 0: the communicator is the whole world (comm_rank NULL). The arrays outlive the
+   * device. */
+  const int *exclude;
+  int nexclude;
+  const int *comm_rank;
 } RfDevConfig;
 
 typedef struct {
@@ -75,9 +82,15 @@ typedef struct {
    * open); NULL when the backend uses none. */
   int (*device_count)(void);
   RfRealStatus (*open)(const RfDevConfig *cfg, RfDev **out);
-  /* Join the communicator of the world (MPI mode), given the bootstrap's ncclUniqueId; NULL when
-   * the backend needs none. Collective: called only after every rank opened. */
-  RfRealStatus (*connect)(RfDev *dev, const void *nccl_id);
+  /* Join the data communicator (MPI mode); NULL when the backend needs none. Collective over the
+   * world: called only after every rank opened. With lost ranks (cfg.nexclude) the communicator
+   * leaves them out: host, an MPI_Comm_split of the world; cuda, the world's NCCL communicator
+   * shrunk with ncclCommShrink (NCCL >= 2.27), else destroyed and created again over the
+   * survivors from nccl_id2. An excluded rank holds no communicator afterwards, and its peers
+   * are renumbered (comm_rank): ops still name world ranks. nccl_id, nccl_id2: the bootstrap's
+   * ncclUniqueIds when needs_nccl_id (the second one only with lost ranks), else NULL. */
+  RfRealStatus (*connect)(RfDev *dev, const void *nccl_id, const void *nccl_id2);
+  int needs_nccl_id;
   /* abort: tear the communicator down without waiting for peers. */
   void (*close)(RfDev *dev, int abort);
   /* Zeroed memory of the backend's kind; bytes may be 0 (a valid, unique pointer comes back). */

@@ -63,11 +63,11 @@ static void poll_pause(double waited_s) {
 
 /* A non-blocking communicator answers ncclInProgress while it works in the background: poll it
  * with a deadline, so that a dead peer cannot hang us. */
-static RfRealStatus nccl_wait(RfDev *d) {
+static RfRealStatus nccl_wait_comm(RfDev *d, ncclComm_t comm) {
   double t0 = now_s();
   for (;;) {
     ncclResult_t st = ncclSuccess;
-    NCCLCHECK(d, ncclCommGetAsyncError(d->comm, &st));
+    NCCLCHECK(d, ncclCommGetAsyncError(comm, &st));
     if (st == ncclSuccess) return RF_REAL_OK;
     if (st != ncclInProgress) {
       fprintf(stderr, "%s %d %s:%d '%s'\n", d->host, d->cfg.rank, __FILE__, __LINE__,
@@ -78,6 +78,10 @@ static RfRealStatus nccl_wait(RfDev *d) {
     if (waited > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
     poll_pause(waited);
   }
+}
+
+static RfRealStatus nccl_wait(RfDev *d) {
+  return nccl_wait_comm(d, d->comm);
 }
 
 static int cuda_device_count(void) {
@@ -117,13 +121,85 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   return RF_REAL_OK;
 }
 
-static RfRealStatus cuda_connect(RfDev *d, const void *id) {
+static RfRealStatus comm_init(RfDev *d, const void *id, int nranks, int rank, ncclComm_t *out) {
   ncclUniqueId uid;
   memcpy(&uid, id, sizeof uid);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  NCCLCHECK(d, ncclCommInitRankConfig(&d->comm, d->cfg.world, uid, d->cfg.rank, &config));
-  return nccl_wait(d);
+  NCCLCHECK(d, ncclCommInitRankConfig(out, nranks, uid, rank, &config));
+  return nccl_wait_comm(d, *out);
+}
+
+/* Release a communicator nothing is queued on (non-blocking: finalize may answer in progress). */
+static RfRealStatus comm_release(RfDev *d, ncclComm_t comm) {
+  RfRealStatus s = RF_REAL_OK;
+  ncclResult_t r = ncclCommFinalize(comm);
+  if (r == ncclInProgress)
+    s = nccl_wait_comm(d, comm);
+  else if (r != ncclSuccess)
+    s = RF_REAL_ERR_NCCL;
+  if (s == RF_REAL_OK)
+    ncclCommDestroy(comm);
+  else
+    ncclCommAbort(comm);
+  return s;
+}
+
+/* Which recovery path this build takes, for the log and the docs. */
+#ifndef RF_NCCL_SHRINK /* -DRF_NCCL_SHRINK=0 builds the other path (a compile check) */
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#define RF_NCCL_SHRINK 1
+#else
+#define RF_NCCL_SHRINK 0
+#endif
+#endif
+
+static RfRealStatus cuda_connect(RfDev *d, const void *id, const void *id2) {
+  const RfDevConfig *c = &d->cfg;
+  RfRealStatus s = comm_init(d, id, c->world, c->rank, &d->comm);
+  if (s != RF_REAL_OK || !c->nexclude) return s;
+  /* Elastic recovery: the communicator over the world exists (as before the failure); leave the
+   * lost ranks out of it. */
+  const int mine = c->comm_rank[c->rank];
+  const int survivors = c->world - c->nexclude;
+  ncclComm_t world = d->comm;
+  d->comm = NULL;
+  if (mine == 0)
+    fprintf(stderr,
+            "refit run: elastic recovery: %d lost rank(s) excluded: %s over %d survivors "
+            "(NCCL %d.%d.%d)\n",
+            c->nexclude,
+            RF_NCCL_SHRINK ? "ncclCommShrink of the world communicator"
+                           : "no ncclCommShrink before NCCL 2.27: communicator destroyed and "
+                             "created again",
+            survivors, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+#if RF_NCCL_SHRINK
+  (void)id2;
+  if (mine >= 0) { /* the excluded ranks do not take part in the shrink */
+    int *ex = (int *)malloc(sizeof(int) * c->nexclude);
+    if (!ex) return RF_REAL_ERR_NOMEM;
+    memcpy(ex, c->exclude, sizeof(int) * c->nexclude);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommShrink(world, ex, c->nexclude, &d->comm, &config, NCCL_SHRINK_DEFAULT);
+    free(ex);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      fprintf(stderr, "%s %d %s:%d '%s'\n", d->host, c->rank, __FILE__, __LINE__,
+              ncclGetErrorString(r));
+      ncclCommAbort(world);
+      d->comm = NULL;
+      return RF_REAL_ERR_NCCL;
+    }
+    s = nccl_wait(d);
+  }
+  RfRealStatus s2 = comm_release(d, world);
+  return s != RF_REAL_OK ? s : s2;
+#else
+  (void)survivors;
+  s = comm_release(d, world);
+  if (s == RF_REAL_OK && mine >= 0) s = comm_init(d, id2, survivors, mine, &d->comm);
+  return s;
+#endif
 }
 
 static void cuda_close(RfDev *d, int abort) {
@@ -287,18 +363,24 @@ static RfRealStatus cuda_verify(RfDev *d, void *const *bases, const RfRun *runs,
   return RF_REAL_OK;
 }
 
+/* A world rank's rank in the data communicator (renumbered after a shrink). */
+static int peer_of(const RfDev *d, int world_rank) {
+  return d->cfg.comm_rank ? d->cfg.comm_rank[world_rank] : world_rank;
+}
+
 static RfRealStatus cuda_exchange(RfDev *d, const RfOp *sends, int nsends, const RfOp *recvs,
                                   int nrecvs, void *sstage, void *rstage, int *stuck_peer) {
   (void)stuck_peer; /* NCCL cannot say which peer is late */
   if (!nsends && !nrecvs) return RF_REAL_OK;
+  if (!d->comm) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank has no peers */
   NCCLCHECK(d, ncclGroupStart());
   ncclResult_t r = ncclSuccess;
   for (int i = 0; i < nrecvs && (r == ncclSuccess || r == ncclInProgress); i++)
-    r = ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8, recvs[i].peer, d->comm,
-                 d->stream);
+    r = ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8,
+                 peer_of(d, recvs[i].peer), d->comm, d->stream);
   for (int i = 0; i < nsends && (r == ncclSuccess || r == ncclInProgress); i++)
-    r = ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8, sends[i].peer,
-                 d->comm, d->stream);
+    r = ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8,
+                 peer_of(d, sends[i].peer), d->comm, d->stream);
   if (r != ncclSuccess && r != ncclInProgress) {
     /* Close the group, so that the ncclCommAbort that follows can clean up. */
     ncclGroupEnd();
@@ -376,6 +458,7 @@ extern "C" const RfDevOps rf_dev_cuda_ops = {
     /* .device_count = */ cuda_device_count,
     /* .open = */ cuda_open,
     /* .connect = */ cuda_connect,
+    /* .needs_nccl_id = */ 1,
     /* .close = */ cuda_close,
     /* .alloc = */ cuda_alloc,
     /* .release = */ cuda_release,

@@ -16,6 +16,7 @@
 struct RfDev {
   RfDevConfig cfg;
   GArray *marks; /* double, seconds */
+  MPI_Comm comm; /* the data communicator: the world less the lost ranks (MPI_COMM_NULL for them) */
 };
 
 #define MPICHECK(cmd) RF_MPICHECK(cmd, status = RF_REAL_ERR_MPI; goto out)
@@ -23,14 +24,43 @@ struct RfDev {
 static RfRealStatus host_open(const RfDevConfig *cfg, RfDev **out) {
   RfDev *d = g_new0(RfDev, 1);
   d->cfg = *cfg;
+  d->comm = MPI_COMM_NULL;
   d->marks = g_array_new(FALSE, TRUE, sizeof(double));
   *out = d;
   return RF_REAL_OK;
 }
 
+/* The data communicator. Without lost ranks, the world itself; with them, the survivors in world
+ * order (what ncclCommShrink makes of the CUDA backend's communicator), from MPI_Comm_split. */
+static RfRealStatus host_connect(RfDev *d, const void *nccl_id, const void *nccl_id2) {
+  (void)nccl_id;
+  (void)nccl_id2;
+  RfRealStatus status = RF_REAL_OK;
+  const RfDevConfig *c = &d->cfg;
+  if (!c->nexclude) {
+    d->comm = MPI_COMM_WORLD;
+    return RF_REAL_OK;
+  }
+  const int mine = c->comm_rank[c->rank];
+  if (mine == 0)
+    fprintf(stderr,
+            "refit run: elastic recovery: %d lost rank(s) excluded: MPI_Comm_split of the world "
+            "over %d survivors (host backend)\n",
+            c->nexclude, c->world - c->nexclude);
+  MPICHECK(MPI_Comm_split(MPI_COMM_WORLD, mine >= 0 ? 0 : MPI_UNDEFINED, c->rank, &d->comm));
+  if (mine >= 0) {
+    int r = -1;
+    MPICHECK(MPI_Comm_rank(d->comm, &r));
+    if (r != mine) status = RF_REAL_ERR_INTERNAL;
+  }
+out:
+  return status;
+}
+
 static void host_close(RfDev *d, int abort) {
-  (void)abort;
   if (!d) return;
+  /* After an abort the job is going down: do not free a communicator peers may still use. */
+  if (!abort && d->comm != MPI_COMM_NULL && d->comm != MPI_COMM_WORLD) MPI_Comm_free(&d->comm);
   g_array_free(d->marks, TRUE);
   g_free(d);
 }
@@ -106,6 +136,9 @@ static int chunks_of(uint64_t bytes) {
 static RfRealStatus host_exchange(RfDev *d, const RfOp *sends, int nsends, const RfOp *recvs,
                                   int nrecvs, void *sstage, void *rstage, int *stuck_peer) {
   RfRealStatus status = RF_REAL_OK;
+  if (!nsends && !nrecvs) return RF_REAL_OK;
+  if (d->comm == MPI_COMM_NULL) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank */
+  const int *cr = d->cfg.comm_rank;                          /* ops name world ranks */
   int nreq = 0;
   for (int i = 0; i < nsends; i++)
     nreq += chunks_of(sends[i].bytes);
@@ -119,16 +152,18 @@ static RfRealStatus host_exchange(RfDev *d, const RfOp *sends, int nsends, const
     for (uint64_t o = 0; o < recvs[i].bytes; o += HOST_CHUNK_BYTES) {
       uint64_t len = MIN(HOST_CHUNK_BYTES, recvs[i].bytes - o);
       peer[k] = recvs[i].peer;
-      MPICHECK(MPI_Irecv((char *)rstage + recvs[i].off + o, (int)len, MPI_BYTE, recvs[i].peer,
-                         (int)(o / HOST_CHUNK_BYTES), MPI_COMM_WORLD, &req[k]));
+      MPICHECK(MPI_Irecv((char *)rstage + recvs[i].off + o, (int)len, MPI_BYTE,
+                         cr ? cr[recvs[i].peer] : recvs[i].peer, (int)(o / HOST_CHUNK_BYTES),
+                         d->comm, &req[k]));
       k++;
     }
   for (int i = 0; i < nsends; i++)
     for (uint64_t o = 0; o < sends[i].bytes; o += HOST_CHUNK_BYTES) {
       uint64_t len = MIN(HOST_CHUNK_BYTES, sends[i].bytes - o);
       peer[k] = sends[i].peer;
-      MPICHECK(MPI_Isend((char *)sstage + sends[i].off + o, (int)len, MPI_BYTE, sends[i].peer,
-                         (int)(o / HOST_CHUNK_BYTES), MPI_COMM_WORLD, &req[k]));
+      MPICHECK(MPI_Isend((char *)sstage + sends[i].off + o, (int)len, MPI_BYTE,
+                         cr ? cr[sends[i].peer] : sends[i].peer, (int)(o / HOST_CHUNK_BYTES),
+                         d->comm, &req[k]));
       k++;
     }
   double t0 = MPI_Wtime();
@@ -180,7 +215,8 @@ static RfRealStatus host_finish(RfDev *d, int nmarks, double *since_start_s, int
 const RfDevOps rf_dev_host = {
     .name = "host",
     .open = host_open,
-    .connect = NULL,
+    .connect = host_connect,
+    .needs_nccl_id = 0,
     .close = host_close,
     .alloc = host_alloc,
     .release = host_release,

@@ -80,6 +80,19 @@ gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int loca
 /* Open the backend on every rank and join the communicator; the ranks agree first, so that one
  * rank without a (free) GPU or host memory (precheck: taken) cannot leave the others waiting in
  * the communicator setup. */
+int rf_real_survivors(const uint8_t *lost, int world, int *exclude, int *comm_rank) {
+  int nex = 0, next = 0;
+  for (int r = 0; r < world; r++) {
+    if (lost && lost[r]) {
+      exclude[nex++] = r;
+      comm_rank[r] = -1;
+    } else {
+      comm_rank[r] = next++;
+    }
+  }
+  return nex;
+}
+
 static gboolean open_device(RealState *st, GError *precheck, GError **error) {
   const RfBoot *b = rf_boot();
   RfDevConfig cfg = {.rank = b->rank,
@@ -87,6 +100,15 @@ static gboolean open_device(RealState *st, GError *precheck, GError **error) {
                      .local = st->opt.local,
                      .device = b->local_rank,
                      .timeout_s = st->opt.timeout_s};
+  /* Elastic recovery: the lost ranks stay in the MPI world (idle, they take part in the engine's
+   * bookkeeping collectives) but not in the data communicator. */
+  if (!st->opt.local && st->pb->nlost) {
+    st->exclude = g_new(int, b->world);
+    st->comm_rank = g_new(int, b->world);
+    cfg.nexclude = rf_real_survivors(st->pb->lost, b->world, st->exclude, st->comm_rank);
+    cfg.exclude = st->exclude;
+    cfg.comm_rank = st->comm_rank;
+  }
   g_autoptr(GError) mine = precheck;
   RfRealStatus s = RF_REAL_OK;
   int ngpus = st->ops->device_count && !st->opt.local ? st->ops->device_count() : -1;
@@ -121,9 +143,15 @@ static gboolean open_device(RealState *st, GError *precheck, GError **error) {
     return FALSE;
   }
   if (!st->opt.local && st->ops->connect) {
-    char nccl_id[256] = {0}; /* holds an ncclUniqueId (128 bytes) */
-    s = rf_boot_nccl_id(nccl_id, sizeof nccl_id);
-    if (s == RF_REAL_OK) s = st->ops->connect(st->dev, nccl_id);
+    char nccl_id[2][256] = {{0}}; /* each holds an ncclUniqueId (128 bytes) */
+    if (st->ops->needs_nccl_id) {
+      s = rf_boot_nccl_id(nccl_id[0], sizeof nccl_id[0]);
+      /* the communicator over the survivors, where NCCL cannot shrink one */
+      if (s == RF_REAL_OK && cfg.nexclude) s = rf_boot_nccl_id(nccl_id[1], sizeof nccl_id[1]);
+    }
+    if (s == RF_REAL_OK)
+      s = st->ops->connect(st->dev, st->ops->needs_nccl_id ? nccl_id[0] : NULL,
+                           st->ops->needs_nccl_id && cfg.nexclude ? nccl_id[1] : NULL);
     if (s != RF_REAL_OK) {
       rf_real_set_err(error, rf_real_status_code(s), "rank %d: joining the communicator: %s",
                       st->me, rf_real_status_string(s));
@@ -387,6 +415,14 @@ void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data) 
 static gboolean build_plan(RealState *st, const RfPlan *plan, Segs *sg, GError **error) {
   if (!rf_real_assign_rounds(st, plan, sg, error)) return FALSE;
   rf_real_index_plan(st, plan);
+  /* A lost rank is out of the data communicator: it must neither send nor receive. */
+  for (int r = 0; st->pb->lost && r < st->pb->nranks; r++)
+    if (st->pb->lost[r] && st->rank_msg_first[r + 1] > st->rank_msg_first[r]) {
+      rf_real_set_err(error, RF_ERROR_VERIFY,
+                      "plan: lost rank %d takes part in %" G_GUINT64_FORMAT " message(s)", r,
+                      st->rank_msg_first[r + 1] - st->rank_msg_first[r]);
+      return FALSE;
+    }
   RfRealSpread *sp = &st->spread;
   const gint64 t0 = g_get_monotonic_time();
   gint64 shown = t0;
@@ -689,8 +725,7 @@ abort:
   st->dev = NULL;
 out:
   rf_real_free_plan(st);
-  g_free(sg.seg_first);
-  g_free(sg.seg_round);
+  rf_real_segs_clear(&sg);
   return ok;
 }
 
@@ -719,6 +754,8 @@ static void real_destroy(RfExecutor *ex) {
     if (st->dev) st->ops->close(st->dev, 0);
     g_free(st->lr);
     g_free(st->lr_of_rank);
+    g_free(st->exclude);
+    g_free(st->comm_rank);
     spread_clear(&st->spread);
     g_free(st->opt.backend);
     g_free(st->opt.fail_label);

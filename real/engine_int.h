@@ -68,8 +68,9 @@ typedef struct {
   LRank *lr;
   int nlr;
   int *lr_of_rank;
-  int bank;      /* bank holding the last verified weights */
-  uint64_t step; /* next training step */
+  int *exclude, *comm_rank; /* elastic recovery (RfDevConfig): NULL without lost ranks */
+  int bank;                 /* bank holding the last verified weights */
+  uint64_t step;            /* next training step */
   uint64_t prev_step;
   gboolean have_prev;
   /* per plan */
@@ -86,8 +87,9 @@ typedef struct {
 /* Segments per message and their global rounds. */
 typedef struct {
   uint64_t *seg_first; /* nmsgs + 1 */
-  int *seg_round;
+  int *seg_round;      /* per segment; NULL with plan_only (no rank's rounds are built) */
   uint64_t seg_bytes;
+  uint64_t *send_max, *recv_max; /* per rank: its largest send (receive) staging of a round */
 } Segs;
 
 /* A box a rank holds when it sends: its source shard or a piece it received earlier. */
@@ -147,8 +149,9 @@ gboolean rf_cover(const RfBox *want, int ndim, const Cand *c, int nc, int from, 
 /* rounds.c */
 /* Cut every message into segments of at most the staging bound, place each first-fit into the
  * earliest round of its stage with room at both ends; fills sg and st->stage_round0 / nrounds.
- * The caller frees sg's arrays. */
+ * The caller frees sg's arrays (rf_real_segs_clear). */
 gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GError **error);
+void rf_real_segs_clear(Segs *sg);
 
 /* lists.c */
 /* Fill / verify runs of every shard a rank holds on one side; sp0 is the side's first space. */
@@ -158,7 +161,8 @@ void rf_real_side_runs(const RfProblem *pb, const RfSide *side, int rank, int sp
 void *rf_real_upload_array(RealState *st, GArray *a, guint esize, RfRealStatus *s);
 /* The per-rank transfer and message index of a plan (st->rank_*), freed with the plan. */
 void rf_real_index_plan(RealState *st, const RfPlan *plan);
-/* One local rank's rounds, copy lists (uploaded, unless plan_only) and holding layout. */
+/* One local rank's rounds, copy lists (uploaded) and holding layout; with plan_only only its
+ * holding layout and staging sizes (from sg), no rounds. */
 gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LRank *l,
                             GError **error);
 /* Holding store, staging and the two base tables of a rank, in backend memory. */

@@ -509,6 +509,7 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
   g_array_sort(w->hitems, item_cmp);
   /* Items are sorted by wire offset and tile the message; sweep them against the segments. */
   const Segs *sg = b->sg;
+  if (!sg->seg_round) return TRUE; /* sizes only: the staging maxima come from the schedule */
   for (uint64_t s = sg->seg_first[m]; s < sg->seg_first[m + 1]; s++) {
     uint64_t lo = (s - sg->seg_first[m]) * sg->seg_bytes, hi = MIN(msg->bytes, lo + sg->seg_bytes);
     RRound *r = rank_round(b->l, b->rounds, sg->seg_round[s]);
@@ -566,7 +567,6 @@ static gboolean rank_upload(Build *b, GError **error) {
     RfRealStatus s = RF_REAL_OK;
     l->sstage_bytes = MAX(l->sstage_bytes, r->send_top);
     l->rstage_bytes = MAX(l->rstage_bytes, r->recv_top);
-    if (st->opt.plan_only) continue; /* freed with the plan */
     rf_real_chunk_copies(r->pack, RF_REAL_CHUNK_BYTES);
     rf_real_chunk_copies(r->unpack, RF_REAL_CHUNK_BYTES);
     r->npack = r->pack->len;
@@ -605,12 +605,30 @@ gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const Segs *sg, L
   }
   b.decomp = g_array_new(FALSE, FALSE, sizeof(Decomp));
   b.rounds = g_array_new(FALSE, FALSE, sizeof(RRound));
-  l->local_round = g_new(int, st->nrounds ? st->nrounds : 1);
-  for (int g = 0; g < st->nrounds; g++)
-    l->local_round[g] = -1;
+  if (!st->opt.plan_only) {
+    l->local_round = g_new(int, st->nrounds ? st->nrounds : 1);
+    for (int g = 0; g < st->nrounds; g++)
+      l->local_round[g] = -1;
+  }
   if (!rank_sources(&b, error)) return FALSE;
   hold_layout(&b);
-  return rank_messages(&b, error) && rank_upload(&b, error);
+  if (!rank_messages(&b, error)) return FALSE;
+  if (st->opt.plan_only) {
+    l->sstage_bytes = sg->send_max[me];
+    l->rstage_bytes = sg->recv_max[me];
+    return TRUE;
+  }
+  if (!rank_upload(&b, error)) return FALSE;
+  /* the schedule's per-rank maxima (what --memory reports) are the built rounds' */
+  if (l->sstage_bytes != sg->send_max[me] || l->rstage_bytes != sg->recv_max[me]) {
+    rf_real_set_err(error, RF_ERROR_VERIFY,
+                    "rank %d: staging of the built rounds (%" G_GUINT64_FORMAT
+                    " + %" G_GUINT64_FORMAT " B) differs from the schedule's (%" G_GUINT64_FORMAT
+                    " + %" G_GUINT64_FORMAT " B)",
+                    me, l->sstage_bytes, l->rstage_bytes, sg->send_max[me], sg->recv_max[me]);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 static void free_rank_plan(RealState *st, LRank *l) {

@@ -33,6 +33,12 @@ void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_byt
 gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int local_size, int ngpus,
                             GError **error);
 
+/* Elastic recovery: the data communicator of a world of `world` ranks whose lost[r] are set
+ * (lost NULL: none). Fills exclude (ascending lost ranks) and comm_rank (each rank's rank among
+ * the survivors, in world order, as ncclCommShrink and MPI_Comm_split with the world rank as key
+ * number them; -1 for a lost rank), each of `world` entries; returns how many are excluded. */
+int rf_real_survivors(const uint8_t *lost, int world, int *exclude, int *comm_rank);
+
 /* Host memory this process may still take (MemAvailable; UINT64_MAX when unknown). */
 uint64_t rf_real_host_available_bytes(void);
 /* TRUE when a process's shards (src_bytes + 2 x dst_bytes: the double buffer) fit in

@@ -4,6 +4,7 @@
  * place. `test_real --gen SEED WORLD FILE` writes one random spec (for the MPI tests). */
 #include "args.h"
 #include "boot.h"
+#include "engine_int.h"
 #include "error.h"
 #include "real.h"
 #include "real_engine.h"
@@ -474,6 +475,157 @@ out:
   return rc;
 }
 
+/* Elastic recovery: which ranks leave the data communicator and how the survivors are numbered
+ * there (as ncclCommShrink and MPI_Comm_split number them), and a plan over the survivors of a
+ * shrink run with every rank in this process: the lost ranks idle, 0 wrong elements. */
+static void test_survivors(void) {
+  int ex[8], cr[8];
+  const uint8_t lost[8] = {0, 1, 0, 0, 0, 0, 1, 1};
+  g_assert_cmpint(rf_real_survivors(lost, 8, ex, cr), ==, 3);
+  const int want_ex[3] = {1, 6, 7}, want_cr[8] = {0, -1, 1, 2, 3, 4, -1, -1};
+  g_assert_cmpmem(ex, sizeof(int) * 3, want_ex, sizeof want_ex);
+  g_assert_cmpmem(cr, sizeof cr, want_cr, sizeof want_cr);
+  g_assert_cmpint(rf_real_survivors(NULL, 4, ex, cr), ==, 0);
+  for (int r = 0; r < 4; r++)
+    g_assert_cmpint(cr[r], ==, r);
+
+  RfProblem *pb = model_problem("tiny-moe", "TP2xPP2xDP2", "TP2xDP2", 8);
+  GError *e = NULL;
+  const int gpus[2] = {1, 9}; /* a training rank and an inference rank */
+  g_assert_true(rf_problem_set_lost(pb, gpus, 2, &e));
+  g_assert_no_error(e);
+  int *pex = g_new(int, pb->nranks), *pcr = g_new(int, pb->nranks);
+  g_assert_cmpint(rf_real_survivors(pb->lost, pb->nranks, pex, pcr), ==, 2);
+  g_assert_cmpint(pcr[pb->nranks - 1], ==, pb->nranks - 3);
+  g_free(pex);
+  g_free(pcr);
+  Tally t = {0};
+  RfRealOptions o = local_options(NULL);
+  run_all(pb, &o, &t, "shrink");
+  g_assert_cmpuint(t.wrong, ==, 0);
+  g_assert_cmpint(t.strategies, ==, RF_STRATEGY_COUNT);
+  g_free(o.backend);
+  rf_problem_free(pb);
+}
+
+/* The round schedule (rf_real_assign_rounds) against the plain first-fit it stands for: per
+ * segment, scan every round of its stage from the first and take the first one with staging room
+ * and operation slots at both ends. Random messages between a few ranks (self-sends included),
+ * many segments per message, uneven tails, small operation bounds: the same round for every
+ * segment, the same round count and the same per-rank staging maxima. */
+static void ref_first_fit(const RfMessage *msgs, uint64_t nmsgs, int nstages, int n, uint64_t B,
+                          int max_ops, int *seg_round, int *nrounds, uint64_t *send_max,
+                          uint64_t *recv_max) {
+  GArray *send = g_array_new(FALSE, TRUE, sizeof(uint64_t)); /* round * n + rank */
+  GArray *recv = g_array_new(FALSE, TRUE, sizeof(uint64_t));
+  GArray *ops = g_array_new(FALSE, TRUE, sizeof(int));
+  int round0 = 0;
+  uint64_t m = 0, s = 0;
+  for (int k = 0; k < nstages; k++) {
+    int nr = 0;
+    g_array_set_size(send, 0);
+    g_array_set_size(recv, 0);
+    g_array_set_size(ops, 0);
+    for (; m < nmsgs && msgs[m].stage == k; m++) {
+      const RfMessage *x = &msgs[m];
+      int need = x->src == x->dst ? 2 : 1;
+      for (uint64_t lo = 0; lo < x->bytes; lo += B, s++) {
+        uint64_t b = (MIN(B, x->bytes - lo) + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+        for (int r = 0;; r++) {
+          if (r == nr) {
+            nr++;
+            g_array_set_size(send, (guint)(nr * n));
+            g_array_set_size(recv, (guint)(nr * n));
+            g_array_set_size(ops, (guint)(nr * n));
+          }
+          uint64_t *sd = &g_array_index(send, uint64_t, r * n + x->src);
+          uint64_t *rv = &g_array_index(recv, uint64_t, r * n + x->dst);
+          int *os = &g_array_index(ops, int, r *n + x->src);
+          int *od = &g_array_index(ops, int, r *n + x->dst);
+          if (*sd + b > B || *rv + b > B || *os + need > max_ops || *od + need > max_ops) continue;
+          *sd += b;
+          *rv += b;
+          (*os)++;
+          (*od)++;
+          send_max[x->src] = MAX(send_max[x->src], *sd);
+          recv_max[x->dst] = MAX(recv_max[x->dst], *rv);
+          seg_round[s] = round0 + r;
+          break;
+        }
+      }
+    }
+    round0 += nr;
+  }
+  *nrounds = round0;
+  g_array_free(send, TRUE);
+  g_array_free(recv, TRUE);
+  g_array_free(ops, TRUE);
+}
+
+static void test_schedule_first_fit(void) {
+  GRand *r = g_rand_new_with_seed(20260611);
+  for (int iter = 0; iter < 300; iter++) {
+    const int n = g_rand_int_range(r, 1, 7), nstages = g_rand_int_range(r, 1, 4);
+    const uint64_t B = STAGE_ALIGN * (uint64_t)g_rand_int_range(r, 1, 9);
+    uint64_t nmsgs = (uint64_t)g_rand_int_range(r, 1, 40);
+    RfMessage *msgs = g_new0(RfMessage, nmsgs);
+    int stage = 0;
+    for (uint64_t m = 0; m < nmsgs; m++) {
+      if (m && g_rand_int_range(r, 0, 8) == 0 && stage + 1 < nstages) stage++;
+      msgs[m].stage = (uint16_t)stage;
+      msgs[m].src = g_rand_int_range(r, 0, n);
+      msgs[m].dst = g_rand_int_range(r, 0, 4) == 0 ? msgs[m].src : g_rand_int_range(r, 0, n);
+      /* whole segments, a tail, or a message smaller than one segment */
+      msgs[m].bytes =
+          (uint64_t)g_rand_int_range(r, 1, 12) * B / (uint64_t)g_rand_int_range(r, 1, 4) +
+          (uint64_t)g_rand_int_range(r, 0, 3) * 17;
+    }
+    RfPlan plan = {0};
+    plan.msgs = msgs;
+    plan.nmsgs = nmsgs;
+    plan.nstages = nstages;
+    RfProblem pb = {0};
+    pb.nranks = n;
+    RealState st = {0};
+    st.pb = &pb;
+    st.opt.staging_bytes = B;
+    st.opt.max_ops = g_rand_int_range(r, 2, 6);
+    st.opt.plan_only = FALSE;
+    Segs sg = {0};
+    GError *e = NULL;
+    g_assert_true(rf_real_assign_rounds(&st, &plan, &sg, &e));
+    g_assert_no_error(e);
+    uint64_t total = sg.seg_first[nmsgs];
+    int *want = g_new0(int, total ? total : 1), nrounds = 0;
+    uint64_t *smax = g_new0(uint64_t, n), *rmax = g_new0(uint64_t, n);
+    ref_first_fit(msgs, nmsgs, nstages, n, B, st.opt.max_ops, want, &nrounds, smax, rmax);
+    for (uint64_t s = 0; s < total; s++)
+      g_assert_cmpint(sg.seg_round[s], ==, want[s]);
+    g_assert_cmpint(st.nrounds, ==, nrounds);
+    for (int x = 0; x < n; x++) {
+      g_assert_cmpuint(sg.send_max[x], ==, smax[x]);
+      g_assert_cmpuint(sg.recv_max[x], ==, rmax[x]);
+    }
+    /* sizes only: the same rounds and maxima, no per-segment rounds kept */
+    Segs sz = {0};
+    g_free(st.stage_round0);
+    st.opt.plan_only = TRUE;
+    g_assert_true(rf_real_assign_rounds(&st, &plan, &sz, &e));
+    g_assert_null(sz.seg_round);
+    g_assert_cmpint(st.nrounds, ==, nrounds);
+    g_assert_cmpmem(sz.send_max, sizeof(uint64_t) * n, smax, sizeof(uint64_t) * n);
+    g_assert_cmpmem(sz.recv_max, sizeof(uint64_t) * n, rmax, sizeof(uint64_t) * n);
+    rf_real_segs_clear(&sz);
+    rf_real_segs_clear(&sg);
+    g_free(st.stage_round0);
+    g_free(want);
+    g_free(smax);
+    g_free(rmax);
+    g_free(msgs);
+  }
+  g_rand_free(r);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--gen")) {
     GRand *r = g_rand_new_with_seed((guint32)atoi(argv[2]));
@@ -497,5 +649,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/gpus/per-node", test_gpu_check);
   g_test_add_func("/real/options/iters-limit", test_iters_limit);
   g_test_add_func("/real/limits/host-memory", test_host_memory);
+  g_test_add_func("/real/schedule/first-fit", test_schedule_first_fit);
+  g_test_add_func("/real/elastic/survivors", test_survivors);
   return g_test_run();
 }

@@ -76,6 +76,11 @@ mpi-model)
   # step; the plan over the survivors runs with 0 wrong elements. Then the other frameworks.
   run_ok "shrink: tiny-moe TP2xPP2xDP2 -> TP2xDP2, GPUs 1,9 lost" 12 --model tiny-moe \
     --train TP2xPP2xDP2 --infer TP2xDP2 --lost 1,9
+  # The lost ranks' processes idle: left out of the data communicator (said once, by the first
+  # survivor), and the engine refuses a plan that gives a lost rank a message.
+  n=$(grep -c 'elastic recovery: 2 lost rank(s) excluded: MPI_Comm_split of the world over 10 survivors' "$tmp/err")
+  [ "$n" = 1 ] && echo "ok: shrink: 2 ranks out of the data communicator" ||
+    { cat "$tmp/err"; fail "shrink: recovery line seen $n times"; }
   run_ok "sglang: tiny-moe TP2xEP2xETP2 -> TP4xADP2xEP2" 8 --model tiny-moe --train TP2xEP2xETP2 \
     --infer TP4xADP2xEP2 --infer-framework sglang --domain-size 4
   run_ok "megatron generation: tiny-mla TP2xPP2xEP4 -> TP2xEP2" 10 --model tiny-mla \
