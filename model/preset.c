@@ -875,6 +875,17 @@ RfProblem *rf_problem_new_preset(RfModel *model, const char *train, const char *
   return rf_problem_new_preset_fw(model, train, infer, RF_INFER_VLLM, topo, error);
 }
 
+/* EP must divide the routed experts: checked on the counts before any mesh of the world is built
+ * (the placement would refuse it too, after building meshes of up to 2^20 ranks). */
+static gboolean check_experts(const RfModel *m, const RfParallel *P, const char *layout,
+                              GError **error) {
+  int64_t e = m->arch.experts;
+  if (e <= 0 || P->ep <= 1 || e % P->ep == 0) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "layout %s: EP%d does not divide the %lld experts",
+              layout, P->ep, (long long)e);
+  return FALSE;
+}
+
 RfProblem *rf_problem_new_preset_fw(RfModel *model, const char *train, const char *infer,
                                     RfInferFramework fw, RfTopology *topo, GError **error) {
   g_autoptr(RfProblem) pb = g_new0(RfProblem, 1);
@@ -887,6 +898,8 @@ RfProblem *rf_problem_new_preset_fw(RfModel *model, const char *train, const cha
     return NULL;
   }
   if (!check_layouts(&T, &I, fw, train, infer, error)) return NULL;
+  if (!check_experts(model, &T, train, error) || !check_experts(model, &I, infer, error))
+    return NULL;
   if (topo->gpus_per_domain < 1 || topo->gpus_per_domain >= RF_MAX_RANKS) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "GPUs per domain must be 1..%d, got %d",
                 RF_MAX_RANKS - 1, topo->gpus_per_domain);

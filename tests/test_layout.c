@@ -134,6 +134,8 @@ static const BadLayout bad_layouts[] = {
     {"tiny-moe", "TP3", "TP2", RF_ERROR_INPUT, "does not divide"},     /* 8 heads over TP3 */
     {"tiny-moe", "TP2", "TP16", RF_ERROR_INPUT, "does not divide"},    /* 8 heads over TP16 */
     {"tiny-moe", "TP2xEP4", "TP2", RF_ERROR_INPUT, "does not divide"}, /* 6 experts over EP4 */
+    /* found by fuzz_layout: refused on the counts, before meshes of 800,000 ranks are built */
+    {"tiny-moe", "TP8xEP99999", "TP1", RF_ERROR_INPUT, "EP99999 does not divide the 6 experts"},
     {"tiny-moe", "PP9", "TP2", RF_ERROR_INPUT, "exceeds"},
     {"tiny-moe", "TP2", "TP8x", RF_ERROR_INPUT, "bad layout"},
     {"tiny-hybrid", "TP4", "TP2", RF_ERROR_INPUT, "Mamba"},
