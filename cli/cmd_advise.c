@@ -548,28 +548,9 @@ static gboolean write_plot(const char *png, const char *title, const Cand *cands
   if (fd < 0) return FALSE;
   close(fd);
   gboolean ok = write_csv(csv, cands, rank, nr, error);
-  char *script = g_strdup_printf("%s/scripts/advise_plot.py", rf_data_dir());
-  const char *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
-  char *argv[] = {(char *)python, script, csv, (char *)png, (char *)title, NULL};
-  int status = 0;
-  char *err = NULL;
-  GError *se = NULL;
-  if (ok && !g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-                          &status, &se)) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "--plot: cannot run %s: %s", python, se->message);
-    g_error_free(se);
-    ok = FALSE;
-  } else if (ok && !g_spawn_check_wait_status(status, NULL)) {
-    char *last = err ? g_strstrip(err) : NULL;
-    char *nl = last ? strrchr(last, '\n') : NULL;
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "--plot: %s failed: %s", script,
-                last && *last ? (nl ? nl + 1 : last) : "no message");
-    ok = FALSE;
-  }
+  ok = ok && rf_plot_script("scripts/advise_plot.py", csv, png, title, "--plot", error);
   g_unlink(csv);
   g_free(csv);
-  g_free(script);
-  g_free(err);
   return ok;
 }
 

@@ -227,28 +227,9 @@ static gboolean write_timeline(const char *png, const char *title, const Row *ro
               rows[i].res.stages[s].name, rows[i].res.stages[s].start_s,
               rows[i].res.stages[s].end_s, (guint64)rows[i].res.stages[s].bytes);
   fclose(f);
-  char *script = g_strdup_printf("%s/sim/timeline.py", rf_data_dir());
-  const char *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
-  char *argv[] = {(char *)python, script, csv, (char *)png, (char *)title, NULL};
-  int status = 0;
-  char *err = NULL;
-  GError *se = NULL;
-  gboolean ok = g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-                             &status, &se);
-  if (!ok) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "timeline: cannot run %s: %s", python, se->message);
-    g_error_free(se);
-  } else if (!g_spawn_check_wait_status(status, NULL)) {
-    char *last = err ? g_strstrip(err) : NULL;
-    char *nl = last ? strrchr(last, '\n') : NULL;
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "timeline: %s failed: %s", script,
-                last && *last ? (nl ? nl + 1 : last) : "no message");
-    ok = FALSE;
-  }
+  gboolean ok = rf_plot_script("sim/timeline.py", csv, png, title, "timeline", error);
   g_unlink(csv);
   g_free(csv);
-  g_free(script);
-  g_free(err);
   return ok;
 }
 

@@ -261,28 +261,9 @@ static gboolean write_plot(const char *png, const Report *r, GError **error) {
               rf_strategy_name((RfStrategy)s), r->f[r->base] / sb,
               sb / step_time(r->w, MODE_SYNC, r->f[s]));
   fclose(f);
-  char *script = g_strdup_printf("%s/scripts/step_plot.py", rf_data_dir());
-  const char *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
-  char *argv[] = {(char *)python, script, csv, (char *)png, NULL};
-  int status = 0;
-  char *err = NULL;
-  GError *se = NULL;
-  gboolean ok = g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-                             &status, &se);
-  if (!ok) {
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "--plot: cannot run %s: %s", python, se->message);
-    g_error_free(se);
-  } else if (!g_spawn_check_wait_status(status, NULL)) {
-    char *last = err ? g_strstrip(err) : NULL;
-    char *nl = last ? strrchr(last, '\n') : NULL;
-    g_set_error(error, RF_ERROR, RF_ERROR_IO, "--plot: %s failed: %s", script,
-                last && *last ? (nl ? nl + 1 : last) : "no message");
-    ok = FALSE;
-  }
+  gboolean ok = rf_plot_script("scripts/step_plot.py", csv, png, NULL, "--plot", error);
   g_unlink(csv);
   g_free(csv);
-  g_free(script);
-  g_free(err);
   return ok;
 }
 

@@ -1,4 +1,5 @@
 #include "report.h"
+#include "datafile.h"
 #include "error.h"
 
 #include <stdio.h>
@@ -48,4 +49,28 @@ int rf_cmd_exit(const char *prefix, GError *error, gboolean print) {
   if (error && print) fprintf(stderr, "%s: %s\n", prefix, error->message);
   if (error) g_error_free(error);
   return rc;
+}
+
+gboolean rf_plot_script(const char *script, const char *csv, const char *png, const char *title,
+                        const char *what, GError **error) {
+  g_autofree char *path = g_strdup_printf("%s/%s", rf_data_dir(), script);
+  const char *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
+  char *argv[] = {(char *)python, path, (char *)csv, (char *)png, (char *)title, NULL};
+  int status = 0;
+  g_autofree char *err = NULL;
+  GError *se = NULL;
+  if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err, &status,
+                    &se)) {
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "%s: cannot run %s: %s", what, python, se->message);
+    g_error_free(se);
+    return FALSE;
+  }
+  if (!g_spawn_check_wait_status(status, NULL)) {
+    char *last = err ? g_strstrip(err) : NULL;
+    char *nl = last ? strrchr(last, '\n') : NULL;
+    g_set_error(error, RF_ERROR, RF_ERROR_IO, "%s: %s failed: %s", what, path,
+                last && *last ? (nl ? nl + 1 : last) : "no message");
+    return FALSE;
+  }
+  return TRUE;
 }

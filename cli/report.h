@@ -21,6 +21,13 @@ void rf_json_print_strategies(void (*head)(JsonBuilder *b, const void *ud), cons
 /* path with ".STRATEGY" before its extension when several strategies write files, else path. */
 char *rf_strategy_path(const char *path, const char *strategy, gboolean several);
 
+/* Draw png from csv with a matplotlib script of the source tree (script: a path under the data
+ * dir, e.g. "sim/timeline.py"; title may be NULL), run by $REFIT_PYTHON or /usr/bin/python3.
+ * FALSE + one line (RF_ERROR_IO, prefixed with what): the script's last stderr line, never its
+ * traceback. */
+gboolean rf_plot_script(const char *script, const char *csv, const char *png, const char *title,
+                        const char *what, GError **error);
+
 /* Print "PREFIX: MESSAGE" on stderr (when error is set and print is TRUE), free error, and
  * return its exit status (rf_error_exit_status): 0 without an error. */
 int rf_cmd_exit(const char *prefix, GError *error, gboolean print);
