@@ -114,6 +114,10 @@ double sim_link_Bps(const SimProgram *p, int link);      /* with the whole-run g
 double sim_link_base_Bps(const SimProgram *p, int link); /* without it */
 char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link);
 int sim_nlinks(const SimProgram *p);
+/* Per-GPU load for the group scales: bytes of GPU g on host link k in step s (s < 0: the run). */
+typedef double (*SimLoadFn)(const SimProgram *p, const void *ud, int s, int g, int k);
+/* link_scale and step_scale of a program whose hosts group p->group GPUs (see program.c). */
+void sim_group_scales(SimProgram *p, int ngpus, SimLoadFn load, const void *ud);
 
 /* Engine result. */
 typedef struct {

@@ -640,11 +640,12 @@ static void add_gb_steps(SimProgram *p, const SimProtos *x, const RfCalibration 
 /* A host of several GPUs gets the summed links of its GPUs, scaled so that each link is busy
  * exactly as long as the busiest of the GPU links it stands for, over the whole run
  * (link_scale, for the report) and in each step (step_scale, applied when the step starts):
- * grouping then cannot hide a hot GPU, and the bottleneck of the exact platform is kept. */
-static void set_group_scales(SimProgram *p, const SimProtos *x) {
+ * grouping then cannot hide a hot GPU, and the bottleneck of the exact platform is kept.
+ * load(p, ud, s, g, k): bytes of GPU g on host link k in step s (s < 0: the whole run). */
+void sim_group_scales(SimProgram *p, int ngpus, SimLoadFn load, const void *ud) {
   int nl = sim_nlinks(p), group = p->group;
   p->link_scale = g_new(double, nl);
-  p->step_scale = g_new(double, (size_t)nl * p->nsteps);
+  p->step_scale = g_new(double, (size_t)nl *(p->nsteps > 0 ? p->nsteps : 1));
   for (int l = 0; l < nl; l++)
     p->link_scale[l] = 1.0;
   for (size_t l = 0; l < (size_t)nl * p->nsteps; l++)
@@ -654,11 +655,8 @@ static void set_group_scales(SimProgram *p, const SimProtos *x) {
     for (int k = 0; k < SIM_HOST_LINKS; k++)
       for (int s = -1; s < p->nsteps; s++) {
         double sum = 0, mx = 0;
-        for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < x->ngpus; g++) {
-          double v = 0;
-          for (int l = 0; l < RF_PHASE_COUNT; l++)
-            v += (s < 0 ? 1.0 : p->frac[s][l]) *
-                 x->load[((size_t)g * SIM_HOST_LINKS + k) * RF_PHASE_COUNT + l];
+        for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < ngpus; g++) {
+          double v = load(p, ud, s, g, k);
           sum += v;
           if (v > mx) mx = v;
         }
@@ -668,6 +666,16 @@ static void set_group_scales(SimProgram *p, const SimProtos *x) {
         else
           p->step_scale[(size_t)s * nl + h * SIM_HOST_LINKS + k] = sum / (group * mx);
       }
+}
+
+/* The flow program's load: the plan's per-phase GPU link bytes, weighted by each step's share. */
+static double plan_load(const SimProgram *p, const void *ud, int s, int g, int k) {
+  const SimProtos *x = ud;
+  double v = 0;
+  for (int l = 0; l < RF_PHASE_COUNT; l++)
+    v += (s < 0 ? 1.0 : p->frac[s][l]) *
+         x->load[((size_t)g * SIM_HOST_LINKS + k) * RF_PHASE_COUNT + l];
+  return v;
 }
 
 typedef struct {
@@ -724,7 +732,7 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
   if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
 
   /* 4. group factors */
-  set_group_scales(p, x);
+  sim_group_scales(p, x->ngpus, plan_load, x);
   return p;
 }
 

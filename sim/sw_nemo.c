@@ -347,31 +347,16 @@ gboolean sw_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal, c
   return TRUE;
 }
 
+/* The software program's load: the GPU link bytes it recorded per step. */
+static double sw_load(const SimProgram *p, const void *ud, int s, int g, int k) {
+  (void)ud;
+  double v = 0;
+  for (int t = (s < 0 ? 0 : s); t < (s < 0 ? p->nsteps : s + 1); t++)
+    v += p->sw_load[((size_t)t * p->sw_ngpus + g) * SIM_HOST_LINKS + k];
+  return v;
+}
+
 void sw_group_scales(SimProgram *p, const SimProtos *x) {
   (void)x;
-  int nl = sim_nlinks(p), group = p->group, ng = p->sw_ngpus;
-  p->link_scale = g_new(double, nl);
-  p->step_scale = g_new(double, (size_t)nl *(p->nsteps > 0 ? p->nsteps : 1));
-  for (int l = 0; l < nl; l++)
-    p->link_scale[l] = 1.0;
-  for (size_t l = 0; l < (size_t)nl * p->nsteps; l++)
-    p->step_scale[l] = 1.0;
-  if (group == 1) return;
-  for (int h = 0; h < p->nhosts; h++)
-    for (int k = 0; k < SIM_HOST_LINKS; k++)
-      for (int s = -1; s < p->nsteps; s++) {
-        double sum = 0, mx = 0;
-        for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < ng; g++) {
-          double v = 0;
-          for (int t = (s < 0 ? 0 : s); t < (s < 0 ? p->nsteps : s + 1); t++)
-            v += p->sw_load[((size_t)t * ng + g) * SIM_HOST_LINKS + k];
-          sum += v;
-          if (v > mx) mx = v;
-        }
-        if (mx <= 0) continue;
-        if (s < 0)
-          p->link_scale[h * SIM_HOST_LINKS + k] = sum / (group * mx);
-        else
-          p->step_scale[(size_t)s * nl + h * SIM_HOST_LINKS + k] = sum / (group * mx);
-      }
+  sim_group_scales(p, p->sw_ngpus, sw_load, NULL);
 }
