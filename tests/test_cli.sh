@@ -3,29 +3,7 @@
 set -u
 REFIT=${1:?usage: test_cli.sh path/to/refit}
 DATA=$(dirname "$0")/data
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-# expect_ok NAME CMD...: exit 0
-expect_ok() {
-  name=$1; shift
-  if "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
-}
-# expect_err NAME NEEDLE CMD...: exit 2 (bad input), one stderr line containing NEEDLE
-expect_err() {
-  name=$1; needle=$2; shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-  lines=$(wc -l <"$TMP/err")
-  if [ "$rc" -ne 2 ]; then bad "$name: exit $rc, want 2 ($(head -c 300 "$TMP/err"))"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
-  grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 
 expect_ok "help" "$REFIT" --help
 expect_ok "model list" "$REFIT" model list
@@ -111,5 +89,4 @@ expect_ok "plan help names exit statuses" "$REFIT" plan --help
 grep -q "3 verification failed" "$TMP/out" || bad "refit plan --help lacks the exit statuses"
 expect_err "model usage" "usage" "$REFIT" model frobnicate
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,28 +3,7 @@
 # never a traceback, never MPI started for a bad option. Runtime failures: exit 1.
 set -u
 REFIT=${1:?usage: test_cli_errors.sh path/to/refit}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-# expect_rc NAME RC NEEDLE CMD...: exit RC, one stderr line containing NEEDLE
-expect_rc() {
-  name=$1; want=$2; needle=$3; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err.all"
-  rc=$?
-  # AddressSanitizer's note on the stack switch of g_spawn's child is not the command's output
-  grep -v -e '^==[0-9]*==WARNING: ASan is ignoring requested __asan_handle_no_return' \
-    -e '^False positive error reports may follow' -e 'google/sanitizers/issues/189' \
-    "$TMP/err.all" >"$TMP/err"
-  lines=$(wc -l <"$TMP/err")
-  if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, want $want ($(head -c 300 "$TMP/err"))"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
-  grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 P="-m tiny-moe -t TP2 -i TP2"
 
 # sim
@@ -85,5 +64,4 @@ LC_ALL=C.UTF-8 expect_rc "invalid UTF-8 option" 2 "^refit: error: -m: the value 
 LC_ALL=C expect_rc "non-ASCII option, run" 2 "^refit run: --train: the value has bytes" \
   "$REFIT" run --local -m tiny-moe --train="$bytes" -i TP2
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,27 +3,7 @@
 set -u
 REFIT=${1:?usage: test_whatif.sh path/to/refit}
 DATA=$(dirname "$0")/data
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-expect_ok() {
-  name=$1; shift
-  if "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
-}
-# expect_err NAME NEEDLE CMD...: exit 2, one stderr line containing NEEDLE
-expect_err() {
-  name=$1; needle=$2; shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-  lines=$(wc -l <"$TMP/err")
-  if [ "$rc" -ne 2 ]; then bad "$name: exit $rc, want 2 ($(head -c 300 "$TMP/err"))"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $(cat "$TMP/err")"; return; fi
-  grep -q -- "$needle" "$TMP/err" || { bad "$name: '$needle' not in: $(cat "$TMP/err")"; return; }
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 # row OUT MODE STRATEGY: the table row of refit step
 row() { grep "^$1 *$2 " "$TMP/out" | tr -s ' '; }
 
@@ -131,5 +111,4 @@ expect_err "step bad mode" "--mode wants" "$REFIT" step --rollout-s 1 --train-s 
 expect_err "step no times" "need --rollout-s and --train-s" "$REFIT" step --refit gather-broadcast=1
 expect_err "step no baseline" "no refit time for the baseline" "$REFIT" step --rollout-s 1 --train-s 1 --refit m2n=1
 
-echo "whatif: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish whatif
