@@ -5,6 +5,7 @@
 #include "error.h"
 #include "real.h"
 #include "report.h"
+#include "schedule.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -43,8 +44,9 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
          pb->topo->name, pb->topo->gpus_per_domain);
   if (pb->placement_note) printf("# placement: %s\n", pb->placement_note);
   if (hosts_note) printf("# hosts: %s\n", hosts_note);
-  printf("# staging %" G_GUINT64_FORMAT " B per rank per direction, max %d ops per group",
-         o->staging_bytes, o->max_ops);
+  printf("# staging %" G_GUINT64_FORMAT " B per rank, direction and lane, %d lane%s (groups in "
+         "flight), max %d ops per group",
+         o->staging_bytes, o->slots, o->slots == 1 ? "" : "s", o->max_ops);
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved\n");
     return;
@@ -177,7 +179,8 @@ typedef struct {
   RfRealOptions o;
   char *fail;
   double staging_mib;
-  int drop; /* --test-drop; G_MININT when not given */
+  double delay_ms; /* --test-delay-ms */
+  int drop;        /* --test-drop; G_MININT when not given */
   gboolean csv;
   RfStrategy strategies[RF_STRATEGY_COUNT];
   int ns;
@@ -242,6 +245,15 @@ static gboolean check_options(RunCmd *c, GError **error) {
                 "--timeout must be in (0, 1e6] seconds and --max-ops >= 1");
     return FALSE;
   }
+  if (o->slots < 1 || o->slots > RF_SCHEDULE_MAX_SLOTS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--slots must be in 1..%d", RF_SCHEDULE_MAX_SLOTS);
+    return FALSE;
+  }
+  if (!(c->delay_ms >= 0 && c->delay_ms <= 60000)) { /* refuses nan too */
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-delay-ms must be in [0, 60000]");
+    return FALSE;
+  }
+  o->op_delay_s = c->delay_ms * 1e-3;
   if (o->local && c->fail && !o->plan_only) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--test-fail needs MPI (one process per rank)");
     return FALSE;
@@ -363,6 +375,10 @@ int rf_cmd_run(int argc, char **argv) {
        "Staging bound per rank and direction in MiB (default 64)", "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->max_ops,
        "Send + receive operations of a rank per group (default 32)", "N"},
+      {"slots", 0, 0, G_OPTION_ARG_INT, &o->slots,
+       "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
+       "unpacking overlap the transfers (default 2; 1: one group at a time)",
+       "N"},
       {"timeout", 0, 0, G_OPTION_ARG_DOUBLE, &o->timeout_s,
        "Seconds without progress before a stage counts as failed (default 60)", "S"},
       {"csv", 0, 0, G_OPTION_ARG_NONE, &c.csv, "Print CSV rows instead of a table", NULL},
@@ -375,6 +391,10 @@ int rf_cmd_run(int argc, char **argv) {
        "RANK:STAGE[:kill]"},
       {"test-drop", 0, 0, G_OPTION_ARG_INT, &c.drop,
        "Test hook: RANK loses one received chunk in the last refit", "RANK"},
+      {"test-delay-ms", 0, 0, G_OPTION_ARG_DOUBLE, &c.delay_ms,
+       "Test hook (host backend): every pack / unpack and every group lasts at least MS "
+       "milliseconds, as on a device whose copies and transfers take time",
+       "MS"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_set_prgname("refit run");
   GOptionContext *ctx =

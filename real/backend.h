@@ -15,6 +15,8 @@ extern "C" {
 #endif
 
 #define RF_REAL_MAX_DIMS 8
+#define RF_REAL_MAX_LANES 8 /* staging lanes (groups in flight) of a rank: RF_SCHEDULE_MAX_SLOTS   \
+                             */
 
 typedef enum {
   RF_REAL_OK = 0,
@@ -74,6 +76,9 @@ typedef struct {
   const int *exclude;
   int nexclude;
   const int *comm_rank;
+  /* Test hook (host): every copy list lasts at least this long, and a group completes no earlier
+   * than this long after it was posted, as on a device whose copies and transfers take time. */
+  double op_delay_s;
 } RfDevConfig;
 
 typedef struct {
@@ -106,10 +111,15 @@ typedef struct {
   /* Synchronous: counts elements that differ from the pattern of step. */
   RfRealStatus (*verify)(RfDev *dev, void *const *bases, const RfRun *runs, uint64_t n,
                          const RfBoxDesc *boxes, uint64_t step, uint64_t *wrong);
-  /* One group of sends from sstage and receives into rstage with peers (MPI mode). Host: blocks
-   * until done or timeout (*stuck_peer says whom it waited on); cuda: enqueues. */
-  RfRealStatus (*exchange)(RfDev *dev, const RfOp *sends, int nsends, const RfOp *recvs, int nrecvs,
-                           void *sstage, void *rstage, int *stuck_peer);
+  /* Start one group of sends from sstage and receives into rstage with peers (MPI mode) on a
+   * lane (0 .. RF_REAL_MAX_LANES - 1) that holds no group in flight; it runs after every copy
+   * queued before it. Groups are posted in the same order on every rank. */
+  RfRealStatus (*post)(RfDev *dev, int lane, const RfOp *sends, int nsends, const RfOp *recvs,
+                       int nrecvs, void *sstage, void *rstage);
+  /* The lane's group is done before any copy queued after this call runs. Host: blocks until it
+   * is done or the timeout passes (*stuck_peer says whom it waited on); cuda: enqueues the wait
+   * on the copy stream. */
+  RfRealStatus (*wait)(RfDev *dev, int lane, int *stuck_peer);
   /* Local mode: one rank's send lands in another's receive staging. */
   RfRealStatus (*peer_copy)(RfDev *dev, void *dst, const void *src, uint64_t bytes);
   /* Timestamp i (0 = start of a refit), then wait for all queued work (timeout) and read the

@@ -1,6 +1,9 @@
 /* CUDA backend: device memory, pack / unpack / fill / verify kernels, grouped NCCL send / recv on
- * a non-blocking communicator, CUDA events for timing. Everything is queued on one stream; the
- * host only waits in finish() and verify(), and never without a timeout while peers are involved.
+ * a non-blocking communicator, CUDA events for timing. Copies (pack, unpack, fill, verify) are
+ * queued on the copy stream, groups on the communication stream; events order the two (a group
+ * after the copies queued before it, a lane's wait before the copies queued after it), so that
+ * copies overlap the groups in flight. The host only waits in finish() and verify(), and never
+ * without a timeout while peers are involved.
  *
  * Compiled only when CUDA and NCCL are found (real/CMakeLists.txt). */
 #include <cuda_runtime.h>
@@ -21,7 +24,10 @@ struct RfDev {
   RfDevConfig cfg;
   int device;
   char host[64];
-  cudaStream_t stream;
+  cudaStream_t stream;  /* copies, fill, verify, timing marks */
+  cudaStream_t cstream; /* NCCL groups */
+  cudaEvent_t copied;   /* the copies queued before a group */
+  cudaEvent_t lane_done[RF_REAL_MAX_LANES];
   ncclComm_t comm;
   cudaEvent_t *ev;
   int nev;
@@ -117,6 +123,10 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   d->device = cfg->local ? 0 : cfg->device;
   CUDACHECK(d, cudaSetDevice(d->device));
   CUDACHECK(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+  CUDACHECK(d, cudaStreamCreateWithFlags(&d->cstream, cudaStreamNonBlocking));
+  CUDACHECK(d, cudaEventCreateWithFlags(&d->copied, cudaEventDisableTiming));
+  for (int i = 0; i < RF_REAL_MAX_LANES; i++)
+    CUDACHECK(d, cudaEventCreateWithFlags(&d->lane_done[i], cudaEventDisableTiming));
   CUDACHECK(d, cudaMalloc((void **)&d->wrong_dev, sizeof *d->wrong_dev));
   return RF_REAL_OK;
 }
@@ -218,7 +228,11 @@ static void cuda_close(RfDev *d, int abort) {
   for (int i = 0; i < d->nev; i++)
     cudaEventDestroy(d->ev[i]);
   free(d->ev);
+  if (d->copied) cudaEventDestroy(d->copied);
+  for (int i = 0; i < RF_REAL_MAX_LANES; i++)
+    if (d->lane_done[i]) cudaEventDestroy(d->lane_done[i]);
   if (d->wrong_dev) cudaFree(d->wrong_dev);
+  if (d->cstream) cudaStreamDestroy(d->cstream);
   if (d->stream) cudaStreamDestroy(d->stream);
   cudaGetLastError(); /* whatever failed here is not the next run's error */
   free(d);
@@ -368,26 +382,40 @@ static int peer_of(const RfDev *d, int world_rank) {
   return d->cfg.comm_rank ? d->cfg.comm_rank[world_rank] : world_rank;
 }
 
-static RfRealStatus cuda_exchange(RfDev *d, const RfOp *sends, int nsends, const RfOp *recvs,
-                                  int nrecvs, void *sstage, void *rstage, int *stuck_peer) {
-  (void)stuck_peer; /* NCCL cannot say which peer is late */
-  if (!nsends && !nrecvs) return RF_REAL_OK;
-  if (!d->comm) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank has no peers */
-  NCCLCHECK(d, ncclGroupStart());
-  ncclResult_t r = ncclSuccess;
-  for (int i = 0; i < nrecvs && (r == ncclSuccess || r == ncclInProgress); i++)
-    r = ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8,
-                 peer_of(d, recvs[i].peer), d->comm, d->stream);
-  for (int i = 0; i < nsends && (r == ncclSuccess || r == ncclInProgress); i++)
-    r = ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8,
-                 peer_of(d, sends[i].peer), d->comm, d->stream);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    /* Close the group, so that the ncclCommAbort that follows can clean up. */
-    ncclGroupEnd();
-    NCCLCHECK(d, r);
+static RfRealStatus cuda_post(RfDev *d, int lane, const RfOp *sends, int nsends, const RfOp *recvs,
+                              int nrecvs, void *sstage, void *rstage) {
+  if (lane < 0 || lane >= RF_REAL_MAX_LANES) return RF_REAL_ERR_INTERNAL;
+  /* after the copies queued so far (this round's pack, the unpack that freed the lane) */
+  CUDACHECK(d, cudaEventRecord(d->copied, d->stream));
+  CUDACHECK(d, cudaStreamWaitEvent(d->cstream, d->copied, 0));
+  if (nsends || nrecvs) {
+    if (!d->comm) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank has no peers */
+    NCCLCHECK(d, ncclGroupStart());
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < nrecvs && (r == ncclSuccess || r == ncclInProgress); i++)
+      r = ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8,
+                   peer_of(d, recvs[i].peer), d->comm, d->cstream);
+    for (int i = 0; i < nsends && (r == ncclSuccess || r == ncclInProgress); i++)
+      r = ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8,
+                   peer_of(d, sends[i].peer), d->comm, d->cstream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      /* Close the group, so that the ncclCommAbort that follows can clean up. */
+      ncclGroupEnd();
+      NCCLCHECK(d, r);
+    }
+    NCCLCHECK(d, ncclGroupEnd());
+    RfRealStatus s = nccl_wait(d);
+    if (s != RF_REAL_OK) return s;
   }
-  NCCLCHECK(d, ncclGroupEnd());
-  return nccl_wait(d);
+  CUDACHECK(d, cudaEventRecord(d->lane_done[lane], d->cstream));
+  return RF_REAL_OK;
+}
+
+static RfRealStatus cuda_wait(RfDev *d, int lane, int *stuck_peer) {
+  (void)stuck_peer; /* NCCL cannot say which peer is late */
+  if (lane < 0 || lane >= RF_REAL_MAX_LANES) return RF_REAL_ERR_INTERNAL;
+  CUDACHECK(d, cudaStreamWaitEvent(d->stream, d->lane_done[lane], 0));
+  return RF_REAL_OK;
 }
 
 static RfRealStatus cuda_peer_copy(RfDev *d, void *dst, const void *src, uint64_t bytes) {
@@ -467,7 +495,8 @@ extern "C" const RfDevOps rf_dev_cuda_ops = {
     /* .copy = */ cuda_copy,
     /* .fill = */ cuda_fill,
     /* .verify = */ cuda_verify,
-    /* .exchange = */ cuda_exchange,
+    /* .post = */ cuda_post,
+    /* .wait = */ cuda_wait,
     /* .peer_copy = */ cuda_peer_copy,
     /* .mark = */ cuda_mark,
     /* .finish = */ cuda_finish,

@@ -13,10 +13,19 @@
 /* MPI counts are int: longer operations go as several messages of this many bytes. */
 #define HOST_CHUNK_BYTES (1u << 30)
 
+/* One group in flight. */
+typedef struct {
+  MPI_Request *req;
+  int *peer; /* per request: the world rank it waits on */
+  int n, cap;
+  double posted_s; /* for the op-delay test hook */
+} Lane;
+
 struct RfDev {
   RfDevConfig cfg;
   GArray *marks; /* double, seconds */
   MPI_Comm comm; /* the data communicator: the world less the lost ranks (MPI_COMM_NULL for them) */
+  Lane lane[RF_REAL_MAX_LANES];
 };
 
 #define MPICHECK(cmd) RF_MPICHECK(cmd, status = RF_REAL_ERR_MPI; goto out)
@@ -62,6 +71,10 @@ static void host_close(RfDev *d, int abort) {
   /* After an abort the job is going down: do not free a communicator peers may still use. */
   if (!abort && d->comm != MPI_COMM_NULL && d->comm != MPI_COMM_WORLD) MPI_Comm_free(&d->comm);
   g_array_free(d->marks, TRUE);
+  for (int i = 0; i < RF_REAL_MAX_LANES; i++) {
+    g_free(d->lane[i].req);
+    g_free(d->lane[i].peer);
+  }
   g_free(d);
 }
 
@@ -82,13 +95,24 @@ static RfRealStatus host_upload(RfDev *d, void *dst, const void *src, uint64_t b
   return RF_REAL_OK;
 }
 
+static double now_s(void) {
+  return (double)g_get_monotonic_time() * 1e-6; /* also in local mode, without MPI */
+}
+
+/* Test hook: an operation that started at t0 lasts at least op_delay_s. */
+static void hold_until(const RfDev *d, double t0) {
+  double left = t0 + d->cfg.op_delay_s - now_s();
+  if (d->cfg.op_delay_s > 0 && left > 0) g_usleep((gulong)(left * 1e6));
+}
+
 static RfRealStatus host_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n) {
-  (void)d;
+  const double t0 = d->cfg.op_delay_s > 0 ? now_s() : 0;
   for (uint64_t i = 0; i < n; i++) {
     const RfCopy *c = &list[i];
     memcpy((char *)bases[c->dst_sp] + c->dst_off, (const char *)bases[c->src_sp] + c->src_off,
            c->bytes);
   }
+  if (n) hold_until(d, t0);
   return RF_REAL_OK;
 }
 
@@ -133,9 +157,12 @@ static int chunks_of(uint64_t bytes) {
   return (int)((bytes + HOST_CHUNK_BYTES - 1) / HOST_CHUNK_BYTES);
 }
 
-static RfRealStatus host_exchange(RfDev *d, const RfOp *sends, int nsends, const RfOp *recvs,
-                                  int nrecvs, void *sstage, void *rstage, int *stuck_peer) {
+static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends, const RfOp *recvs,
+                              int nrecvs, void *sstage, void *rstage) {
   RfRealStatus status = RF_REAL_OK;
+  if (lane < 0 || lane >= RF_REAL_MAX_LANES || d->lane[lane].n) return RF_REAL_ERR_INTERNAL;
+  Lane *l = &d->lane[lane];
+  l->posted_s = now_s();
   if (!nsends && !nrecvs) return RF_REAL_OK;
   if (d->comm == MPI_COMM_NULL) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank */
   const int *cr = d->cfg.comm_rank;                          /* ops name world ranks */
@@ -144,40 +171,57 @@ static RfRealStatus host_exchange(RfDev *d, const RfOp *sends, int nsends, const
     nreq += chunks_of(sends[i].bytes);
   for (int i = 0; i < nrecvs; i++)
     nreq += chunks_of(recvs[i].bytes);
-  MPI_Request *req = g_new(MPI_Request, nreq ? nreq : 1);
-  int *peer = g_new(int, nreq ? nreq : 1);
+  if (nreq > l->cap) {
+    l->cap = nreq;
+    l->req = g_renew(MPI_Request, l->req, nreq);
+    l->peer = g_renew(int, l->peer, nreq);
+  }
+  /* Tags: the lane and the chunk, so that the groups of two lanes in flight between the same two
+   * ranks never match each other's messages. */
   int k = 0;
   /* Receives first, so that no send arrives unexpected. */
   for (int i = 0; i < nrecvs; i++)
     for (uint64_t o = 0; o < recvs[i].bytes; o += HOST_CHUNK_BYTES) {
       uint64_t len = MIN(HOST_CHUNK_BYTES, recvs[i].bytes - o);
-      peer[k] = recvs[i].peer;
+      l->peer[k] = recvs[i].peer;
       MPICHECK(MPI_Irecv((char *)rstage + recvs[i].off + o, (int)len, MPI_BYTE,
-                         cr ? cr[recvs[i].peer] : recvs[i].peer, (int)(o / HOST_CHUNK_BYTES),
-                         d->comm, &req[k]));
-      k++;
+                         cr ? cr[recvs[i].peer] : recvs[i].peer,
+                         (int)(o / HOST_CHUNK_BYTES) * RF_REAL_MAX_LANES + lane, d->comm,
+                         &l->req[k]));
+      l->n = ++k;
     }
   for (int i = 0; i < nsends; i++)
     for (uint64_t o = 0; o < sends[i].bytes; o += HOST_CHUNK_BYTES) {
       uint64_t len = MIN(HOST_CHUNK_BYTES, sends[i].bytes - o);
-      peer[k] = sends[i].peer;
+      l->peer[k] = sends[i].peer;
       MPICHECK(MPI_Isend((char *)sstage + sends[i].off + o, (int)len, MPI_BYTE,
-                         cr ? cr[sends[i].peer] : sends[i].peer, (int)(o / HOST_CHUNK_BYTES),
-                         d->comm, &req[k]));
-      k++;
+                         cr ? cr[sends[i].peer] : sends[i].peer,
+                         (int)(o / HOST_CHUNK_BYTES) * RF_REAL_MAX_LANES + lane, d->comm,
+                         &l->req[k]));
+      l->n = ++k;
     }
+out:
+  return status; /* on an MPI failure the caller aborts the job: pending requests die with it */
+}
+
+static RfRealStatus host_wait(RfDev *d, int lane, int *stuck_peer) {
+  RfRealStatus status = RF_REAL_OK;
+  if (lane < 0 || lane >= RF_REAL_MAX_LANES) return RF_REAL_ERR_INTERNAL;
+  Lane *l = &d->lane[lane];
+  hold_until(d, l->posted_s);
+  if (!l->n) return RF_REAL_OK;
   double t0 = MPI_Wtime();
   int spins = 0;
   for (;;) {
     int done = 0;
-    MPICHECK(MPI_Testall(k, req, &done, MPI_STATUSES_IGNORE));
+    MPICHECK(MPI_Testall(l->n, l->req, &done, MPI_STATUSES_IGNORE));
     if (done) break;
     if (MPI_Wtime() - t0 > d->cfg.timeout_s) {
-      for (int i = 0; i < k; i++) {
+      for (int i = 0; i < l->n; i++) {
         int one = 0;
-        if (req[i] != MPI_REQUEST_NULL &&
-            MPI_Test(&req[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one) {
-          *stuck_peer = peer[i];
+        if (l->req[i] != MPI_REQUEST_NULL &&
+            MPI_Test(&l->req[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one) {
+          *stuck_peer = l->peer[i];
           break;
         }
       }
@@ -187,9 +231,8 @@ static RfRealStatus host_exchange(RfDev *d, const RfOp *sends, int nsends, const
     /* Busy-poll first (latency), then back off so oversubscribed ranks can progress. */
     if (++spins > 1000) g_usleep(20);
   }
+  l->n = 0;
 out:
-  g_free(req);
-  g_free(peer);
   return status;
 }
 
@@ -225,7 +268,8 @@ const RfDevOps rf_dev_host = {
     .copy = host_copy,
     .fill = host_fill,
     .verify = host_verify,
-    .exchange = host_exchange,
+    .post = host_post,
+    .wait = host_wait,
     .peer_copy = host_peer_copy,
     .mark = host_mark,
     .finish = host_finish,

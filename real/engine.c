@@ -52,6 +52,7 @@ void rf_real_options_init(RfRealOptions *o) {
   o->iters = 5;
   o->staging_bytes = 64ull << 20;
   o->max_ops = 32;
+  o->slots = 2;
   o->timeout_s = 60.0;
   o->fail_rank = -1;
   o->fail_stage = 0;
@@ -99,7 +100,8 @@ static gboolean open_device(RealState *st, GError *precheck, GError **error) {
                      .world = b->world,
                      .local = st->opt.local,
                      .device = b->local_rank,
-                     .timeout_s = st->opt.timeout_s};
+                     .timeout_s = st->opt.timeout_s,
+                     .op_delay_s = st->opt.op_delay_s};
   /* Elastic recovery: the lost ranks stay in the MPI world (idle, they take part in the engine's
    * bookkeeping collectives) but not in the data communicator. */
   if (!st->opt.local && st->pb->nlost) {
@@ -285,59 +287,83 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
   return TRUE;
 }
 
-static RfRealStatus run_round(RealState *st, int g, gboolean drop, int *stuck) {
+/* Local mode: the sends of round g (every rank of it posted) land in their receivers' staging. */
+static RfRealStatus local_round_copies(RealState *st, int g) {
   RfRealStatus s = RF_REAL_OK;
-  for (int i = 0; i < st->nlr; i++) {
-    LRank *l = &st->lr[i];
-    int k = l->local_round[g];
-    if (k >= 0 && l->rounds[k].npack &&
-        (s = st->ops->copy(st->dev, l->bases_dev[0], l->rounds[k].pack_dev, l->rounds[k].npack)))
-      return s;
-  }
-  if (st->opt.local) {
-    for (int i = 0; i < st->nlr; i++) {
-      LRank *l = &st->lr[i];
-      int k = l->local_round[g];
-      if (k < 0) continue;
-      const RRound *r = &l->rounds[k];
-      for (guint o = 0; o < r->sends->len; o++) {
-        const RfOp *op = &g_array_index(r->sends, RfOp, o);
-        LRank *p = &st->lr[st->lr_of_rank[op->peer]];
-        const RRound *pr = &p->rounds[p->local_round[g]];
-        for (guint q = 0; q < pr->recvs->len; q++) {
-          const RfOp *in = &g_array_index(pr->recvs, RfOp, q);
-          if (in->peer != l->rank) continue;
-          if ((s = st->ops->peer_copy(st->dev, (char *)p->rstage + in->off,
-                                      (const char *)l->sstage + op->off, op->bytes)))
-            return s;
-          break;
-        }
-      }
-    }
-  } else {
-    LRank *l = &st->lr[0];
-    int k = l->local_round[g];
-    if (k >= 0) {
-      const RRound *r = &l->rounds[k];
-      if ((s = st->ops->exchange(st->dev, (const RfOp *)r->sends->data, r->sends->len,
-                                 (const RfOp *)r->recvs->data, r->recvs->len, l->sstage, l->rstage,
-                                 stuck)))
-        return s;
-    }
-  }
   for (int i = 0; i < st->nlr; i++) {
     LRank *l = &st->lr[i];
     int k = l->local_round[g];
     if (k < 0) continue;
     const RRound *r = &l->rounds[k];
-    gboolean d = drop && r->unpack_drop_dev;
-    if ((d ? r->nunpack_drop : r->nunpack) &&
-        (s = st->ops->copy(st->dev, l->bases_dev[1 - st->bank],
-                           d ? r->unpack_drop_dev : r->unpack_dev,
-                           d ? r->nunpack_drop : r->nunpack)))
-      return s;
+    for (guint o = 0; o < r->sends->len; o++) {
+      const RfOp *op = &g_array_index(r->sends, RfOp, o);
+      LRank *p = &st->lr[st->lr_of_rank[op->peer]];
+      const RRound *pr = &p->rounds[p->local_round[g]];
+      for (guint q = 0; q < pr->recvs->len; q++) {
+        const RfOp *in = &g_array_index(pr->recvs, RfOp, q);
+        if (in->peer != l->rank) continue;
+        if ((s = st->ops->peer_copy(st->dev, (char *)p->rstage + in->off,
+                                    (const char *)l->sstage + op->off, op->bytes)))
+          return s;
+        break;
+      }
+    }
   }
   return s;
+}
+
+/* Issue one operation of local rank l's program (MPI mode, or local mode once it may run). */
+static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gboolean drop,
+                             int *stuck) {
+  const RRound *r = &l->rounds[l->local_round[op->round]];
+  if (st->opt.trace && drop) { /* drop: the last refit */
+    RfRealTrace t = {l->rank, op->round, op->kind, op->lane};
+    g_array_append_val(st->opt.trace, t);
+  }
+  switch ((RfSchedOpKind)op->kind) {
+  case RF_SOP_PACK:
+    return r->npack ? st->ops->copy(st->dev, l->bases_dev[0], r->pack_dev, r->npack) : RF_REAL_OK;
+  case RF_SOP_POST:
+    if (st->opt.local) return RF_REAL_OK; /* the caller moves the round when all ranks posted */
+    return st->ops->post(st->dev, op->lane, (const RfOp *)r->sends->data, (int)r->sends->len,
+                         (const RfOp *)r->recvs->data, (int)r->recvs->len, l->sstage, l->rstage);
+  case RF_SOP_WAIT:
+    return st->opt.local ? RF_REAL_OK : st->ops->wait(st->dev, op->lane, stuck);
+  case RF_SOP_UNPACK: {
+    gboolean d = drop && r->unpack_drop_dev;
+    uint64_t n = d ? r->nunpack_drop : r->nunpack;
+    return n ? st->ops->copy(st->dev, l->bases_dev[1 - st->bank],
+                             d ? r->unpack_drop_dev : r->unpack_dev, n)
+             : RF_REAL_OK;
+  }
+  }
+  return RF_REAL_ERR_INTERNAL;
+}
+
+/* Local mode: every rank's program up to the end of stage k, interleaved: a rank runs until it
+ * must wait for a round some rank has not posted yet; a round moves when its last rank posts.
+ * pc: per local rank, its next operation; posted: per round, the ranks that posted it. */
+static RfRealStatus run_stage_local(RealState *st, int k, gboolean drop, int *pc, int *posted) {
+  for (;;) {
+    gboolean moved = FALSE, left = FALSE;
+    for (int i = 0; i < st->nlr; i++) {
+      LRank *l = &st->lr[i];
+      while (pc[i] < l->nprog && rf_schedule_round_stage(st->sched, l->prog[pc[i]].round) <= k) {
+        const RfSchedOp *op = &l->prog[pc[i]];
+        if (op->kind == RF_SOP_WAIT && posted[op->round] < st->round_ranks[op->round]) break;
+        RfRealStatus s = issue_op(st, l, op, drop, &(int){-1});
+        if (s == RF_REAL_OK && op->kind == RF_SOP_POST &&
+            ++posted[op->round] == st->round_ranks[op->round])
+          s = local_round_copies(st, op->round);
+        if (s != RF_REAL_OK) return s;
+        pc[i]++;
+        moved = TRUE;
+      }
+      left |= pc[i] < l->nprog && rf_schedule_round_stage(st->sched, l->prog[pc[i]].round) <= k;
+    }
+    if (!left) return RF_REAL_OK;
+    if (!moved) return RF_REAL_ERR_INTERNAL; /* every rank waits: the schedule is broken */
+  }
 }
 
 /* Stage labels are the plan's phase names (rf_phase_name), as in the simulator, so measured
@@ -412,8 +438,9 @@ void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data) 
 }
 
 /* 1. Rounds, per-rank lists and tables; the buffer sizes of the largest rank of the world. */
-static gboolean build_plan(RealState *st, const RfPlan *plan, Segs *sg, GError **error) {
-  if (!rf_real_assign_rounds(st, plan, sg, error)) return FALSE;
+static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
+  if (!rf_real_schedule(st, plan, error)) return FALSE;
+  const RfSchedule *sg = st->sched;
   rf_real_index_plan(st, plan);
   /* A lost rank is out of the data communicator: it must neither send nor receive. */
   for (int r = 0; st->pb->lost && r < st->pb->nranks; r++)
@@ -439,6 +466,13 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, Segs *sg, GError *
                                              l->sstage_bytes + l->rstage_bytes);
   }
   sp->rounds = st->nrounds;
+  sp->slots = st->opt.slots;
+  if (st->opt.local && !st->opt.plan_only) { /* ranks per round, for the local interleaving */
+    st->round_ranks = g_new0(int, MAX(1, st->nrounds));
+    for (int i = 0; i < st->nlr; i++)
+      for (int k = 0; k < st->lr[i].nrounds; k++)
+        st->round_ranks[st->lr[i].rounds[k].round]++;
+  }
   return TRUE;
 }
 
@@ -470,8 +504,9 @@ static gboolean stage_has_kind(const RfPlan *plan, int k, const char *kind) {
 
 /* Test hook (--test-fail): this rank fails at stage k (by index, or the first stage of a kind).
  * It stops responding at the stage's start in the first refit, or with fail_kill it dies by
- * SIGKILL after its first round of the stage (mid-stage) in the last refit, so that the bank in
- * service holds the step before. round is the stage's round about to run. */
+ * SIGKILL after its first round of the stage (mid-stage: before the first of its rounds past the
+ * stage's first round, or at the stage's end) in the last refit, so that the bank in service holds
+ * the step before. round is the stage's round about to run. */
 static void maybe_fail(RealState *st, const RfPlan *plan, int k, int round, gboolean last) {
   if (st->opt.local || st->me != st->opt.fail_rank) return;
   g_autofree char *lab = stage_label(plan, k);
@@ -482,7 +517,7 @@ static void maybe_fail(RealState *st, const RfPlan *plan, int k, int round, gboo
   if (!at) return;
   int nrounds = st->stage_round0[k + 1] - st->stage_round0[k];
   if (st->opt.fail_kill) {
-    if (!last || round != st->stage_round0[k] + (nrounds > 1 ? 1 : 0)) return;
+    if (!last || round < st->stage_round0[k] + (nrounds > 1 ? 1 : 0)) return;
     fprintf(stderr, "refit run: rank %d: stage %d (%s): injected failure, this rank is killed\n",
             st->me, k, lab);
     fflush(stderr);
@@ -526,13 +561,27 @@ static gboolean one_refit(RealState *st, const RfPlan *plan, uint64_t step, gboo
                     st->me, step, rf_real_status_string(s));
     return FALSE;
   }
+  /* every rank's program, stage by stage (a rank's program drains each stage before the next) */
+  g_autofree int *pc = g_new0(int, st->nlr);
+  g_autofree int *posted = st->opt.local ? g_new0(int, MAX(1, st->nrounds)) : NULL;
   for (int k = -1; k < nst; k++) {
     if (k >= 0) {
-      for (int g = st->stage_round0[k]; g < st->stage_round0[k + 1]; g++) {
-        maybe_fail(st, plan, k, g, last);
-        int stuck = -1;
-        s = run_round(st, g, last, &stuck);
-        if (s == RF_REAL_OK) continue;
+      int stuck = -1;
+      s = RF_REAL_OK;
+      if (st->opt.local) {
+        s = run_stage_local(st, k, last, pc, posted);
+      } else {
+        LRank *l = &st->lr[0];
+        maybe_fail(st, plan, k, st->stage_round0[k], last);
+        while (s == RF_REAL_OK && pc[0] < l->nprog &&
+               rf_schedule_round_stage(st->sched, l->prog[pc[0]].round) <= k) {
+          const RfSchedOp *op = &l->prog[pc[0]++];
+          if (op->kind == RF_SOP_PACK) maybe_fail(st, plan, k, op->round, last);
+          s = issue_op(st, l, op, last, &stuck);
+        }
+        if (s == RF_REAL_OK) maybe_fail(st, plan, k, st->stage_round0[k + 1] - 1, last);
+      }
+      if (s != RF_REAL_OK) {
         g_autofree char *lab = stage_label(plan, k);
         g_autofree char *who = stuck >= 0 ? g_strdup_printf("rank %d", stuck) : g_strdup("a peer");
         if (s == RF_REAL_ERR_TIMEOUT)
@@ -667,7 +716,6 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
   /* both are int: the sum (and ends' size below) in 64 bits */
   const int64_t total_it = (int64_t)st->opt.warmup + st->opt.iters;
   gboolean ok = FALSE;
-  Segs sg = {0};
   g_autofree double *ends = NULL;
   g_autofree double *since = g_new0(double, nst + 1);
   int timed = 0;
@@ -685,7 +733,7 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
                     "real executor: the plan is for another problem than the prepared one");
     goto out;
   }
-  if (!build_plan(st, plan, &sg, error)) goto out;
+  if (!build_plan(st, plan, error)) goto out;
   if (!world_sizes(st, error)) goto abort;
   if (st->opt.plan_only) {
     ok = TRUE;
@@ -725,7 +773,6 @@ abort:
   st->dev = NULL;
 out:
   rf_real_free_plan(st);
-  rf_real_segs_clear(&sg);
   return ok;
 }
 
@@ -781,11 +828,12 @@ RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error) {
     return NULL;
   }
   if (opt->staging_bytes < STAGE_ALIGN || opt->max_ops < 2 || opt->iters < 1 || opt->warmup < 0 ||
-      !(opt->timeout_s > 0)) {
+      !(opt->timeout_s > 0) || opt->slots < 1 || opt->slots > RF_SCHEDULE_MAX_SLOTS ||
+      !(opt->op_delay_s >= 0)) {
     rf_real_set_err(error, RF_ERROR_INPUT,
-                    "real executor: staging >= %u bytes, max ops >= 2, iters >= 1, warmup >= 0 "
-                    "and timeout > 0 are required",
-                    STAGE_ALIGN);
+                    "real executor: staging >= %u bytes, max ops >= 2, slots 1..%d, iters >= 1, "
+                    "warmup >= 0 and timeout > 0 are required",
+                    STAGE_ALIGN, RF_SCHEDULE_MAX_SLOTS);
     return NULL;
   }
   if (opt->iters > RF_REAL_MAX_ITERS || opt->warmup > RF_REAL_MAX_ITERS) {

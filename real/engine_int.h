@@ -2,7 +2,7 @@
  *
  *   spans.c   span algebra: runs of a box inside another, merging two segmentations, covering
  *             a box with held candidates, chunking copy and run lists
- *   rounds.c  the round schedule: messages cut into segments, segments into rounds
+ *   rounds.c  the schedule (model/schedule.h) of a plan for this executor's options
  *   lists.c   per-rank rounds, copy lists and the holding allocator; per-rank tables
  *   engine.c  prepare, the run loop, timing, destroy */
 #ifndef RF_REAL_ENGINE_INT_H
@@ -12,11 +12,12 @@
 #include "error.h"
 #include "real.h"
 #include "real_engine.h"
+#include "schedule.h"
 
 #include <glib.h>
 #include <stdint.h>
 
-#define STAGE_ALIGN 64u /* staging offsets: enough for any element and for vector copies */
+#define STAGE_ALIGN RF_SCHEDULE_ALIGN
 #define HOLD_ALIGN 64u
 
 typedef struct {
@@ -56,6 +57,9 @@ typedef struct {
   RRound *rounds;
   int nrounds;
   int *local_round; /* global round -> index in rounds or -1 */
+  RfSchedOp *prog;  /* the rank's program (rf_schedule_rank_program) */
+  int nprog;
+  uint64_t slot_send, slot_recv; /* staging of one lane, each direction */
 } LRank;
 
 typedef struct {
@@ -74,8 +78,10 @@ typedef struct {
   uint64_t prev_step;
   gboolean have_prev;
   /* per plan */
+  RfSchedule *sched;
   int nrounds;
-  int *stage_round0; /* nstages + 1: first global round of each stage */
+  int *stage_round0; /* nstages + 1: first global round of each stage (the schedule's) */
+  int *round_ranks;  /* local mode: per global round, the local ranks taking part */
   /* transfers (messages) touching rank r: rank_xfers[rank_xfer_first[r] .. [r + 1]), ascending */
   uint64_t *rank_xfer_first, *rank_xfers;
   uint64_t *rank_msg_first, *rank_msgs;
@@ -83,14 +89,6 @@ typedef struct {
   RfRealProgressFn progress;
   void *progress_data;
 } RealState;
-
-/* Segments per message and their global rounds. */
-typedef struct {
-  uint64_t *seg_first; /* nmsgs + 1 */
-  int *seg_round;      /* per segment; NULL with plan_only (no rank's rounds are built) */
-  uint64_t seg_bytes;
-  uint64_t *send_max, *recv_max; /* per rank: its largest send (receive) staging of a round */
-} Segs;
 
 /* A box a rank holds when it sends: its source shard or a piece it received earlier. */
 typedef struct {
@@ -147,11 +145,9 @@ gboolean rf_cover(const RfBox *want, int ndim, const Cand *c, int nc, int from, 
                   GArray *out);
 
 /* rounds.c */
-/* Cut every message into segments of at most the staging bound, place each first-fit into the
- * earliest round of its stage with room at both ends; fills sg and st->stage_round0 / nrounds.
- * The caller frees sg's arrays (rf_real_segs_clear). */
-gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GError **error);
-void rf_real_segs_clear(Segs *sg);
+/* The schedule of plan for the executor's staging bound, operation bound and lanes (sizes only
+ * with plan_only): st->sched, st->stage_round0 and st->nrounds. */
+gboolean rf_real_schedule(RealState *st, const RfPlan *plan, GError **error);
 
 /* lists.c */
 /* Fill / verify runs of every shard a rank holds on one side; sp0 is the side's first space. */
@@ -162,8 +158,8 @@ void *rf_real_upload_array(RealState *st, GArray *a, guint esize, RfRealStatus *
 /* The per-rank transfer and message index of a plan (st->rank_*), freed with the plan. */
 void rf_real_index_plan(RealState *st, const RfPlan *plan);
 /* One local rank's rounds, copy lists (uploaded) and holding layout; with plan_only only its
- * holding layout and staging sizes (from sg), no rounds. */
-gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LRank *l,
+ * holding layout and staging sizes (from the schedule sg), no rounds. */
+gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const RfSchedule *sg, LRank *l,
                             GError **error);
 /* Holding store, staging and the two base tables of a rank, in backend memory. */
 gboolean rf_real_rank_tables(RealState *st, LRank *l, GError **error);

@@ -222,7 +222,7 @@ void rf_real_index_plan(RealState *st, const RfPlan *plan) {
 typedef struct {
   RealState *st;
   const RfPlan *plan;
-  const Segs *sg;
+  const RfSchedule *sg;
   LRank *l;
   int me;
   const uint64_t *lx;
@@ -508,19 +508,21 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
   g_array_sort(w->ritems, item_cmp);
   g_array_sort(w->hitems, item_cmp);
   /* Items are sorted by wire offset and tile the message; sweep them against the segments. */
-  const Segs *sg = b->sg;
+  const RfSchedule *sg = b->sg;
   if (!sg->seg_round) return TRUE; /* sizes only: the staging maxima come from the schedule */
   for (uint64_t s = sg->seg_first[m]; s < sg->seg_first[m + 1]; s++) {
     uint64_t lo = (s - sg->seg_first[m]) * sg->seg_bytes, hi = MIN(msg->bytes, lo + sg->seg_bytes);
     RRound *r = rank_round(b->l, b->rounds, sg->seg_round[s]);
+    /* the round's lane: its staging starts at lane x the rank's largest round */
+    const uint64_t lane = (uint64_t)rf_schedule_lane(sg, sg->seg_round[s]);
     if (sending) {
-      RfOp op = {msg->dst, 0, r->send_top, hi - lo};
+      RfOp op = {msg->dst, 0, lane * b->l->slot_send + r->send_top, hi - lo};
       g_array_append_val(r->sends, op);
       if (lists) cut_items(w->sitems, lo, hi, op.off, TRUE, (uint32_t)st->sp_sstage, r->pack);
       r->send_top += rf_align_up(hi - lo, STAGE_ALIGN);
     }
     if (receiving) {
-      RfOp op = {msg->src, 0, r->recv_top, hi - lo};
+      RfOp op = {msg->src, 0, lane * b->l->slot_recv + r->recv_top, hi - lo};
       g_array_append_val(r->recvs, op);
       if (lists) {
         cut_items(w->ritems, lo, hi, op.off, FALSE, (uint32_t)st->sp_rstage, r->unpack);
@@ -562,11 +564,20 @@ static gboolean rank_upload(Build *b, GError **error) {
   g_array_free(b->rounds, TRUE); /* its arrays belong to l->rounds now */
   b->rounds = NULL;
   if (b->me == st->opt.corrupt_rank) drop_one_chunk(st, l->rounds, l->nrounds);
+  /* the rank's program: the schedule's order of its rounds' packs, posts, waits and unpacks */
+  g_autoptr(GArray) mine = g_array_sized_new(FALSE, FALSE, sizeof(int), (guint)l->nrounds);
+  for (k = 0; k < l->nrounds; k++)
+    g_array_append_val(mine, l->rounds[k].round);
+  g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
+  rf_schedule_rank_program(b->sg, (const int *)(const void *)mine->data, (int)mine->len, prog);
+  l->nprog = (int)prog->len;
+  l->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
+  uint64_t send_top = 0, recv_top = 0;
   for (k = 0; k < l->nrounds; k++) {
     RRound *r = &l->rounds[k];
     RfRealStatus s = RF_REAL_OK;
-    l->sstage_bytes = MAX(l->sstage_bytes, r->send_top);
-    l->rstage_bytes = MAX(l->rstage_bytes, r->recv_top);
+    send_top = MAX(send_top, r->send_top);
+    recv_top = MAX(recv_top, r->recv_top);
     rf_real_chunk_copies(r->pack, RF_REAL_CHUNK_BYTES);
     rf_real_chunk_copies(r->unpack, RF_REAL_CHUNK_BYTES);
     r->npack = r->pack->len;
@@ -589,10 +600,19 @@ static gboolean rank_upload(Build *b, GError **error) {
       return FALSE;
     }
   }
+  /* the schedule's per-rank maxima (the lane size) are the built rounds' */
+  if (send_top != l->slot_send || recv_top != l->slot_recv) {
+    rf_real_set_err(error, RF_ERROR_VERIFY,
+                    "rank %d: staging of the built rounds (%" G_GUINT64_FORMAT
+                    " + %" G_GUINT64_FORMAT " B) differs from the schedule's (%" G_GUINT64_FORMAT
+                    " + %" G_GUINT64_FORMAT " B)",
+                    b->me, send_top, recv_top, l->slot_send, l->slot_recv);
+    return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const Segs *sg, LRank *l,
+gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const RfSchedule *sg, LRank *l,
                             GError **error) {
   const int me = l->rank;
   const uint64_t x0 = st->rank_xfer_first[me], nx = st->rank_xfer_first[me + 1] - x0;
@@ -610,25 +630,16 @@ gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const Segs *sg, L
     for (int g = 0; g < st->nrounds; g++)
       l->local_round[g] = -1;
   }
+  /* one lane holds the rank's largest round; the staging is every lane (what --memory reports) */
+  l->slot_send = sg->send_max[me];
+  l->slot_recv = sg->recv_max[me];
+  l->sstage_bytes = (uint64_t)sg->slots * l->slot_send;
+  l->rstage_bytes = (uint64_t)sg->slots * l->slot_recv;
   if (!rank_sources(&b, error)) return FALSE;
   hold_layout(&b);
   if (!rank_messages(&b, error)) return FALSE;
-  if (st->opt.plan_only) {
-    l->sstage_bytes = sg->send_max[me];
-    l->rstage_bytes = sg->recv_max[me];
-    return TRUE;
-  }
-  if (!rank_upload(&b, error)) return FALSE;
-  /* the schedule's per-rank maxima (what --memory reports) are the built rounds' */
-  if (l->sstage_bytes != sg->send_max[me] || l->rstage_bytes != sg->recv_max[me]) {
-    rf_real_set_err(error, RF_ERROR_VERIFY,
-                    "rank %d: staging of the built rounds (%" G_GUINT64_FORMAT
-                    " + %" G_GUINT64_FORMAT " B) differs from the schedule's (%" G_GUINT64_FORMAT
-                    " + %" G_GUINT64_FORMAT " B)",
-                    me, l->sstage_bytes, l->rstage_bytes, sg->send_max[me], sg->recv_max[me]);
-    return FALSE;
-  }
-  return TRUE;
+  if (st->opt.plan_only) return TRUE;
+  return rank_upload(&b, error);
 }
 
 static void free_rank_plan(RealState *st, LRank *l) {
@@ -644,6 +655,8 @@ static void free_rank_plan(RealState *st, LRank *l) {
   }
   g_free(l->rounds);
   g_free(l->local_round);
+  g_clear_pointer(&l->prog, g_free);
+  l->nprog = 0;
   if (live) {
     st->ops->release(st->dev, l->hold);
     st->ops->release(st->dev, l->sstage);
@@ -662,7 +675,9 @@ static void free_rank_plan(RealState *st, LRank *l) {
 void rf_real_free_plan(RealState *st) {
   for (int i = 0; i < st->nlr; i++)
     free_rank_plan(st, &st->lr[i]);
-  g_clear_pointer(&st->stage_round0, g_free);
+  st->stage_round0 = NULL; /* the schedule's */
+  g_clear_pointer(&st->sched, rf_schedule_free);
+  g_clear_pointer(&st->round_ranks, g_free);
   g_clear_pointer(&st->rank_xfer_first, g_free);
   g_clear_pointer(&st->rank_xfers, g_free);
   g_clear_pointer(&st->rank_msg_first, g_free);

@@ -19,6 +19,7 @@ typedef struct {
   int iters;              /* timed refits; each one is a new training step */
   uint64_t staging_bytes; /* bound on the send (and on the receive) staging of one rank */
   int max_ops;            /* send + receive operations of one rank in one group */
+  int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time) */
   double timeout_s;       /* no progress for this long: the stage has failed */
   int fail_rank;          /* test hook: this rank stops responding at fail_stage (-1: none) */
   int fail_stage;         /* plan stage index, or -1 with fail_label */
@@ -27,9 +28,21 @@ typedef struct {
   gboolean plan_only;     /* memory per rank only: no buffers, no data moved, every rank here */
   int corrupt_rank;       /* test hook: this rank loses one received chunk in the last refit of
                            * each run (-1: none) */
+  double op_delay_s;      /* test hook (host): every copy list and group lasts at least this */
+  GArray *trace;          /* test hook: the schedule ops (RfRealTrace) each rank issued in the
+                           * last refit, in order; NULL: not recorded */
 } RfRealOptions;
 
-/* Defaults: host backend, 1 warm-up, 5 iterations, 64 MiB staging, 32 ops, 60 s timeout. */
+/* One schedule operation a rank issued (RfRealOptions.trace). */
+typedef struct {
+  int rank;
+  int round;
+  int kind; /* RfSchedOpKind */
+  int lane;
+} RfRealTrace;
+
+/* Defaults: host backend, 1 warm-up, 5 iterations, 64 MiB staging, 32 ops, 2 staging lanes,
+ * 60 s timeout. */
 void rf_real_options_init(RfRealOptions *o);
 
 /* TRUE when the named backend was compiled in ("host" always, "cuda" with CUDA + NCCL). */
@@ -47,7 +60,8 @@ typedef struct {
   int iters;              /* timed iterations that completed */
   uint64_t rounds;        /* groups of send / receive operations (all stages) */
   uint64_t hold_bytes;    /* largest holding store of one rank (received pieces kept to forward) */
-  uint64_t staging_bytes; /* largest send + receive staging of one rank */
+  uint64_t staging_bytes; /* largest send + receive staging of one rank (every lane) */
+  int slots;              /* staging lanes per rank and direction */
   uint64_t src_bytes;     /* largest source shards of one rank */
   uint64_t dst_bytes;     /* largest destination shards of one rank (one bank) */
   uint64_t rank_bytes;    /* largest source + 2 x destination + holding + staging of one rank */

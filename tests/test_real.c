@@ -110,6 +110,7 @@ static RfRealOptions local_options(GRand *r) {
     o.staging_bytes = 64u * g_rand_int_range(r, 1, 6); /* cut messages into many segments */
     o.max_ops = g_rand_int_range(r, 2, 5);             /* and groups into many rounds */
   }
+  if (r) o.slots = g_rand_int_range(r, 1, 5); /* rounds in flight: one to four lanes */
   return o;
 }
 
@@ -584,46 +585,180 @@ static void test_schedule_first_fit(void) {
     plan.msgs = msgs;
     plan.nmsgs = nmsgs;
     plan.nstages = nstages;
-    RfProblem pb = {0};
-    pb.nranks = n;
-    RealState st = {0};
-    st.pb = &pb;
-    st.opt.staging_bytes = B;
-    st.opt.max_ops = g_rand_int_range(r, 2, 6);
-    st.opt.plan_only = FALSE;
-    Segs sg = {0};
+    const int max_ops = g_rand_int_range(r, 2, 6);
     GError *e = NULL;
-    g_assert_true(rf_real_assign_rounds(&st, &plan, &sg, &e));
+    RfSchedule *sg = rf_schedule_build(&plan, n, B, max_ops, 1, FALSE, NULL, NULL, &e);
     g_assert_no_error(e);
-    uint64_t total = sg.seg_first[nmsgs];
+    uint64_t total = sg->seg_first[nmsgs];
     int *want = g_new0(int, total ? total : 1), nrounds = 0;
     uint64_t *smax = g_new0(uint64_t, n), *rmax = g_new0(uint64_t, n);
-    ref_first_fit(msgs, nmsgs, nstages, n, B, st.opt.max_ops, want, &nrounds, smax, rmax);
+    ref_first_fit(msgs, nmsgs, nstages, n, B, max_ops, want, &nrounds, smax, rmax);
     for (uint64_t s = 0; s < total; s++)
-      g_assert_cmpint(sg.seg_round[s], ==, want[s]);
-    g_assert_cmpint(st.nrounds, ==, nrounds);
+      g_assert_cmpint(sg->seg_round[s], ==, want[s]);
+    g_assert_cmpint(sg->nrounds, ==, nrounds);
     for (int x = 0; x < n; x++) {
-      g_assert_cmpuint(sg.send_max[x], ==, smax[x]);
-      g_assert_cmpuint(sg.recv_max[x], ==, rmax[x]);
+      g_assert_cmpuint(sg->send_max[x], ==, smax[x]);
+      g_assert_cmpuint(sg->recv_max[x], ==, rmax[x]);
     }
-    /* sizes only: the same rounds and maxima, no per-segment rounds kept */
-    Segs sz = {0};
-    g_free(st.stage_round0);
-    st.opt.plan_only = TRUE;
-    g_assert_true(rf_real_assign_rounds(&st, &plan, &sz, &e));
-    g_assert_null(sz.seg_round);
-    g_assert_cmpint(st.nrounds, ==, nrounds);
-    g_assert_cmpmem(sz.send_max, sizeof(uint64_t) * n, smax, sizeof(uint64_t) * n);
-    g_assert_cmpmem(sz.recv_max, sizeof(uint64_t) * n, rmax, sizeof(uint64_t) * n);
-    rf_real_segs_clear(&sz);
-    rf_real_segs_clear(&sg);
-    g_free(st.stage_round0);
+    /* sizes only, and more lanes: the same rounds and maxima, no per-segment rounds kept */
+    RfSchedule *sz = rf_schedule_build(&plan, n, B, max_ops, 3, TRUE, NULL, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_null(sz->seg_round);
+    g_assert_cmpint(sz->nrounds, ==, nrounds);
+    g_assert_cmpmem(sz->send_max, sizeof(uint64_t) * n, smax, sizeof(uint64_t) * n);
+    g_assert_cmpmem(sz->recv_max, sizeof(uint64_t) * n, rmax, sizeof(uint64_t) * n);
+    rf_schedule_free(sz);
+    rf_schedule_free(sg);
     g_free(want);
     g_free(smax);
     g_free(rmax);
     g_free(msgs);
   }
   g_rand_free(r);
+}
+
+/* A rank's program obeys the schedule's rules: each round packs, posts, waits and unpacks once in
+ * that order; at most `slots` rounds in flight, on distinct lanes; waits in posting order; a stage
+ * starts after every round of the ones before was unpacked; one lane: rounds in series. */
+static void check_program(const RfSchedule *s, const int *rounds, int n, const GArray *prog) {
+  g_assert_cmpuint(prog->len, ==, 4u * (guint)n);
+  int fly[RF_SCHEDULE_MAX_SLOTS], nfly = 0, next = 0;
+  int *state = g_new0(int, MAX(1, s->nrounds)); /* per round: operations seen */
+  for (guint i = 0; i < prog->len; i++) {
+    const RfSchedOp *o = &g_array_index(prog, RfSchedOp, i);
+    g_assert_cmpint(o->lane, ==, rf_schedule_lane(s, o->round));
+    g_assert_cmpint(state[o->round], ==, o->kind); /* pack, post, wait, unpack in order */
+    state[o->round]++;
+    switch (o->kind) {
+    case RF_SOP_PACK:
+      g_assert_cmpint(o->round, ==, rounds[next]); /* rounds start in ascending order */
+      next++;
+      g_assert_cmpint(nfly, <, s->slots);
+      for (int j = 0; j < nfly; j++)
+        g_assert_cmpint(rf_schedule_lane(s, fly[j]), !=, o->lane);
+      /* everything of the earlier stages is unpacked */
+      for (int j = 0; j < next - 1; j++)
+        if (rf_schedule_round_stage(s, rounds[j]) < rf_schedule_round_stage(s, o->round))
+          g_assert_cmpint(state[rounds[j]], ==, 4);
+      break;
+    case RF_SOP_POST:
+      fly[nfly++] = o->round;
+      break;
+    case RF_SOP_WAIT:
+      g_assert_cmpint(nfly, >, 0);
+      g_assert_cmpint(fly[0], ==, o->round); /* oldest first */
+      memmove(fly, fly + 1, sizeof(int) * (size_t)--nfly);
+      break;
+    case RF_SOP_UNPACK:
+      if (s->slots == 1) /* in series: the round just waited */
+        g_assert_cmpint(g_array_index(prog, RfSchedOp, i - 1).kind, ==, RF_SOP_WAIT);
+      break;
+    }
+  }
+  for (int j = 0; j < n; j++)
+    g_assert_cmpint(state[rounds[j]], ==, 4);
+  g_free(state);
+}
+
+static void test_schedule_program(void) {
+  GRand *r = g_rand_new_with_seed(20261201);
+  for (int iter = 0; iter < 200; iter++) {
+    const int n = g_rand_int_range(r, 1, 6), nstages = g_rand_int_range(r, 1, 4);
+    const uint64_t B = STAGE_ALIGN * (uint64_t)g_rand_int_range(r, 1, 5);
+    uint64_t nmsgs = (uint64_t)g_rand_int_range(r, 1, 60);
+    RfMessage *msgs = g_new0(RfMessage, nmsgs);
+    int stage = 0;
+    for (uint64_t m = 0; m < nmsgs; m++) {
+      if (m && g_rand_int_range(r, 0, 10) == 0 && stage + 1 < nstages) stage++;
+      msgs[m].stage = (uint16_t)stage;
+      msgs[m].src = g_rand_int_range(r, 0, n);
+      msgs[m].dst = g_rand_int_range(r, 0, n);
+      msgs[m].bytes = (uint64_t)g_rand_int_range(r, 1, 8) * B / 2 + 1;
+    }
+    RfPlan plan = {0};
+    plan.msgs = msgs;
+    plan.nmsgs = nmsgs;
+    plan.nstages = nstages;
+    GError *e = NULL;
+    const int slots = g_rand_int_range(r, 1, 5);
+    RfSchedule *sg =
+        rf_schedule_build(&plan, n, B, g_rand_int_range(r, 2, 6), slots, FALSE, NULL, NULL, &e);
+    g_assert_no_error(e);
+    for (int rank = 0; rank < n; rank++) {
+      GArray *rounds = g_array_new(FALSE, FALSE, sizeof(int));
+      GArray *prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
+      rf_schedule_rank_rounds(sg, &plan, rank, rounds);
+      rf_schedule_rank_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
+      check_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
+      g_array_free(rounds, TRUE);
+      g_array_free(prog, TRUE);
+    }
+    rf_schedule_free(sg);
+    g_free(msgs);
+  }
+  /* bad bounds */
+  RfPlan empty = {0};
+  GError *e = NULL;
+  g_assert_null(rf_schedule_build(&empty, 2, 64, 32, 0, FALSE, NULL, NULL, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_clear_error(&e);
+  g_assert_null(rf_schedule_build(&empty, 2, 63, 32, 2, FALSE, NULL, NULL, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_clear_error(&e);
+  g_rand_free(r);
+}
+
+/* The executor issues exactly the schedule's program of every rank (the trace of its last refit),
+ * with any number of lanes, and every element arrives. */
+static void test_schedule_trace(void) {
+  RfProblem *pb = model_problem("tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4", 2);
+  for (int slots = 1; slots <= 3; slots++)
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      RfRealOptions o = local_options(NULL);
+      o.staging_bytes = 4096; /* many rounds */
+      o.slots = slots;
+      o.trace = g_array_new(FALSE, FALSE, sizeof(RfRealTrace));
+      GError *e = NULL;
+      RfExecutor *ex = rf_real_executor_new(&o, &e);
+      g_assert_no_error(e);
+      g_assert_true(ex->prepare(ex, pb, &e));
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      RfResult res = {0};
+      g_assert_true(ex->run(ex, plan, &res, &e));
+      g_assert_no_error(e);
+      g_assert_cmpuint(res.wrong_elements, ==, 0);
+      RfSchedule *sg = rf_schedule_build(plan, pb->nranks, o.staging_bytes, o.max_ops, slots, FALSE,
+                                         NULL, NULL, &e);
+      g_assert_no_error(e);
+      g_assert_cmpint(sg->nrounds, >, 1);
+      for (int rank = 0; rank < pb->nranks; rank++) {
+        GArray *rounds = g_array_new(FALSE, FALSE, sizeof(int));
+        GArray *prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
+        rf_schedule_rank_rounds(sg, plan, rank, rounds);
+        rf_schedule_rank_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
+        guint k = 0;
+        for (guint i = 0; i < o.trace->len; i++) {
+          const RfRealTrace *t = &g_array_index(o.trace, RfRealTrace, i);
+          if (t->rank != rank) continue;
+          g_assert_cmpuint(k, <, prog->len);
+          const RfSchedOp *p = &g_array_index(prog, RfSchedOp, k++);
+          g_assert_cmpint(t->round, ==, p->round);
+          g_assert_cmpint(t->kind, ==, p->kind);
+          g_assert_cmpint(t->lane, ==, p->lane);
+        }
+        g_assert_cmpuint(k, ==, prog->len);
+        g_array_free(rounds, TRUE);
+        g_array_free(prog, TRUE);
+      }
+      rf_schedule_free(sg);
+      rf_result_clear(&res);
+      rf_plan_free(plan);
+      ex->destroy(ex);
+      g_array_free(o.trace, TRUE);
+      g_free(o.backend);
+    }
+  rf_problem_free(pb);
 }
 
 int main(int argc, char **argv) {
@@ -650,6 +785,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/options/iters-limit", test_iters_limit);
   g_test_add_func("/real/limits/host-memory", test_host_memory);
   g_test_add_func("/real/schedule/first-fit", test_schedule_first_fit);
+  g_test_add_func("/real/schedule/program", test_schedule_program);
+  g_test_add_func("/real/schedule/trace", test_schedule_trace);
   g_test_add_func("/real/elastic/survivors", test_survivors);
   return g_test_run();
 }

@@ -85,6 +85,27 @@ mpi-model)
     --infer TP4xADP2xEP2 --infer-framework sglang --domain-size 4
   run_ok "megatron generation: tiny-mla TP2xPP2xEP4 -> TP2xEP2" 10 --model tiny-mla \
     --train TP2xPP2xEP4 --infer TP2xEP2 --infer-framework megatron --domain-size 4
+  # Overlap: every pack, unpack and group lasts at least 4 ms (--test-delay-ms). With one staging
+  # lane a rank's operations run in series; with two, the next round's pack and the last one's
+  # unpack overlap the groups in flight, so the refit takes well below the serial sum (the
+  # one-lane time). Both verify every element; 4 lanes on a forwarding (m2n) plan too.
+  for s in m2n p2p; do
+    for l in 1 2; do
+      $mpi -np 8 "$refit" run -q --csv --model tiny-moe --train TP2xPP2 --infer TP4 --strategy $s \
+        --domain-size 2 --staging-mib 0.01 --slots $l --test-delay-ms 4 -n 2 >"$tmp/lane$l" \
+        2>"$tmp/err" && grep -q '^# wrong elements: 0$' "$tmp/err" ||
+        { cat "$tmp/lane$l" "$tmp/err"; fail "overlap: $s, $l lane(s)"; }
+    done
+    t1=$(awk -F, '$2 == "total" {print $4}' "$tmp/lane1")
+    t2=$(awk -F, '$2 == "total" {print $4}' "$tmp/lane2")
+    if awk -v a="$t1" -v b="$t2" 'BEGIN {exit !(a > 0 && b > 0 && b < 0.8 * a)}'; then
+      echo "ok: overlap ($s): 2 lanes $t2 s < 0.8 x serial $t1 s"
+    else
+      fail "overlap ($s): 2 lanes $t2 s, 1 lane $t1 s"
+    fi
+  done
+  run_ok "4 lanes: tiny-mla m2n, small staging" 8 --model tiny-mla --train TP2xPP2xEP2 \
+    --infer TP2xDP2xEP4 --domain-size 4 --staging-mib 0.01 --max-ops 3 --slots 4
   ;;
 errors)
   # A world that does not match the plan: one line from rank 0, non-zero.

@@ -1,0 +1,83 @@
+/* The schedule of a plan: the order in which refit's executor moves a plan's messages, as data.
+ * real/ runs it and sim/ simulates it (`refit sim --software refit --software-variant executor`);
+ * neither invents an order of its own.
+ *
+ * Every message is cut into segments of at most the staging bound. Each segment goes first-fit
+ * into the earliest round of its stage where both ends still have staging room and operation
+ * slots; a round is one group of sends and receives (collective: every rank meets its peers in
+ * the same round), and rounds never span stages. A round uses one staging slot of each rank
+ * taking part: the lane, (round - first round of its stage) mod slots. With more than one slot a
+ * rank keeps up to `slots` rounds in flight:
+ *
+ *   PACK r    copy the round's send boxes into the lane's send staging (copy stream)
+ *   POST r    start its sends and receives (communication stream; after PACK r)
+ *   WAIT r    its sends and receives are done (the copy stream waits for them)
+ *   UNPACK r  copy the lane's receive staging into place (copy stream; after WAIT r)
+ *
+ * so that the pack of the next round and the unpack of the previous one overlap the transfers of
+ * the rounds in flight. A lane is reused only after the round that held it was waited and
+ * unpacked, and a stage starts only when every round of the stage before has been unpacked (a
+ * rank forwards in a stage only pieces that arrived in an earlier one). */
+#ifndef RF_SCHEDULE_H
+#define RF_SCHEDULE_H
+
+#include "plan.h"
+
+#include <glib.h>
+#include <stdint.h>
+
+#define RF_SCHEDULE_ALIGN 64u /* staging offsets: enough for any element and for vector copies */
+#define RF_SCHEDULE_MAX_SLOTS 8
+
+typedef enum { RF_SOP_PACK, RF_SOP_POST, RF_SOP_WAIT, RF_SOP_UNPACK } RfSchedOpKind;
+
+/* One step of a rank's program. */
+typedef struct {
+  int32_t round; /* global round */
+  uint8_t kind;  /* RfSchedOpKind */
+  uint8_t lane;
+  uint16_t pad_;
+} RfSchedOp;
+
+typedef struct {
+  uint64_t seg_bytes; /* staging bound: the largest segment, and a lane's size cap */
+  int slots;          /* staging lanes per rank and direction (1: rounds in series) */
+  int max_ops;        /* sends + receives of a rank per round */
+  int nranks;
+  uint64_t nmsgs, nsegs;
+  uint64_t *seg_first; /* nmsgs + 1: segments of message m are seg_first[m] .. [m + 1) */
+  int *seg_round;      /* per segment; NULL when built for sizes only */
+  int nstages, nrounds;
+  int *stage_round0;             /* nstages + 1: first round of each stage */
+  uint64_t *send_max, *recv_max; /* per rank: its largest staging of one round (one lane) */
+} RfSchedule;
+
+/* Progress of a long build: done of total segments placed. */
+typedef void (*RfScheduleProgress)(uint64_t done, uint64_t total, void *ud);
+
+/* The schedule of plan over nranks ranks with a staging bound (bytes per rank, direction and
+ * lane), at most max_ops operations per rank and round, and slots lanes (1 .. 8). sizes_only:
+ * only the staging maxima and round counts (seg_round NULL). NULL + error (RF_ERROR_VERIFY) when
+ * the plan names a rank outside the world or its messages are not sorted by stage;
+ * RF_ERROR_INPUT for a bound below one aligned segment or a slot count out of range. */
+RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
+                              int slots, gboolean sizes_only, RfScheduleProgress progress,
+                              void *progress_ud, GError **error);
+void rf_schedule_free(RfSchedule *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfSchedule, rf_schedule_free)
+
+/* Stage of a round (binary search) and its lane. */
+int rf_schedule_round_stage(const RfSchedule *s, int round);
+int rf_schedule_lane(const RfSchedule *s, int round);
+
+/* The program of a rank that takes part in rounds[0 .. n) (ascending, distinct): PACK, POST,
+ * WAIT and UNPACK of each, in the order the rank issues them (the dependency rules above),
+ * appended to ops (RfSchedOp). Every executor of the schedule issues exactly this sequence. */
+void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, int n, GArray *ops);
+
+/* The ascending rounds rank takes part in (a send or a receive), appended to out (int). */
+void rf_schedule_rank_rounds(const RfSchedule *s, const RfPlan *plan, int rank, GArray *out);
+
+const char *rf_sched_op_name(RfSchedOpKind k);
+
+#endif
