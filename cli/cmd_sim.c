@@ -4,6 +4,7 @@
 #include "error.h"
 #include "predict.h"
 #include "report.h"
+#include "schedule.h"
 #include "sim.h"
 
 #include <glib/gstdio.h>
@@ -308,7 +309,8 @@ int rf_cmd_sim(int argc, char **argv) {
   GOptionEntry plan_entries[RF_PLAN_ARGS_NENTRIES];
   rf_plan_args_entries(&pa, plan_entries);
   char *calib_path = NULL, *timeline = NULL, *software = NULL, *variant = NULL;
-  int group = 0, max_flows = 0;
+  int group = 0, max_flows = 0, exec_slots = 2, exec_max_ops = 32;
+  double exec_staging_mib = 64;
   gboolean keep = FALSE, overlap = FALSE, sequential = FALSE;
   GOptionEntry entries[] = {
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,
@@ -329,9 +331,18 @@ int rf_cmd_sim(int argc, char **argv) {
        "(hybrid, gather-broadcast), nccl-m2n (m2n); docs/sim.md",
        "NAME"},
       {"software-variant", 0, 0, G_OPTION_ARG_STRING, &variant,
-       "Code path of the software model: nemo-rl m2n-pack (default), python-fallback, xfer-v0.1; "
-       "nccl-m2n pack (default), ring-v0.1, direct",
+       "Code path of the software model: refit default (its strategies as flows), executor (the "
+       "schedule refit run executes, group by group); nemo-rl m2n-pack (default), "
+       "python-fallback, xfer-v0.1; nccl-m2n pack (default), ring-v0.1, direct",
        "NAME"},
+      {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &exec_staging_mib,
+       "refit executor variant: refit run's staging bound per rank, direction and lane in MiB "
+       "(default 64)",
+       "MIB"},
+      {"max-ops", 0, 0, G_OPTION_ARG_INT, &exec_max_ops,
+       "refit executor variant: refit run's operations per rank and group (default 32)", "N"},
+      {"slots", 0, 0, G_OPTION_ARG_INT, &exec_slots,
+       "refit executor variant: refit run's staging lanes, groups in flight (default 2)", "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
@@ -361,6 +372,13 @@ int rf_cmd_sim(int argc, char **argv) {
                 "--hybrid-overlap and --hybrid-sequential exclude each other");
     goto out;
   }
+  if (!(exec_staging_mib > 0 && exec_staging_mib <= 1 << 20) || exec_max_ops < 2 ||
+      exec_slots < 1 || exec_slots > RF_SCHEDULE_MAX_SLOTS) { /* refuses nan too */
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
+                "--staging-mib must be in (0, %d], --max-ops >= 2 and --slots in 1..%d", 1 << 20,
+                RF_SCHEDULE_MAX_SLOTS);
+    goto out;
+  }
   if (timeline && !timeline_check(timeline, &e)) goto out;
   if ((software || variant) &&
       !rf_software_parse(software ? software : "refit", variant, &sw, &swv, &e))
@@ -375,6 +393,9 @@ int rf_cmd_sim(int argc, char **argv) {
   if (!rf_calibration_select(&cal, calib_path, pb->topo, &cal_source, &neutral, &e)) goto out;
   cal.software = sw;
   cal.variant = swv;
+  cal.exec_staging_bytes = exec_staging_mib * 1048576.0;
+  cal.exec_max_ops = exec_max_ops;
+  cal.exec_slots = exec_slots;
   if (overlap) cal.hybrid_overlap = TRUE;
   if (sequential) cal.hybrid_overlap = FALSE;
   /* 3. the executor, one row per strategy */

@@ -27,11 +27,14 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->m2n_staging_max_bytes = 2147483648.0;
   c->m2n_ring_chunk_bytes = 262144.0;
   c->m2n_direct_chunk_bytes = 1048576.0;
+  c->exec_staging_bytes = 64.0 * 1048576; /* refit run's defaults */
+  c->exec_max_ops = 32;
+  c->exec_slots = 2;
 }
 
 static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};
 static const char *const VARIANT[] = {"default", "python-fallback", "m2n-pack", "xfer-v0.1",
-                                      "pack",    "ring-v0.1",       "direct"};
+                                      "pack",    "ring-v0.1",       "direct",   "executor"};
 
 const char *rf_software_name(RfSoftware s) {
   return SOFTWARE[s];
@@ -64,13 +67,14 @@ gboolean rf_software_parse(const char *software, const char *variant, RfSoftware
       if (!strcmp(variant, VARIANT[i])) k = (int)i;
     gboolean fits =
         (s == RF_SOFTWARE_NEMO_RL && k >= RF_VARIANT_PYTHON_FALLBACK && k <= RF_VARIANT_XFER_V01) ||
-        (s == RF_SOFTWARE_NCCL_M2N && k >= RF_VARIANT_PACK);
+        (s == RF_SOFTWARE_NCCL_M2N && k >= RF_VARIANT_PACK && k <= RF_VARIANT_DIRECT) ||
+        (s == RF_SOFTWARE_REFIT && k == RF_VARIANT_EXECUTOR);
     if (!fits) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown variant '%s' of software %s (%s)",
                   variant, SOFTWARE[s],
                   s == RF_SOFTWARE_NEMO_RL    ? "python-fallback, m2n-pack, xfer-v0.1"
                   : s == RF_SOFTWARE_NCCL_M2N ? "pack, ring-v0.1, direct"
-                                              : "refit has none");
+                                              : "executor");
       return FALSE;
     }
   }

@@ -163,6 +163,96 @@ static void host_actor(int argc, char **argv) {
   }
 }
 
+/* refit's executor: rank `rank` runs its program of the schedule (sim/sw_exec.c). */
+static void mark_phase(int ph, double start, double end) {
+  if (!S.out.used[ph] || start < S.out.start_s[ph]) S.out.start_s[ph] = start;
+  S.out.used[ph] = 1;
+  if (end > S.out.end_s[ph]) S.out.end_s[ph] = end;
+}
+
+static void rank_actor(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  const SimExec *e = S.p->exec;
+  const int rank = (int)(intptr_t)sg_actor_self_get_data();
+  const SimExecRound *R = e->rounds + e->round_first[rank];
+  const int nr = (int)(e->round_first[rank + 1] - e->round_first[rank]);
+  int cur[SIM_MAX_LANES], next = 0;
+  double posted[SIM_MAX_LANES];
+  GArray *comms[SIM_MAX_LANES];
+  for (int l = 0; l < SIM_MAX_LANES; l++)
+    comms[l] = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
+  void *slot = NULL;
+  if (e->setup_s > 0) sg_actor_sleep_for(e->setup_s);
+  for (uint64_t i = e->prog_first[rank]; i < e->prog_first[rank + 1]; i++) {
+    const RfSchedOp *op = &e->prog[i];
+    const int lane = op->lane;
+    switch ((RfSchedOpKind)op->kind) {
+    case RF_SOP_PACK:
+      g_assert(next < nr && R[next].round == op->round);
+      cur[lane] = next++;
+      if (R[cur[lane]].pack_s > 0) sg_actor_sleep_for(R[cur[lane]].pack_s);
+      break;
+    case RF_SOP_POST: {
+      const SimExecRound *r = &R[cur[lane]];
+      if (e->launch_s > 0) sg_actor_sleep_for(e->launch_s);
+      double now = simgrid_get_clock();
+      posted[lane] = now;
+      if (!S.out.step_start_s[r->step] || now < S.out.step_start_s[r->step])
+        S.out.step_start_s[r->step] = now;
+      char name[40];
+      if (r->nrecv) {
+        snprintf(name, sizeof name, "x%d.%d", rank, r->round);
+        sg_mailbox_t mb = sg_mailbox_by_name(name);
+        for (uint32_t k = 0; k < r->nrecv; k++) {
+          sg_comm_t c = sg_mailbox_get_async(mb, &slot);
+          g_array_append_val(comms[lane], c);
+        }
+      }
+      for (uint32_t k = 0; k < r->nsend; k++) {
+        const SimExecSend *sd = &e->sends[r->send_first + k];
+        snprintf(name, sizeof name, "x%d.%d", sd->peer, r->round);
+        sg_comm_t c =
+            sg_mailbox_put_async(sg_mailbox_by_name(name), &token, (long)(sd->bytes + 0.5));
+        g_array_append_val(comms[lane], c);
+      }
+      break;
+    }
+    case RF_SOP_WAIT: {
+      const SimExecRound *r = &R[cur[lane]];
+      if (comms[lane]->len)
+        sg_comm_wait_all((sg_comm_t *)(void *)comms[lane]->data, comms[lane]->len);
+      g_array_set_size(comms[lane], 0);
+      double now = simgrid_get_clock();
+      for (uint32_t k = 0; k < r->nsend; k++)
+        mark_phase(e->sends[r->send_first + k].phase, posted[lane], now);
+      break;
+    }
+    case RF_SOP_UNPACK: {
+      const SimExecRound *r = &R[cur[lane]];
+      if (r->unpack_s > 0) sg_actor_sleep_for(r->unpack_s);
+      double now = simgrid_get_clock();
+      if (now > S.out.step_end_s[r->step]) S.out.step_end_s[r->step] = now;
+      break;
+    }
+    }
+  }
+  for (int l = 0; l < SIM_MAX_LANES; l++)
+    g_array_free(comms[l], TRUE);
+}
+
+static void spawn_rank_actors(const SimProgram *p) {
+  for (int r = 0; r < p->exec->nranks; r++) {
+    if (p->exec->host[r] < 0 || p->exec->prog_first[r] == p->exec->prog_first[r + 1]) continue;
+    char name[32], hn[32];
+    snprintf(name, sizeof name, "r%d", r);
+    snprintf(hn, sizeof hn, "h%d", p->exec->host[r]);
+    sg_actor_t a = sg_actor_init(name, sg_host_by_name(hn));
+    sg_actor_set_data(a, (void *)(intptr_t)r);
+    sg_actor_start(a, rank_actor, 0, NULL);
+  }
+}
+
 /* Per (step, host): the first of its outgoing flows (flows are sorted by step, then source),
  * how many it sends and how many it receives; per step, the phases it moves. */
 static void index_flows(const SimProgram *p) {
@@ -251,8 +341,12 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
   simgrid_load_platform(xml);
   memset(&S, 0, sizeof S);
   S.p = p;
-  index_flows(p);
-  spawn_actors(p);
+  if (p->exec) {
+    spawn_rank_actors(p);
+  } else {
+    index_flows(p);
+    spawn_actors(p);
+  }
   simgrid_run();
   S.out.total_s = simgrid_get_clock();
   gboolean ok = write_all(fd, &S.out, sizeof S.out);

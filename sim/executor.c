@@ -53,6 +53,8 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
   g_autoptr(SimProtos) x = sim_protos_build(plan, cal);
   gint64 t1 = g_get_monotonic_time();
   SimProgram *p = NULL;
+  /* refit's executor: one actor per rank on its own GPU's host */
+  if (cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR) forced = 1;
   if (forced > 0) {
     p = sim_program_build(x, cal, forced, error);
   } else {

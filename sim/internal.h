@@ -2,6 +2,7 @@
 #ifndef RF_SIM_INTERNAL_H
 #define RF_SIM_INTERNAL_H
 
+#include "schedule.h"
 #include "sim.h"
 #include <stdint.h>
 
@@ -21,7 +22,8 @@ typedef struct {
   double weight;   /* simulated bytes per payload byte (NCCL collective overhead on the NIC) */
 } SimFlow;
 
-#define SIM_MAX_STEPS 512    /* the software models run a few steps per pipeline stage */
+#define SIM_MAX_STEPS                                                                              \
+  16384 /* software models: a few per pipeline stage; refit's executor: one per group */
 #define SIM_MAX_LANES 8      /* concurrent streams (lanes) of a program */
 #define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */
 
@@ -35,6 +37,34 @@ typedef struct {
   double post_s; /* software time after the last flow ends */
   char name[32]; /* "group.part": the timeline shows one bar per group */
 } SimStep;
+
+/* refit's executor (sim/sw_exec.c): every rank's program of the schedule (model/schedule.h), run
+ * by one actor per rank (engine.c) instead of the steps' lanes. */
+typedef struct {
+  int32_t peer;  /* destination rank */
+  uint8_t phase; /* RfPhase */
+  uint8_t pad_[3];
+  double bytes;
+} SimExecSend;
+
+typedef struct {
+  int32_t round, step;        /* schedule round, program step (timeline) */
+  uint32_t send_first, nsend; /* into SimExec.sends */
+  uint32_t nrecv;             /* receives from other ranks */
+  double pack_s, unpack_s;    /* copies on the rank's copy stream */
+} SimExecRound;
+
+typedef struct {
+  int nranks;
+  int *host;             /* per rank: simulated host (-1: no GPU) */
+  uint64_t *round_first; /* nranks + 1: the rank's rounds, ascending */
+  SimExecRound *rounds;
+  SimExecSend *sends;
+  uint64_t *prog_first; /* nranks + 1 */
+  RfSchedOp *prog;      /* every rank's program */
+  double launch_s;      /* host time to post one group */
+  double setup_s;       /* per refit, before the first operation (calibration fixed_s) */
+} SimExec;
 
 typedef struct {
   int group; /* GPUs per simulated host */
@@ -72,6 +102,7 @@ typedef struct {
   int sw_ngpus;
   double sw_software_s; /* serial software time the model put in steps */
   double sw_calls;      /* reshard calls */
+  SimExec *exec;        /* refit's executor: rank programs (NULL: steps and lanes) */
 } SimProgram;
 
 /* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL

@@ -711,14 +711,16 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
 
   /* 3. steps per lane: setup, m2n, then the gather-broadcast buckets (a lane of their own when
    * a hybrid overlaps the two) */
-  if (cal->software != RF_SOFTWARE_REFIT) { /* a model of the published software */
+  const gboolean exec = cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR;
+  if (cal->software != RF_SOFTWARE_REFIT || exec) { /* published software, or the executor */
     GbArgs ga = {x, cal, hp, &f};
-    if (!sw_build(p, x, cal, slot_host, gb_steps_cb, &ga, error)) {
+    if (exec ? !sw_exec_build(p, x, cal, slot_host, error)
+             : !sw_build(p, x, cal, slot_host, gb_steps_cb, &ga, error)) {
       sim_program_free(p);
       return NULL;
     }
     if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
-    sw_group_scales(p, x);
+    if (!exec) sw_group_scales(p, x); /* the executor: one host per GPU, links as they are */
     return p;
   }
   int lane_m2n = 0, lane_gb = 0;
@@ -744,6 +746,15 @@ void sim_program_free(SimProgram *p) {
   g_free(p->link_scale);
   g_free(p->step_scale);
   g_free(p->sw_load);
+  if (p->exec) {
+    g_free(p->exec->host);
+    g_free(p->exec->round_first);
+    g_free(p->exec->rounds);
+    g_free(p->exec->sends);
+    g_free(p->exec->prog_first);
+    g_free(p->exec->prog);
+    g_free(p->exec);
+  }
   g_array_free(p->flows, TRUE);
   g_free(p);
 }

@@ -32,6 +32,7 @@ typedef enum {
   RF_VARIANT_PACK,            /* nccl-m2n: PACK (today) */
   RF_VARIANT_RING_V01,        /* nccl-m2n: v0.1 zero-copy RING, 256 KiB pipelined forwarding */
   RF_VARIANT_DIRECT,          /* nccl-m2n: DIRECT, every source to every destination */
+  RF_VARIANT_EXECUTOR, /* refit: the schedule real/ runs (model/schedule.h), round by round */
 } RfSwVariant;
 
 /* "refit", "nemo-rl", "nccl-m2n" and a variant name (NULL or "": the software's default);
@@ -67,6 +68,9 @@ typedef struct {
   /* software models (not file keys: chosen by --software / --software-variant) */
   RfSoftware software;
   RfSwVariant variant;
+  /* refit's executor (the executor variant): refit run's --staging-mib, --max-ops, --slots */
+  double exec_staging_bytes;
+  int exec_max_ops, exec_slots;
   /* NeMo RL (sim/sw_nemo.c) */
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */

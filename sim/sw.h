@@ -60,6 +60,11 @@ typedef void (*SwGbSteps)(SimProgram *p, int lane, void *ud); /* program.c's gat
 gboolean sw_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal, const int *slot_host,
                   SwGbSteps gb, void *gb_ud, GError **error);
 
+/* refit's executor: the steps and flows of the schedule real/ runs (sim/sw_exec.c). FALSE +
+ * error when the schedule has more groups than a program holds. */
+gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
+                       const int *slot_host, GError **error);
+
 /* Group factors of a software program (per-GPU loads of its flows). */
 void sw_group_scales(SimProgram *p, const SimProtos *x);
 

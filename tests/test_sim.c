@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "error.h"
 #include "internal.h"
+#include "real.h"
 #include "sim.h"
 #include "sw.h"
 
@@ -399,6 +400,116 @@ static void test_sw_pack_put_unpack(void) {
   rf_calibration_clear(&cal);
 }
 
+/* refit's executor (--software refit --software-variant executor): 100 MB from GPU 0 to GPU 1
+ * in four 25 MB groups (staging bound 25 MB). Pack and unpack at 100 GB/s (0.25 ms each), 0.1 ms
+ * to post a group, 2.5 ms + 6 us on the 10 GB/s NIC. One lane: each group packs, posts, moves,
+ * unpacks in series, and the next one starts when the receiver has unpacked and both posted
+ * again: 4 x (0.25 + 0.1 + 2.506) + 0.25 ms. Two lanes: the next pack and post overlap the
+ * transfer in flight, the NIC never idles: the first pack and post, 10 ms of transfers, the last
+ * unpack, within a few latencies. */
+static void test_exec_lanes(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_REFIT;
+  cal.variant = RF_VARIANT_EXECUTOR;
+  cal.hbm_efficiency = 1e-4; /* copies at 100 GB/s */
+  cal.message_latency_s = 1e-4;
+  cal.fixed_s = 0;
+  cal.exec_staging_bytes = 25e6;
+  cal.exec_max_ops = 32;
+  RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  RfResult r;
+  const double p = 2.5e-4, L = 1e-4, x = 2.5e-3 + 6e-6;
+  cal.exec_slots = 1;
+  double t1 = simulate(plan, &cal, 0, &r);
+  g_assert_cmpfloat_with_epsilon(t1, 4 * (p + L + x) + p, 1e-7);
+  rf_result_clear(&r);
+  cal.exec_slots = 2;
+  double t2 = simulate(plan, &cal, 0, &r);
+  g_assert_cmpfloat(t2, <, t1);
+  g_assert_cmpfloat(t2, >=, p + L + 1e-2 + p);
+  g_assert_cmpfloat(t2, <=, p + L + 1e-2 + p + 4 * 6e-6 + 1e-6);
+  rf_result_clear(&r);
+  /* more groups than a program holds: refused with a clear error */
+  cal.exec_staging_bytes = 64;
+  RfSimOptions o = {0};
+  o.calib = cal;
+  RfExecutor *ex = rf_sim_executor_new(&o);
+  g_assert_true(ex->prepare(ex, pb, &e));
+  g_assert_false(ex->run(ex, plan, &r, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_clear_error(&e);
+  ex->destroy(ex);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
+/* Both executors walk the one schedule: the programs the simulator's rank actors run are, rank by
+ * rank and operation by operation, the ones real/ issued (its trace), on a plan with injection,
+ * fan-out and many groups, for one to three lanes. */
+static void test_exec_same_program_as_real(void) {
+  RfProblem *pb = copy_problem_on("golden.topo", 300000, "0,1", 2, "2,3,4,5,6,7", 6, 2);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  for (int slots = 1; slots <= 3; slots++) {
+    RfRealOptions o;
+    rf_real_options_init(&o);
+    o.local = TRUE;
+    o.warmup = 0;
+    o.iters = 1;
+    o.staging_bytes = 16384;
+    o.slots = slots;
+    o.trace = g_array_new(FALSE, FALSE, sizeof(RfRealTrace));
+    RfExecutor *ex = rf_real_executor_new(&o, &e);
+    g_assert_no_error(e);
+    g_assert_true(ex->prepare(ex, pb, &e));
+    RfResult res = {0};
+    g_assert_true(ex->run(ex, plan, &res, &e));
+    g_assert_no_error(e);
+    g_assert_cmpuint(res.wrong_elements, ==, 0);
+    rf_result_clear(&res);
+    ex->destroy(ex);
+    RfCalibration cal;
+    golden_calib(&cal);
+    cal.software = RF_SOFTWARE_REFIT;
+    cal.variant = RF_VARIANT_EXECUTOR;
+    cal.exec_staging_bytes = (double)o.staging_bytes;
+    cal.exec_max_ops = o.max_ops;
+    cal.exec_slots = slots;
+    g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
+    g_autoptr(SimProgram) p = sim_program_build(x, &cal, 1, &e);
+    g_assert_no_error(e);
+    g_assert_nonnull(p->exec);
+    g_assert_cmpint(p->nsteps, >, 10);
+    guint seen = 0;
+    for (int rank = 0; rank < pb->nranks; rank++) {
+      uint64_t k = p->exec->prog_first[rank];
+      for (guint i = 0; i < o.trace->len; i++) {
+        const RfRealTrace *t = &g_array_index(o.trace, RfRealTrace, i);
+        if (t->rank != rank) continue;
+        g_assert_cmpuint(k, <, p->exec->prog_first[rank + 1]);
+        const RfSchedOp *op = &p->exec->prog[k++];
+        g_assert_cmpint(op->round, ==, t->round);
+        g_assert_cmpint(op->kind, ==, t->kind);
+        g_assert_cmpint(op->lane, ==, t->lane);
+        seen++;
+      }
+      g_assert_cmpuint(k, ==, p->exec->prog_first[rank + 1]);
+    }
+    g_assert_cmpuint(seen, ==, o.trace->len);
+    g_array_free(o.trace, TRUE);
+    g_free(o.backend);
+    rf_calibration_clear(&cal);
+  }
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 /* NeMo RL, two PP stages of one 50 MB call each (GPU 0 and GPU 1 to GPU 2), 10 ms of Python per
  * call. Two streams: stream 0 runs its host time (0-10 ms) then its put (5 ms); stream 1 is
  * issued after stage 0's host time, runs its own (10-20 ms), then its put (20-25 ms): 25 ms.
@@ -566,6 +677,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/command/bad_input", test_command_bad_input);
   g_test_add_func("/sim/command/calibrate_loo", test_calibrate_loo);
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
+  g_test_add_func("/sim/executor/lanes", test_exec_lanes);
+  g_test_add_func("/sim/executor/same-program-as-real", test_exec_same_program_as_real);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);

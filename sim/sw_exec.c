@@ -1,0 +1,234 @@
+/* refit's own executor as a flow program (`refit sim --software refit --software-variant
+ * executor`): the schedule of model/schedule.h, the one real/ runs, round by round.
+ *
+ * Every rank runs its program (rf_schedule_rank_program), one SimGrid actor per rank on its GPU's
+ * host, exactly as real/ issues it:
+ * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
+ *   (topology HBM x `efficiency.hbm`): the actor sleeps, its groups in flight keep moving;
+ * - POST r: the host posts the group (`latency.message_s`), then one asynchronous send per
+ *   segment to its destination rank and the receives of the round (a mailbox per rank and round,
+ *   so a round matches only its own messages);
+ * - WAIT r: until the round's sends and receives are done;
+ * - UNPACK r: the copy of the bytes it received, at the device copy rate.
+ * A self-send (source rank = destination rank) is a pack and an unpack, no transfer. The steps
+ * (one per round, on its lane) and their flows only name the rounds for the timeline and give the
+ * platform its routes; the actors do not use them. */
+#include "error.h"
+#include "schedule.h"
+#include "sw.h"
+
+#include <string.h>
+
+typedef struct {
+  int32_t src, dst; /* simulated hosts */
+  uint8_t phase;
+} XKey;
+
+static guint xkey_hash(gconstpointer p) {
+  const XKey *k = p;
+  return (guint)k->src * 2654435761u ^ (guint)k->dst * 40503u ^ k->phase;
+}
+
+static gboolean xkey_equal(gconstpointer a, gconstpointer b) {
+  const XKey *x = a, *y = b;
+  return x->src == y->src && x->dst == y->dst && x->phase == y->phase;
+}
+
+/* One round's segments: (message, bytes) in the order of the schedule. */
+typedef struct {
+  uint64_t msg;
+  uint64_t bytes;
+} Seg;
+
+/* (rank, round) keys of the rounds a rank takes part in. */
+typedef struct {
+  int32_t rank, round;
+} RKey;
+
+static int cmp_rkey(const void *a, const void *b) {
+  const RKey *x = a, *y = b;
+  if (x->rank != y->rank) return (x->rank > y->rank) - (x->rank < y->rank);
+  return (x->round > y->round) - (x->round < y->round);
+}
+
+/* Index of (rank, round) in the exec's rounds (it is there). */
+static uint64_t rank_round(const SimExec *e, int rank, int round) {
+  uint64_t lo = e->round_first[rank], hi = e->round_first[rank + 1];
+  while (hi - lo > 1) {
+    uint64_t mid = (lo + hi) / 2;
+    if (e->rounds[mid].round <= round)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Every rank's rounds, sends and program. */
+static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *segs,
+                           const uint64_t *first, const int *slot_host, int group, double copy_Bps,
+                           double launch_s, int step0) {
+  const RfProblem *pb = plan->problem;
+  SimExec *e = g_new0(SimExec, 1);
+  e->nranks = pb->nranks;
+  e->launch_s = launch_s;
+  e->host = g_new(int, pb->nranks);
+  for (int r = 0; r < pb->nranks; r++)
+    e->host[r] = pb->gpu[r] >= 0 ? slot_host[pb->gpu[r] / group] : -1;
+  /* 1. the (rank, round) pairs, sorted and unique */
+  g_autofree RKey *keys = g_new(RKey, 2 * s->nsegs + 1);
+  uint64_t nk = 0;
+  for (int r = 0; r < s->nrounds; r++)
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
+      const RfMessage *m = &plan->msgs[segs[i].msg];
+      keys[nk++] = (RKey){m->src, r};
+      if (m->dst != m->src) keys[nk++] = (RKey){m->dst, r};
+    }
+  if (nk > 1) qsort(keys, nk, sizeof(RKey), cmp_rkey);
+  uint64_t nu = 0;
+  for (uint64_t i = 0; i < nk; i++)
+    if (!nu || cmp_rkey(&keys[nu - 1], &keys[i])) keys[nu++] = keys[i];
+  e->round_first = g_new0(uint64_t, (size_t)pb->nranks + 1);
+  e->rounds = g_new0(SimExecRound, nu + 1);
+  for (uint64_t i = 0; i < nu; i++) {
+    e->round_first[keys[i].rank + 1]++;
+    e->rounds[i].round = keys[i].round;
+    e->rounds[i].step = step0 + keys[i].round;
+  }
+  for (int r = 0; r < pb->nranks; r++)
+    e->round_first[r + 1] += e->round_first[r];
+  /* 2. copies, receives and the send counts, then the sends */
+  for (int r = 0; r < s->nrounds; r++)
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
+      const RfMessage *m = &plan->msgs[segs[i].msg];
+      SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
+      SimExecRound *b = &e->rounds[rank_round(e, m->dst, r)];
+      a->pack_s += (double)segs[i].bytes / copy_Bps;
+      b->unpack_s += (double)segs[i].bytes / copy_Bps;
+      if (m->dst == m->src) continue;
+      a->nsend++;
+      b->nrecv++;
+    }
+  uint64_t ns = 0;
+  for (uint64_t i = 0; i < nu; i++) {
+    e->rounds[i].send_first = (uint32_t)ns;
+    ns += e->rounds[i].nsend;
+    e->rounds[i].nsend = 0;
+  }
+  e->sends = g_new(SimExecSend, ns + 1);
+  for (int r = 0; r < s->nrounds; r++)
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
+      const RfMessage *m = &plan->msgs[segs[i].msg];
+      if (m->dst == m->src) continue;
+      SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
+      e->sends[a->send_first + a->nsend++] =
+          (SimExecSend){m->dst, m->phase, {0}, (double)segs[i].bytes};
+    }
+  /* 3. the programs */
+  g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
+  g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
+  e->prog_first = g_new0(uint64_t, (size_t)pb->nranks + 1);
+  for (int r = 0; r < pb->nranks; r++) {
+    g_array_set_size(mine, 0);
+    for (uint64_t i = e->round_first[r]; i < e->round_first[r + 1]; i++)
+      g_array_append_val(mine, e->rounds[i].round);
+    rf_schedule_rank_program(s, (const int *)(void *)mine->data, (int)mine->len, prog);
+    e->prog_first[r + 1] = prog->len;
+  }
+  e->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
+  return e;
+}
+
+gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
+                       const int *slot_host, GError **error) {
+  const RfPlan *plan = x->plan;
+  const RfProblem *pb = plan->problem;
+  g_autoptr(RfSchedule) s =
+      rf_schedule_build(plan, pb->nranks, (uint64_t)cal->exec_staging_bytes, cal->exec_max_ops,
+                        cal->exec_slots, FALSE, NULL, NULL, error);
+  if (!s) return FALSE;
+  if (s->nrounds + 1 > SIM_MAX_STEPS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                "sim: the executor's schedule has %d groups, more than the %d steps one "
+                "simulation holds; give a larger staging bound (--staging-mib)",
+                s->nrounds, SIM_MAX_STEPS - 1);
+    return FALSE;
+  }
+  const int ngpus = x->ngpus;
+  const double copy_Bps = pb->topo->hbm_GBps * 1e9 * cal->hbm_efficiency;
+  /* segments by round (counting sort) */
+  g_autofree uint64_t *first = g_new0(uint64_t, (size_t)s->nrounds + 1);
+  for (uint64_t g = 0; g < s->nsegs; g++)
+    first[s->seg_round[g] + 1]++;
+  for (int r = 0; r < s->nrounds; r++)
+    first[r + 1] += first[r];
+  g_autofree Seg *segs = g_new(Seg, s->nsegs ? s->nsegs : 1);
+  {
+    g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
+    for (uint64_t m = 0; m < plan->nmsgs; m++)
+      for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++) {
+        uint64_t lo = (g - s->seg_first[m]) * s->seg_bytes;
+        uint64_t b = MIN(s->seg_bytes, plan->msgs[m].bytes - lo);
+        segs[w[s->seg_round[g]]++] = (Seg){m, b};
+      }
+  }
+  p->nlanes = s->slots;
+  p->sw_ngpus = ngpus;
+  if (cal->fixed_s > 0)
+    for (int l = 0; l < p->nlanes; l++)
+      sim_add_step(p, l, "setup", cal->fixed_s, 0);
+  const int step0 = p->nsteps;
+  g_autofree double *packed = g_new0(double, ngpus > 0 ? ngpus : 1);
+  g_autofree double *unpacked = g_new0(double, ngpus > 0 ? ngpus : 1);
+  g_autoptr(GHashTable) idx = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
+  double soft = cal->fixed_s;
+  for (int r = 0; r < s->nrounds; r++) {
+    const int k = rf_schedule_round_stage(s, r);
+    const RfPhase ph0 =
+        first[r] < first[r + 1] ? (RfPhase)plan->msgs[segs[first[r]].msg].phase : RF_PHASE_DIRECT;
+    char name[32];
+    g_snprintf(name, sizeof name, "%s.stage%d", rf_phase_name(ph0), k);
+    const int step = sim_add_step(p, rf_schedule_lane(s, r), name, 0, 0);
+    if (r == s->stage_round0[k]) p->steps[step].join = TRUE;
+    guint f0 = p->flows->len;
+    g_hash_table_remove_all(idx);
+    double pack = 0, unpack = 0;
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
+      const RfMessage *msg = &plan->msgs[segs[i].msg];
+      const int sg = pb->gpu[msg->src], dg = pb->gpu[msg->dst];
+      const double b = (double)segs[i].bytes;
+      packed[sg] += b;
+      unpacked[dg] += b;
+      pack = MAX(pack, packed[sg]);
+      unpack = MAX(unpack, unpacked[dg]);
+      p->phase_bytes[msg->phase] += b;
+      p->frac[step][msg->phase] += b; /* bytes for now: shares at the end */
+      if (sg == dg) continue;         /* a rank's copy to itself: staging to staging, no link */
+      XKey hk = {slot_host[sg / p->group], slot_host[dg / p->group], msg->phase};
+      gpointer pos = g_hash_table_lookup(idx, &hk);
+      if (pos) {
+        g_array_index(p->flows, SimFlow, f0 + GPOINTER_TO_UINT(pos) - 1).bytes += b;
+        continue;
+      }
+      SimFlow f = {hk.src, hk.dst, msg->phase, 0, (uint16_t)step, b, 0, 0, 1.0};
+      g_array_append_val(p->flows, f);
+      g_hash_table_insert(idx, g_memdup2(&hk, sizeof hk), GUINT_TO_POINTER(p->flows->len - f0));
+    }
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) { /* reset the busiest-rank tallies */
+      const RfMessage *msg = &plan->msgs[segs[i].msg];
+      packed[pb->gpu[msg->src]] = unpacked[pb->gpu[msg->dst]] = 0;
+    }
+    p->steps[step].pre_s = cal->message_latency_s + pack / copy_Bps;
+    p->steps[step].post_s = unpack / copy_Bps;
+    soft += cal->message_latency_s; /* the host issues every group in turn; copies overlap */
+  }
+  for (int st = step0; st < p->nsteps; st++)
+    for (int l = 0; l < RF_PHASE_COUNT; l++)
+      p->frac[st][l] = p->phase_bytes[l] > 0 ? p->frac[st][l] / p->phase_bytes[l] : 0;
+  p->sw_software_s = soft;
+  p->sw_calls = s->nrounds;
+  p->exec = exec_build(s, plan, segs, first, slot_host, p->group, copy_Bps, cal->message_latency_s,
+                       step0);
+  p->exec->setup_s = cal->fixed_s;
+  return TRUE;
+}
