@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "error.h"
 #include "predict.h"
+#include "recovery.h"
 #include "report.h"
 #include "schedule.h"
 #include "sim.h"
@@ -21,11 +22,14 @@ typedef struct {
   RfPlanStats plan;
   RfMemory mem; /* inference GPU memory of the plan */
   gboolean ok;
-  GError *error; /* when not ok */
+  GError *error;  /* when not ok */
+  gboolean lost;  /* --lost: the recovery cost below is reported */
+  RfRecovery rec; /* communicators rebuilt before the first refit over the survivors */
 } Row;
 
 static void row_clear(Row *r) {
   rf_result_clear(&r->res);
+  rf_recovery_clear(&r->rec);
   for (int i = 0; i < r->stats.ntop; i++)
     g_free(r->stats.top[i].name);
   g_free(r->stats.top);
@@ -120,6 +124,31 @@ static void json_memory(JsonBuilder *b, const RfMemory *m) {
   json_builder_add_boolean_value(b, rf_memory_exceeds(m));
 }
 
+/* --lost: the recovery members (the *_s of destroy-and-recreate are absent when the calibration
+ * has no communicator-init figure: recovery_available false). */
+static void json_recovery(JsonBuilder *b, const Row *r) {
+  const RfRecovery *v = &r->rec;
+  json_builder_set_member_name(b, "recovery_available");
+  json_builder_add_boolean_value(b, v->available);
+  json_builder_set_member_name(b, "recovery_communicators");
+  json_builder_add_int_value(b, v->ncomms);
+  json_builder_set_member_name(b, "recovery_comm_ranks_before");
+  json_builder_add_int_value(b, v->ranks_before);
+  json_builder_set_member_name(b, "recovery_comm_ranks_after");
+  json_builder_add_int_value(b, v->ranks_after);
+  json_builder_set_member_name(b, "recovery_extrapolated");
+  json_builder_add_boolean_value(b, v->extrapolated);
+  if (!v->available) return;
+  const char *names[] = {"recovery_recreate_s", "recovery_shrink_s", "recovery_recreate_total_s",
+                         "recovery_shrink_total_s"};
+  double vals[] = {v->recreate_s, v->shrink_s, v->recreate_s + r->res.total_s,
+                   v->shrink_s + r->res.total_s};
+  for (int i = 0; i < 4; i++) {
+    json_builder_set_member_name(b, names[i]);
+    json_builder_add_double_value(b, vals[i]);
+  }
+}
+
 static void json_head(JsonBuilder *b, const void *ud) {
   json_builder_set_member_name(b, "calibration");
   json_builder_add_string_value(b, ud);
@@ -168,6 +197,7 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_set_member_name(b, "export_pace_s");
   json_builder_add_double_value(b, r->stats.export_pace_s);
   json_memory(b, &r->mem);
+  if (r->lost) json_recovery(b, r);
   json_builder_set_member_name(b, "stages");
   json_builder_begin_array(b);
   for (int i = 0; i < r->res.nstages; i++) {
@@ -248,6 +278,39 @@ static char *timeline_title(const RfArgs *a, const RfProblem *pb, const Row *row
     g_string_append_printf(t, " (software %s, %s)", rf_software_name(rows[0].software),
                            rf_variant_name(rows[0].software, rows[0].variant));
   return g_string_free(t, FALSE);
+}
+
+/* --lost: destroy-and-recreate against ncclCommShrink, each followed by the first refit over the
+ * survivors (the prediction above). */
+static void print_recovery(const RfCalibration *c, const Row *rows, int nrows) {
+  printf("\n# recovery: communicators rebuilt over the survivors, then the first refit "
+         "(docs/elastic.md)\n");
+  if (rf_recovery_init_s(c, 1) < 0)
+    printf("# destroy-and-recreate: unavailable (the calibration has no communicator-init "
+           "figure: [recovery] init_*)\n");
+  else
+    printf("# communicator init: %.3g s at %.0f ranks, %.3g s at %.0f ranks (public figures), "
+           "power law between; shrink = %.3g x init\n",
+           c->recovery_init_small_s, c->recovery_init_small_ranks, c->recovery_init_large_s,
+           c->recovery_init_large_ranks, c->recovery_shrink_fraction);
+  printf("# %-18s %5s %13s %12s %10s %12s %15s %14s\n", "strategy", "comms", "ranks", "recreate(s)",
+         "shrink(s)", "refit(s)", "recreate+refit", "shrink+refit");
+  for (int i = 0; i < nrows; i++) {
+    const Row *r = &rows[i];
+    if (!r->ok) continue;
+    const RfRecovery *v = &r->rec;
+    char ranks[32];
+    g_snprintf(ranks, sizeof ranks, "%d->%d", v->ranks_before, v->ranks_after);
+    if (v->available)
+      printf("  %-18s %5d %13s %12.4g %10.4g %12.5g %15.5g %14.5g%s\n",
+             rf_strategy_name(r->strategy), v->ncomms, ranks, v->recreate_s, v->shrink_s,
+             r->res.total_s, v->recreate_s + r->res.total_s, v->shrink_s + r->res.total_s,
+             v->extrapolated ? "  (extrapolated)" : "");
+    else
+      printf("  %-18s %5d %13s %12s %10s %12.5g %15s %14s\n", rf_strategy_name(r->strategy),
+             v->ncomms, ranks, "unavailable", "-", r->res.total_s, "-", "-");
+    printf("  %-18s %s\n", "", v->comms);
+  }
 }
 
 static void print_summary(const Row *rows, int nrows) {
@@ -412,6 +475,10 @@ int rf_cmd_sim(int argc, char **argv) {
                pb->topo->name);
   rows = g_new0(Row, ns);
   if (!simulate_rows(&pa, pb, ex, sw, swv, strategies, ns, rows, &e)) goto out;
+  for (int i = 0; pb->nlost > 0 && i < ns; i++) {
+    rows[i].lost = TRUE;
+    rf_recovery_cost(pb, rows[i].strategy, &cal, &rows[i].rec);
+  }
   /* 4. the report */
   if (a.json) {
     rf_json_print_strategies(json_head, cal_source, ns, json_row, rows);
@@ -420,6 +487,7 @@ int rf_cmd_sim(int argc, char **argv) {
     for (int i = 0; i < ns; i++)
       print_row(stdout, &rows[i]);
     if (ns > 1) print_summary(rows, ns);
+    if (pb->nlost > 0) print_recovery(&cal, rows, ns);
     int failed = 0;
     for (int i = 0; i < ns; i++)
       failed += !rows[i].ok;

@@ -140,6 +140,15 @@ static const RfCalibrationKey KEYS[] = {
     {"m2n", "ring_chunk_bytes", RF_CAL_REAL, FIELD(m2n_ring_chunk_bytes), 1, 1e12, 0, 0, FALSE},
     {"m2n", "direct_chunk_bytes", RF_CAL_REAL, FIELD(m2n_direct_chunk_bytes), 1, 1e12, 0, 0, FALSE},
     {"copy", "ce_row_half_bytes", RF_CAL_REAL, FIELD(ce_row_half_bytes), 0, 1e12, 0, 0, FALSE},
+    /* elastic recovery (sim/recovery.c) */
+    {"recovery", "init_small_ranks", RF_CAL_REAL, FIELD(recovery_init_small_ranks), 0, 1e9, 0, 0,
+     FALSE},
+    {"recovery", "init_small_s", RF_CAL_REAL, FIELD(recovery_init_small_s), 0, 1e6, 0, 0, FALSE},
+    {"recovery", "init_large_ranks", RF_CAL_REAL, FIELD(recovery_init_large_ranks), 0, 1e9, 0, 0,
+     FALSE},
+    {"recovery", "init_large_s", RF_CAL_REAL, FIELD(recovery_init_large_s), 0, 1e6, 0, 0, FALSE},
+    {"recovery", "shrink_fraction", RF_CAL_REAL, FIELD(recovery_shrink_fraction), 0, 1.0, 0, 0,
+     FALSE},
 };
 
 const RfCalibrationKey *rf_calibration_keys(int *n) {

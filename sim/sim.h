@@ -87,6 +87,12 @@ typedef struct {
   double m2n_ring_chunk_bytes;                        /* v0.1 RING forwarding granularity */
   double m2n_direct_chunk_bytes;                      /* DIRECT credit chunk */
   double ce_row_half_bytes; /* copy-engine strided copy: row size at half the copy rate */
+  /* elastic recovery (sim/recovery.c): communicator init time at two published scales (0: no
+   * figure, the destroy-and-recreate cost is unavailable) and the cost of a shrink relative to
+   * an init of the same size */
+  double recovery_init_small_ranks, recovery_init_small_s;
+  double recovery_init_large_ranks, recovery_init_large_s;
+  double recovery_shrink_fraction;
 } RfCalibration;
 
 /* One key of a calibration file, the one table that the reader (rf_calibration_load) and

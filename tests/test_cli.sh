@@ -77,6 +77,15 @@ expect_ok "sim json one" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s p
 json_shape "sim json one" predicted_s 1
 expect_ok "sim json two" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s p2p,m2n --json -q
 json_shape "sim json two" predicted_s 2
+# --lost: the recovery table (destroy-and-recreate vs shrink, then the first refit) and its fields
+expect_ok "sim lost recovery" "$REFIT" sim -m tiny-moe -t TP2xPP2xDP2 -i TP2xDP2 -T dgx-h100 \
+  -s p2p,hybrid --lost 1,9
+grep -q "^# recovery: communicators rebuilt" "$TMP/out" || bad "sim --lost: no recovery table"
+grep -q "12->10" "$TMP/out" || bad "sim --lost: recovery table lacks 12->10 ranks"
+expect_ok "sim lost recovery json" "$REFIT" sim -m tiny-moe -t TP2xPP2xDP2 -i TP2xDP2 \
+  -T dgx-h100 -s hybrid --software nemo-rl --software-variant python-fallback --lost 1,9 --json -q
+json_shape "sim lost recovery json" recovery_shrink_total_s 1
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["recovery_communicators"] == 3 and d["recovery_recreate_total_s"] > d["recovery_shrink_total_s"] > d["predicted_s"], d' "$TMP/out" || bad "sim --lost json: recovery fields"
 expect_ok "run json one" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n --iters 1 --json -q
 json_shape "run json one" measured_s 1
 expect_ok "run json two" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n,p2p --iters 1 --json -q

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "internal.h"
 #include "real.h"
+#include "recovery.h"
 #include "sim.h"
 #include "sw.h"
 
@@ -652,6 +653,61 @@ static const char *string_case(const void *c) {
   return *(const char *const *)c;
 }
 
+/* ---- elastic recovery: destroy-and-recreate vs ncclCommShrink, from arithmetic ----
+ * golden.cal: init 2 s at 10 ranks, 20 s at 1000 ranks: t(N) = 2 sqrt(N / 10); shrink = 0.5 x.
+ * tiny-moe TP2xPP2xDP2 (8 training ranks, 4 per PP stage) -> TP2xDP2 (4 inference ranks), GPU 1
+ * (training rank 1, stage 0) and GPU 9 (an inference rank) lost: 10 of 12 ranks survive. */
+static void test_recovery_cost(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  assert_rel(rf_recovery_init_s(&cal, 10), 2.0);
+  assert_rel(rf_recovery_init_s(&cal, 40), 4.0);
+  assert_rel(rf_recovery_init_s(&cal, 250), 10.0);
+  assert_rel(rf_recovery_init_s(&cal, 1000), 20.0);
+  g_autoptr(RfProblem) pb = preset("tiny-moe", "TP2xPP2xDP2", "TP2xDP2", "dgx-h100");
+  const int lost[] = {1, 9};
+  GError *e = NULL;
+  g_assert_true(rf_problem_set_lost(pb, lost, 2, &e));
+  g_assert_no_error(e);
+  g_assert_cmpint(pb->lost[pb->src.ranks[1]], ==, 1);
+  RfRecovery r;
+  /* refit's executor: one world communicator, 12 -> 10 ranks: t(10) = 2 s */
+  cal.software = RF_SOFTWARE_REFIT;
+  rf_recovery_cost(pb, RF_STRATEGY_M2N, &cal, &r);
+  g_assert_true(r.available);
+  g_assert_cmpint(r.ncomms, ==, 1);
+  g_assert_cmpint(r.ranks_before, ==, 12);
+  g_assert_cmpint(r.ranks_after, ==, 10);
+  g_assert_false(r.extrapolated);
+  assert_rel(r.recreate_s, 2.0);
+  assert_rel(r.shrink_s, 1.0);
+  rf_recovery_clear(&r);
+  /* NeMo RL hybrid: model_update_group (10 ranks) + stage 0 (3 training + 3 generation) +
+   * stage 1 (4 + 3): 2 + 2 sqrt(0.6) + 2 sqrt(0.7) s, 6 and 7 ranks below the 10-rank point */
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  rf_recovery_cost(pb, RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpint(r.ncomms, ==, 3);
+  g_assert_true(r.extrapolated);
+  assert_rel(r.recreate_s, 2.0 + 2.0 * sqrt(0.6) + 2.0 * sqrt(0.7));
+  assert_rel(r.shrink_s, 0.5 * (2.0 + 2.0 * sqrt(0.6) + 2.0 * sqrt(0.7)));
+  rf_recovery_clear(&r);
+  /* its gather + broadcast: model_update_group only */
+  rf_recovery_cost(pb, RF_STRATEGY_GATHER_BROADCAST, &cal, &r);
+  g_assert_cmpint(r.ncomms, ==, 1);
+  assert_rel(r.recreate_s, 2.0);
+  rf_recovery_clear(&r);
+  /* no init figure (the neutral calibration): destroy-and-recreate unavailable */
+  RfCalibration neutral;
+  rf_calibration_defaults(&neutral);
+  g_assert_cmpfloat(rf_recovery_init_s(&neutral, 10), <, 0);
+  rf_recovery_cost(pb, RF_STRATEGY_M2N, &neutral, &r);
+  g_assert_false(r.available);
+  g_assert_cmpint(r.ncomms, ==, 1);
+  rf_recovery_clear(&r);
+  rf_calibration_clear(&neutral);
+  rf_calibration_clear(&cal);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add("/sim/golden/one_message", Golden, &one_remote, golden_setup, test_one_message,
@@ -683,6 +739,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
+  g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
   for (unsigned i = 0; i < G_N_ELEMENTS(sw_refusals); i++) {
     g_autofree char *path = g_strdup_printf("/sim/software/command_refuses/%u", i);
     g_test_add_data_func(path, sw_refusals[i], test_sw_command_refuses);
