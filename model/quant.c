@@ -281,7 +281,7 @@ static gboolean check_side(const RfProblem *pb, const RfProblemQuant *q, uint32_
       int64_t cut = lo % b ? lo : hi % b && hi != t->shape[d] ? hi : -1;
       if (cut < 0) continue;
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "%s: %s shard of '%s' ends at %lld on dim %d, inside a %lld-wide block (the "
+                  "%s: %s shard of '%s' has a boundary at %lld on dim %d, inside a %lld-wide block (the "
                   "%s split must be a multiple of %lld there%s)",
                   rf_quant_format_name(q->format), which, t->name, (long long)cut, d,
                   (long long)b, which, (long long)b,
@@ -431,6 +431,22 @@ gboolean rf_problem_set_quant(RfProblem *pb, RfQuantFormat f, RfQuantAt a, GErro
 fail:
   rf_problem_quant_free(q);
   return FALSE;
+}
+
+char *rf_quant_describe(const RfProblem *pb) {
+  const RfProblemQuant *q = pb->quant;
+  if (!q) return NULL;
+  g_autoptr(GHashTable) all = g_hash_table_new(NULL, NULL), hit = g_hash_table_new(NULL, NULL);
+  for (uint32_t i = 0; i < q->nparts; i++) {
+    gpointer t = GUINT_TO_POINTER(pb->model->parts[i].tensor + 1);
+    g_hash_table_add(all, t);
+    if (q->target[i]) g_hash_table_add(hit, t);
+  }
+  return g_strdup_printf(
+      "%s at the %s: %u of %u tensors (%s)", rf_quant_format_name(q->format),
+      rf_quant_at_name(q->at), g_hash_table_size(hit), g_hash_table_size(all),
+      q->format == RF_QUANT_FP8_BLOCK ? "e4m3, 128x128 blocks, fp32 weight_scale_inv"
+                                      : "e4m3, 32 along the input, e8m0 weight_scale");
 }
 
 /* Bytes the quantize pass reads and writes for a box of weight part pi. */

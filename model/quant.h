@@ -104,6 +104,10 @@ void rf_problem_quant_free(RfProblemQuant *q);
 /* TRUE for a quantized weight part or a scale part. */
 gboolean rf_quant_part_quantized(const RfProblem *pb, uint32_t part);
 
+/* "fp8-block at the sender: 9 of 25 tensors (e4m3, 128x128 blocks, fp32 weight_scale_inv)";
+ * NULL when not quantized. Caller frees. */
+char *rf_quant_describe(const RfProblem *pb);
+
 /* HBM bytes (read + written) of the quantize pass of every global rank into bytes[pb->nranks]
  * (may be NULL): at the sender, the source shards of target parts a rank sends from in the plan
  * (training dtype read, e4m3 and scales written); at the receiver, the destination shards.
