@@ -242,7 +242,6 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
   return g_steal_pointer(&pb);
 }
 
-
 int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GError **error) {
   if (!a->strategy || !strcmp(a->strategy, "all")) {
     for (int i = 0; i < RF_STRATEGY_COUNT; i++)

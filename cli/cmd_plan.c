@@ -5,11 +5,11 @@
 #include <string.h>
 
 #include "args.h"
-#include "quant.h"
 #include "commands.h"
 #include "error.h"
 #include "plan.h"
 #include "predict.h"
+#include "quant.h"
 #include "report.h"
 
 typedef struct {

@@ -1,9 +1,9 @@
 /* `refit run`: options (all checked before MPI starts), world check, one verified refit per
  * strategy, the report on rank 0. The MPI lifecycle is real/run.c. */
 #include "args.h"
-#include "quant.h"
 #include "commands.h"
 #include "error.h"
+#include "quant.h"
 #include "real.h"
 #include "report.h"
 

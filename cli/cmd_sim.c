@@ -1,9 +1,9 @@
 /* `refit sim`: predict the refit time of one or more strategies and explain it. */
 #include "args.h"
-#include "quant.h"
 #include "commands.h"
 #include "error.h"
 #include "predict.h"
+#include "quant.h"
 #include "report.h"
 #include "sim.h"
 

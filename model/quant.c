@@ -100,7 +100,7 @@ uint8_t rf_e4m3_from_float(float x) {
   uint32_t u = f2u(x);
   uint8_t sign = (uint8_t)((u >> 24) & 0x80);
   u &= 0x7fffffffu;
-  if (u > 0x7f800000u) return sign | 0x7f; /* NaN */
+  if (u > 0x7f800000u) return sign | 0x7f;  /* NaN */
   if (u >= 0x43e00000u) return sign | 0x7e; /* >= 448: saturate (satfinite) */
   if (u < 0x3c800000u) {                    /* below 2^-6: subnormal, steps of 2^-9 */
     float m = rintf(fabsf(x) * 512.0f);     /* exact scaling; rintf rounds to even */
@@ -209,11 +209,11 @@ uint8_t rf_quant_ref_e8m0(double amax) {
   return (uint8_t)(code < 0 ? 0 : code > 254 ? 254 : code);
 }
 
-void rf_quant_ref_matrix(RfQuantFormat f, const uint16_t *w, int64_t rows, int64_t cols,
-                         uint8_t *q, void *scales) {
+void rf_quant_ref_matrix(RfQuantFormat f, const uint16_t *w, int64_t rows, int64_t cols, uint8_t *q,
+                         void *scales) {
   int64_t br = f == RF_QUANT_FP8_BLOCK ? 128 : 1, bc = f == RF_QUANT_FP8_BLOCK ? 128 : 32;
   int64_t nbr = (rows + br - 1) / br, nbc = (cols + bc - 1) / bc;
-  double *amax = g_new0(double, nbr * nbc);
+  double *amax = g_new0(double, nbr *nbc);
   for (int64_t i = 0; i < rows * cols; i++) {
     uint32_t u = (uint32_t)w[i] << 16;
     float x;
@@ -280,12 +280,12 @@ static gboolean check_side(const RfProblem *pb, const RfProblemQuant *q, uint32_
       int64_t lo = box.lo[d] + off, hi = box.hi[d] + off;
       int64_t cut = lo % b ? lo : hi % b && hi != t->shape[d] ? hi : -1;
       if (cut < 0) continue;
-      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "%s: %s shard of '%s' has a boundary at %lld on dim %d, inside a %lld-wide block (the "
-                  "%s split must be a multiple of %lld there%s)",
-                  rf_quant_format_name(q->format), which, t->name, (long long)cut, d,
-                  (long long)b, which, (long long)b,
-                  !strcmp(which, "training") ? "; or quantize at the receiver" : "");
+      g_set_error(
+          error, RF_ERROR, RF_ERROR_INPUT,
+          "%s: %s shard of '%s' has a boundary at %lld on dim %d, inside a %lld-wide block (the "
+          "%s split must be a multiple of %lld there%s)",
+          rf_quant_format_name(q->format), which, t->name, (long long)cut, d, (long long)b, which,
+          (long long)b, !strcmp(which, "training") ? "; or quantize at the receiver" : "");
       return FALSE;
     }
   }
@@ -392,8 +392,8 @@ gboolean rf_problem_set_quant(RfProblem *pb, RfQuantFormat f, RfQuantAt a, GErro
   for (uint32_t i = 0; i < np; i++) {
     const RfTensor *t = &m->tensors[m->parts[i].tensor];
     q->train_dtype[i] = t->dtype;
-    q->target[i] = rf_quant_target(t) && (t->dtype == RF_DT_BF16 || t->dtype == RF_DT_FP16 ||
-                                          t->dtype == RF_DT_FP32);
+    q->target[i] = rf_quant_target(t) &&
+                   (t->dtype == RF_DT_BF16 || t->dtype == RF_DT_FP16 || t->dtype == RF_DT_FP32);
     if (!q->target[i]) continue;
     q->ntargets++;
     if (!check_side(pb, q, i, &pb->dst, "inference", error) ||
@@ -442,11 +442,11 @@ char *rf_quant_describe(const RfProblem *pb) {
     g_hash_table_add(all, t);
     if (q->target[i]) g_hash_table_add(hit, t);
   }
-  return g_strdup_printf(
-      "%s at the %s: %u of %u tensors (%s)", rf_quant_format_name(q->format),
-      rf_quant_at_name(q->at), g_hash_table_size(hit), g_hash_table_size(all),
-      q->format == RF_QUANT_FP8_BLOCK ? "e4m3, 128x128 blocks, fp32 weight_scale_inv"
-                                      : "e4m3, 32 along the input, e8m0 weight_scale");
+  return g_strdup_printf("%s at the %s: %u of %u tensors (%s)", rf_quant_format_name(q->format),
+                         rf_quant_at_name(q->at), g_hash_table_size(hit), g_hash_table_size(all),
+                         q->format == RF_QUANT_FP8_BLOCK
+                             ? "e4m3, 128x128 blocks, fp32 weight_scale_inv"
+                             : "e4m3, 32 along the input, e8m0 weight_scale");
 }
 
 /* Bytes the quantize pass reads and writes for a box of weight part pi. */

@@ -72,8 +72,8 @@ void rf_quant_matrix(RfQuantFormat f, const uint16_t *w, int64_t rows, int64_t c
  * rf_quant_matrix. */
 uint8_t rf_quant_ref_e4m3(double x);
 uint8_t rf_quant_ref_e8m0(double amax);
-void rf_quant_ref_matrix(RfQuantFormat f, const uint16_t *w, int64_t rows, int64_t cols,
-                         uint8_t *q, void *scales);
+void rf_quant_ref_matrix(RfQuantFormat f, const uint16_t *w, int64_t rows, int64_t cols, uint8_t *q,
+                         void *scales);
 /* Elements of the scale matrix of a rows x cols block-aligned matrix. */
 int64_t rf_quant_scale_elems(RfQuantFormat f, int64_t rows, int64_t cols);
 

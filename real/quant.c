@@ -6,9 +6,9 @@
  * production quantizer (model/quant.c) before the refit; at the receiver the BF16 arrives and
  * the receiver quantizes it after the last stage. Either way the destination's e4m3 bytes and
  * scales are compared with the reference quantizer run on the pattern itself. */
+#include "quant.h"
 #include "engine_int.h"
 #include "pattern.h"
-#include "quant.h"
 
 #include <string.h>
 
@@ -21,17 +21,16 @@ static uint16_t pattern_bf16(uint32_t t, uint64_t gidx, uint64_t step) {
 
 typedef struct {
   const RfProblem *pb;
-  uint32_t wp, sp;      /* weight part, scale part (sender) or (uint32_t)-1 */
-  RfBox box, chunk;     /* the rank's weight shard */
-  RfBox sbox, schunk;   /* its scale shard (sender) */
-  int nd;               /* part dims: leading..., rows, cols */
+  uint32_t wp, sp;    /* weight part, scale part (sender) or (uint32_t)-1 */
+  RfBox box, chunk;   /* the rank's weight shard */
+  RfBox sbox, schunk; /* its scale shard (sender) */
+  int nd;             /* part dims: leading..., rows, cols */
   int64_t rows, cols, lead;
   int64_t srows, scols; /* scale matrix of one leading index */
   int64_t br, bc;
 } Shard;
 
-static gboolean shard_of(const RfProblem *pb, const RfSide *side, uint32_t wp, int rank,
-                         Shard *s) {
+static gboolean shard_of(const RfProblem *pb, const RfSide *side, uint32_t wp, int rank, Shard *s) {
   const RfProblemQuant *q = pb->quant;
   memset(s, 0, sizeof *s);
   if (!q->target[wp] || !rf_side_rank_shard(side, wp, rank, &s->box, &s->chunk)) return FALSE;
@@ -128,8 +127,7 @@ void rf_real_quant_fill(const RfProblem *pb, int rank, void *const *src_buf, uin
   }
 }
 
-uint64_t rf_real_quant_verify(const RfProblem *pb, int rank, void *const *dst_buf,
-                              uint64_t step) {
+uint64_t rf_real_quant_verify(const RfProblem *pb, int rank, void *const *dst_buf, uint64_t step) {
   const RfProblemQuant *q = pb->quant;
   int ss = rf_dtype_size(rf_quant_scale_dtype(q->format));
   uint64_t wrong = 0;

@@ -71,7 +71,7 @@ static void test_e4m3_vs_reference(void) {
 
 static void test_e8m0(void) {
   g_assert_cmpuint(rf_e8m0_from_amax(0), ==, 0);
-  g_assert_cmpuint(rf_e8m0_from_amax(1.0f), ==, 119);  /* 2^(0 - 8) */
+  g_assert_cmpuint(rf_e8m0_from_amax(1.0f), ==, 119);   /* 2^(0 - 8) */
   g_assert_cmpuint(rf_e8m0_from_amax(448.0f), ==, 127); /* floor(log2 448) = 8 */
   g_assert_cmpuint(rf_e8m0_from_amax(511.9f), ==, 127);
   g_assert_cmpuint(rf_e8m0_from_amax(512.0f), ==, 128);
@@ -143,7 +143,7 @@ static void test_matrix(void) {
   uint8_t e;
   rf_quant_matrix(RF_QUANT_MXFP8, w, 1, 4, q, &e);
   g_assert_cmpuint(e, ==, 127 + 9 - 8); /* floor(log2 896) = 9 */
-  g_assert_cmphex(q[1], ==, 0x7e);     /* 896 / 2 = 448 */
+  g_assert_cmphex(q[1], ==, 0x7e);      /* 896 / 2 = 448 */
   g_assert_cmphex(q[0], ==, 0x38);
 }
 
@@ -179,8 +179,8 @@ static RfProblem *tiny(const char *model, const char *train, const char *infer, 
 /* The tensor rule on a real model: the projections quantized, the rest kept. */
 static void test_rule(void) {
   GError *e = NULL;
-  g_autoptr(RfProblem) pb = tiny("deepseek-v3", "TP8xPP4xEP8", "TP8xDP4", RF_QUANT_FP8_BLOCK,
-                                 RF_QUANT_AT_RECEIVER, &e);
+  g_autoptr(RfProblem) pb =
+      tiny("deepseek-v3", "TP8xPP4xEP8", "TP8xDP4", RF_QUANT_FP8_BLOCK, RF_QUANT_AT_RECEIVER, &e);
   g_assert_no_error(e);
   for (uint32_t i = 0; i < pb->model->nparts; i++) {
     const RfTensor *t = &pb->model->tensors[pb->model->parts[i].tensor];
@@ -267,8 +267,8 @@ static void test_plans_mxfp8(void) {
 static void test_refused(void) {
   GError *e = NULL;
   /* tiny-moe: hidden 96 split by TP2 at 48 */
-  RfProblem *pb = tiny("tiny-moe", "TP2xPP2", "TP2xDP2", RF_QUANT_FP8_BLOCK, RF_QUANT_AT_RECEIVER,
-                       &e);
+  RfProblem *pb =
+      tiny("tiny-moe", "TP2xPP2", "TP2xDP2", RF_QUANT_FP8_BLOCK, RF_QUANT_AT_RECEIVER, &e);
   g_assert_null(pb);
   g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
   g_assert_nonnull(strstr(e->message, "inference shard of"));
