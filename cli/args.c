@@ -1,6 +1,7 @@
 #include "args.h"
 #include "datafile.h"
 #include "error.h"
+#include "quant.h"
 
 #include "report.h"
 
@@ -81,6 +82,14 @@ GOptionGroup *rf_args_group(RfArgs *a) {
        "Elastic recovery: replan without these GPUs (global GPU indices, comma list)", "GPU,..."},
       {"lost-domain", 0, 0, G_OPTION_ARG_STRING, &a->lost_dom,
        "Elastic recovery: replan without every GPU of these NVLink domains (comma list)", "D,..."},
+      {"infer-quant", 0, 0, G_OPTION_ARG_STRING, &a->quant,
+       "Inference weights quantized: none, fp8-block (e4m3, 128x128 blocks, fp32 "
+       "weight_scale_inv) or mxfp8 (e4m3, 32 along the input, e8m0 scales); default none",
+       "FORMAT"},
+      {"quant-at", 0, 0, G_OPTION_ARG_STRING, &a->quant_at,
+       "Where to quantize: sender (before the network, FP8 on the wire) or receiver (BF16 on the "
+       "wire); default sender",
+       "WHERE"},
       {"spec", 0, 0, G_OPTION_ARG_FILENAME, &a->spec,
        "Raw DTensor spec (JSON, docs/formats.md) instead of model and layouts", "FILE"},
       {"topology", 'T', 0, G_OPTION_ARG_STRING, &a->topology,
@@ -105,6 +114,8 @@ void rf_args_clear(RfArgs *a) {
   g_free(a->infer_fw);
   g_free(a->lost);
   g_free(a->lost_dom);
+  g_free(a->quant);
+  g_free(a->quant_at);
   g_free(a->spec);
   g_free(a->topology);
   g_free(a->strategy);
@@ -187,13 +198,8 @@ static gboolean parse_index_list(const char *opt, const char *s, GArray *out, GE
   return ok;
 }
 
-RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
-  g_autoptr(GArray) gpus = g_array_new(FALSE, FALSE, sizeof(int));
-  g_autoptr(GArray) doms = g_array_new(FALSE, FALSE, sizeof(int));
-  if (a->lost && !parse_index_list("--lost", a->lost, gpus, error)) return NULL;
-  if (a->lost_dom && !parse_index_list("--lost-domain", a->lost_dom, doms, error)) return NULL;
-  g_autoptr(RfProblem) pb = args_problem(a, error);
-  if (!pb || (!a->lost && !a->lost_dom)) return g_steal_pointer(&pb);
+/* Mark the GPUs of --lost and of --lost-domain lost. */
+static gboolean args_set_lost(RfProblem *pb, GArray *gpus, GArray *doms, GError **error) {
   int D = pb->topo->gpus_per_domain;
   for (guint i = 0; i < doms->len; i++) {
     int d = g_array_index(doms, int, i), any = 0;
@@ -205,10 +211,34 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     if (!any) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                   "--lost-domain %d: no rank of this refit sits in NVLink domain %d", d, d);
-      return NULL;
+      return FALSE;
     }
   }
-  if (!rf_problem_set_lost(pb, (const int *)gpus->data, (int)gpus->len, error)) return NULL;
+  return rf_problem_set_lost(pb, (const int *)gpus->data, (int)gpus->len, error);
+}
+
+RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
+  g_autoptr(GArray) gpus = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) doms = g_array_new(FALSE, FALSE, sizeof(int));
+  RfQuantFormat qf = RF_QUANT_NONE;
+  RfQuantAt qa = RF_QUANT_AT_SENDER;
+  if (a->lost && !parse_index_list("--lost", a->lost, gpus, error)) return NULL;
+  if (a->lost_dom && !parse_index_list("--lost-domain", a->lost_dom, doms, error)) return NULL;
+  if (a->quant && !rf_quant_format_parse(a->quant, &qf, error)) {
+    g_prefix_error(error, "--infer-quant: ");
+    return NULL;
+  }
+  if (a->quant_at && !rf_quant_at_parse(a->quant_at, &qa, error)) {
+    g_prefix_error(error, "--quant-at: ");
+    return NULL;
+  }
+  if (a->quant_at && qf == RF_QUANT_NONE) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--quant-at needs --infer-quant fp8-block|mxfp8");
+    return NULL;
+  }
+  g_autoptr(RfProblem) pb = args_problem(a, error);
+  if (pb && (a->lost || a->lost_dom) && !args_set_lost(pb, gpus, doms, error)) return NULL;
+  if (pb && !rf_problem_set_quant(pb, qf, qa, error)) return NULL;
   return g_steal_pointer(&pb);
 }
 

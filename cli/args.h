@@ -14,6 +14,8 @@ typedef struct {
   char *infer_fw;  /* --infer-framework vllm|sglang|megatron (default vllm) */
   char *lost;      /* --lost GPU,... (elastic recovery) */
   char *lost_dom;  /* --lost-domain D,... */
+  char *quant;     /* --infer-quant none|fp8-block|mxfp8 */
+  char *quant_at;  /* --quant-at sender|receiver (default sender) */
   char *spec;      /* --spec FILE */
   char *topology;  /* --topology NAME|FILE */
   int domain_size; /* --domain-size N; 0 when not given */
@@ -37,7 +39,8 @@ GOptionGroup *rf_args_group(RfArgs *args);
 void rf_args_clear(RfArgs *args);
 
 /* Build the problem the arguments describe, with the lost GPUs of --lost / --lost-domain
- * marked (rf_problem_set_lost). NULL + one-line error on bad input. */
+ * marked (rf_problem_set_lost) and the inference quantization of --infer-quant / --quant-at
+ * (rf_problem_set_quant). NULL + one-line error on bad input. */
 RfProblem *rf_args_problem(const RfArgs *args, GError **error);
 
 /* Strategies selected by --strategy (default: all for plan). Returns the count written to out. */

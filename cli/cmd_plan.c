@@ -9,6 +9,7 @@
 #include "error.h"
 #include "plan.h"
 #include "predict.h"
+#include "quant.h"
 #include "report.h"
 
 typedef struct {
@@ -93,6 +94,8 @@ static void print_header(const RfArgs *a, const RfProblem *pb) {
   printf("# topology %s: %d GPUs per NVLink domain, %d x %.0f Gb/s NIC per GPU\n", pb->topo->name,
          pb->topo->gpus_per_domain, pb->topo->nics_per_gpu, pb->topo->nic_Gbps);
   printf("# placement: %s\n", pb->placement_note);
+  g_autofree char *quant = rf_quant_describe(pb);
+  if (quant) printf("# quant: %s\n", quant);
   printf("%-17s %12s %12s %12s %10s %11s %7s %10s %10s %8s\n", "strategy", "network", "nvlink",
          "max_nic", "messages", "transfers", "stages", "lower_bd", "phys_bd", "net/model");
   printf("%-17s %12s %12s %12s %10s %11s %7s %10s %10s %8s\n", "", "(GB)", "(GB)", "(GB)", "", "",

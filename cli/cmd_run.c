@@ -3,6 +3,7 @@
 #include "args.h"
 #include "commands.h"
 #include "error.h"
+#include "quant.h"
 #include "real.h"
 #include "report.h"
 #include "schedule.h"
@@ -43,6 +44,8 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
          pb->src.nranks, pb->dst.nranks, o->local ? "processes" : "MPI world", o->local ? 1 : world,
          pb->topo->name, pb->topo->gpus_per_domain);
   if (pb->placement_note) printf("# placement: %s\n", pb->placement_note);
+  g_autofree char *quant = rf_quant_describe(pb);
+  if (quant) printf("# quant: %s\n", quant);
   if (hosts_note) printf("# hosts: %s\n", hosts_note);
   printf("# staging %" G_GUINT64_FORMAT " B per rank, direction and lane, %d lane%s (groups in "
          "flight), max %d ops per group",
@@ -269,6 +272,13 @@ static gboolean check_problem(RunCmd *c, GError **error) {
   if (c->ns < 0) return FALSE;
   c->pb = rf_args_problem(&c->a, error);
   if (!c->pb) return FALSE;
+  if (c->pb->quant && strcmp(c->o.backend, "host")) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--infer-quant runs on the host backend only (the %s backend has no quantize "
+                "kernels)",
+                c->o.backend);
+    return FALSE;
+  }
   int n = c->pb->nranks;
   if (c->drop != G_MININT) {
     if (c->drop < 0 || c->drop >= n) {

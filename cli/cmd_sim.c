@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "error.h"
 #include "predict.h"
+#include "quant.h"
 #include "recovery.h"
 #include "report.h"
 #include "schedule.h"
@@ -67,6 +68,8 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
           c->hybrid_overlap ? "concurrent" : "sequential");
   fprintf(f, "# ranks %d (train %d, infer %d)\n", pb->nranks, pb->src.nranks, pb->dst.nranks);
   if (pb->placement_note) fprintf(f, "# placement: %s\n", pb->placement_note);
+  g_autofree char *quant = rf_quant_describe(pb);
+  if (quant) fprintf(f, "# quant: %s\n", quant);
 }
 
 static void print_row(FILE *f, const Row *r) {

@@ -1,6 +1,7 @@
 /* Layout strings ("TP4xPP8xEP16"), sides, and the local memory map of a rank's shards. */
 #include "error.h"
 #include "layout_private.h"
+#include "quant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,7 @@ void rf_problem_free(RfProblem *p) {
   g_free(p->gpu);
   g_free(p->placement_note);
   g_free(p->lost);
+  rf_problem_quant_free(p->quant);
   g_free(p);
 }
 

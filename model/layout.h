@@ -62,6 +62,8 @@ typedef struct {
   const uint8_t *lost; /* per global rank, borrowed from RfProblem.lost; NULL: none lost */
 } RfSide;
 
+struct RfProblemQuant;
+
 typedef struct {
   RfModel *model;   /* owned */
   RfTopology *topo; /* owned */
@@ -71,6 +73,7 @@ typedef struct {
   char *placement_note; /* human-readable: how ranks were put on domains */
   uint8_t *lost;        /* per global rank: 1 when its GPU is lost (rf_problem_set_lost); or NULL */
   int nlost;            /* lost ranks */
+  struct RfProblemQuant *quant; /* owned: inference quantization (model/quant.h), or NULL */
 } RfProblem;
 
 /* Model + Megatron training layout + vLLM inference layout on a topology.

@@ -547,6 +547,8 @@ static gboolean one_refit(RealState *st, const RfPlan *plan, uint64_t step, gboo
       return FALSE;
     }
   }
+  for (int i = 0; st->pb->quant && i < st->nlr; i++) /* host only: cmd_run checks */
+    rf_real_quant_fill(st->pb, st->lr[i].rank, st->lr[i].src_buf, step);
   /* wait for the fill: it is not part of the refit */
   if ((s = st->ops->mark(st->dev, 0)) || (s = st->ops->finish(st->dev, 1, since, &(int){0}))) {
     rf_real_set_err(error, rf_real_status_code(s), "rank %d: fill: %s", st->me,
@@ -623,6 +625,11 @@ static gboolean verify_banks(RealState *st, uint64_t step, uint64_t w[2], GError
   for (int i = 0; i < st->nlr; i++) {
     LRank *l = &st->lr[i];
     uint64_t n = 0;
+    if (st->pb->quant) {
+      w[0] += rf_real_quant_verify(st->pb, l->rank, l->dst_buf[1 - st->bank], step);
+      if (st->have_prev)
+        w[1] += rf_real_quant_verify(st->pb, l->rank, l->dst_buf[st->bank], st->prev_step);
+    }
     if (!l->nverify) continue;
     DEVCHECK(st,
              st->ops->verify(st->dev, l->bases_dev[1 - st->bank], l->verify_dev, l->nverify,

@@ -129,6 +129,14 @@ static inline int rf_part_esize(const RfProblem *pb, uint32_t part) {
   return rf_dtype_size(pb->model->tensors[pb->model->parts[part].tensor].dtype);
 }
 
+/* quant.c (host memory only): the quantize pass of a quantized problem (model/quant.h) on one
+ * rank. fill: the finite BF16 pattern of the rank's target source shards, quantized with the
+ * production quantizer at the sender. verify: wrong e4m3 elements and scales of its destination
+ * shards against the reference quantizer (at the receiver, first the BF16 that arrived, then its
+ * quantize pass). Buffers are the rank's per-side buffer tables. */
+void rf_real_quant_fill(const RfProblem *pb, int rank, void *const *src_buf, uint64_t step);
+uint64_t rf_real_quant_verify(const RfProblem *pb, int rank, void *const *dst_buf, uint64_t step);
+
 /* spans.c */
 /* Runs (Span) of sub, a box inside outer, in outer's row-major order, appended to out in
  * row-major order of sub. */

@@ -3,6 +3,7 @@
  * device), the holding store's layout (a first-fit allocator over piece lifetimes) and the
  * tables of base pointers, uploaded into backend memory once per plan. */
 #include "engine_int.h"
+#include "quant.h"
 
 #include <string.h>
 
@@ -32,6 +33,7 @@ void rf_real_side_runs(const RfProblem *pb, const RfSide *side, int rank, int sp
   for (uint32_t part = 0; part < pb->model->nparts; part++) {
     RfBox box, chunk;
     if (!side->place[part].mesh || !rf_side_rank_shard(side, part, rank, &box, &chunk)) continue;
+    if (rf_quant_part_quantized(pb, part)) continue; /* filled and checked by quant.c */
     RfBoxDesc d;
     box_desc(pb, part, &box, &d);
     uint32_t bi = boxes->len;

@@ -1,6 +1,7 @@
 /* The RfExecutor of the simulator: plan -> flow program -> SimGrid -> RfResult. */
 #include "error.h"
 #include "internal.h"
+#include "quant.h"
 
 #include <string.h>
 
@@ -179,6 +180,28 @@ static void add_step_stages(RfResult *out, const SimProgram *p, const SimOutcome
   }
 }
 
+/* The quantize pass (model/quant.h) at the HBM rate of the busiest GPU, in series with the
+ * transfers: before them at the sender (every stage starts later), after them at the receiver.
+ * Bytes: what the pass reads and writes, so the rate is the HBM's own (not half of it, as for a
+ * copy's payload). */
+static void add_quantize(const SimState *st, const RfPlan *plan, RfResult *out) {
+  const RfProblem *pb = plan->problem;
+  if (!pb->quant) return;
+  uint64_t by = rf_quant_pass_bytes(pb, plan, NULL, NULL);
+  double t = (double)by / (pb->topo->hbm_GBps * 1e9 * st->calib.hbm_efficiency);
+  if (pb->quant->at == RF_QUANT_AT_SENDER) {
+    for (int i = 0; i < out->nstages; i++) {
+      out->stages[i].start_s += t;
+      out->stages[i].end_s += t;
+    }
+    rf_result_add_stage(out, "quantize", 0, t, by);
+  } else {
+    rf_result_add_stage(out, "quantize", out->total_s, out->total_s + t, by);
+  }
+  out->total_s += t;
+  out->min_s = out->max_s = out->total_s;
+}
+
 static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GError **error) {
   SimState *st = ex->state;
   gint64 t0 = g_get_monotonic_time();
@@ -205,6 +228,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     }
   else
     add_step_stages(out, p, &oc);
+  add_quantize(st, plan, out);
   fill_stats(st, p, plan->problem);
   out->bound_by = bound_by(st, p, out->total_s);
   st->stats.wall_s = (g_get_monotonic_time() - t0) / 1e6;

@@ -55,6 +55,16 @@ expect_rc "run fail 1:x" 2 "test-fail wants RANK:STAGE" "$REFIT" run --test-fail
 expect_rc "run iters" 2 "iters must be" "$REFIT" run --local --iters 0 $P
 expect_rc "run bad model (MPI not started)" 2 "unknown model" "$REFIT" run -m nope -t TP2 -i TP2
 
+# Quantized inference targets: unknown names, a shard boundary inside a block, no executor.
+expect_err "unknown quant" "unknown inference quantization 'fp4'" "$REFIT" plan $P --infer-quant fp4
+expect_err "unknown quant place" "unknown quantization place 'nic'" \
+  "$REFIT" plan $P --infer-quant mxfp8 --quant-at nic
+expect_err "quant-at alone" "--quant-at needs --infer-quant" "$REFIT" plan $P --quant-at sender
+expect_err "block cut" "inside a 128-wide block" \
+  "$REFIT" plan -m tiny-moe -t TP2xPP2 -i TP2xDP2 --infer-quant fp8-block
+expect_err "quant on cuda" "host backend only" \
+  "$REFIT" run --local -b cuda -m tiny-moe -t TP1 -i TP1 --infer-quant mxfp8
+
 # A non-ASCII byte in an option: one line naming the option, in any locale.
 bytes=$(printf 'tiny\377')
 LC_ALL=C expect_rc "non-ASCII option, C locale" 2 "^refit: error: --model: the value has bytes" \

@@ -70,6 +70,15 @@ mpi-model)
     --infer TP2xDP2xEP4 --domain-size 4 --staging-mib 0.01 --max-ops 3
   run_ok "tiny-hybrid TP2xEP2 -> TP2xDP2" 6 --model tiny-hybrid --train TP2xEP2 --infer TP2xDP2 \
     --domain-size 2
+  # Quantized inference targets (docs/quant.md): e4m3 bytes and scales checked against the
+  # reference quantizer, one run per format and place.
+  fp8="$(dirname "$0")/data/tiny-fp8.json"
+  for q in fp8-block mxfp8; do
+    for at in sender receiver; do
+      run_ok "tiny-fp8 $q at the $at" 8 --model "$fp8" --train TP2xPP2 --infer TP2xDP2 \
+        --domain-size 4 --infer-quant $q --quant-at $at --iters 1
+    done
+  done
   run_ok "tiny-next TP2xPP2 -> TP2xDP2" 8 --model tiny-next --train TP2xPP2 --infer TP2xDP2 \
     --domain-size 2 --staging-mib 0.005
   # Elastic recovery, shrink: GPU 1 (training) and GPU 9 (inference) are excluded before the
