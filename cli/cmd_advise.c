@@ -65,6 +65,7 @@ typedef struct {
   double mem_bytes;     /* GPU memory (0: unknown) */
   double reserve_bytes; /* KV-cache reserve per GPU */
   int rank, world;      /* MPI (0 / 1 without) */
+  RfBoundRates rates;   /* the calibration's link rates, for the bound */
 } Ctx;
 
 /* ---------- parsing the constraints ---------- */
@@ -169,7 +170,7 @@ static void run_candidate(const Ctx *c, const Cand *k, gboolean simulate, Outcom
   if (!plan) goto out;
   const char *what = "NIC";
   out->nic_bound_s = plan->stats.lower_bound_s;
-  out->bound_s = rf_plan_fabric_bound(plan, !c->cal.hybrid_overlap, &what);
+  out->bound_s = rf_plan_fabric_bound(plan, &c->rates, !c->cal.hybrid_overlap, &what);
   g_strlcpy(out->bound_what, what, sizeof out->bound_what);
   out->network_bytes = plan->stats.network_bytes;
   RfMemory mem;
@@ -829,6 +830,13 @@ int rf_cmd_advise(int argc, char **argv) {
   if (o.kv_reserve && !parse_reserve(o.kv_reserve, c.mem_bytes, &c.reserve_bytes, &e)) goto out;
   gboolean neutral = FALSE;
   if (!rf_calibration_select(&c.cal, o.calib, topo, &c.cal_source, &neutral, &e)) goto out;
+  /* the simulator's link rates and network-byte factors (sim/program.c): the bound at those */
+  rf_bound_rates_peak(&c.rates);
+  c.rates.nic = c.cal.nic_efficiency;
+  c.rates.nvlink = c.cal.nvlink_efficiency;
+  c.rates.phase_net[RF_PHASE_EXPORT] = c.cal.nic_efficiency / c.cal.allgather_efficiency;
+  c.rates.phase_net[RF_PHASE_BROADCAST] = c.cal.nic_efficiency / c.cal.broadcast_efficiency;
+  c.rates.fixed_s = c.cal.fixed_s;
   model = rf_model_load(o.model, &e);
   if (!model) goto out;
   c.model = model;
