@@ -4,10 +4,12 @@
  *    x placements x strategies; a layout the model cannot take (heads, experts) or whose weights
  *    do not fit the memory left after the KV reserve is dropped with its reason.
  * 2. Bound every candidate (forked workers): build the plan, take its fabric-aware lower bound
- *    (rf_plan_fabric_bound) and its memory.
+ *    at the calibration's link rates (rf_plan_fabric_bound) and its memory.
  * 3. Simulate in order of increasing bound (forked workers, up to --jobs): a candidate whose bound
  *    exceeds the best prediction so far is never simulated.
- * 4. Rank, print (table, --json, --csv), plot (--plot, scripts/advise_plot.py). */
+ * 4. Rank, print (table, --json, --csv), plot (--plot, scripts/advise_plot.py).
+ * Under mpirun / srun (or --mpi) steps 2 and 3 are spread over the ranks (search()), each rank
+ * forking its own workers, and rank 0 prints the one answer. */
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
