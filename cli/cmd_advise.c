@@ -395,7 +395,7 @@ static gboolean search(const Ctx *c, Cand *cands, int n, int *order, int *nord, 
   }
 #undef AT
   if (!rf_real_world_min_end(&best, error)) goto fail;
-  if (W > 1) {
+  if (W > 1 && *nord > 0) {
     typedef struct {
       int simulated, pruned;
       Outcome sim;
