@@ -4,16 +4,19 @@
  *    x placements x strategies; a layout the model cannot take (heads, experts) or whose weights
  *    do not fit the memory left after the KV reserve is dropped with its reason.
  * 2. Bound every candidate (forked workers): build the plan, take its fabric-aware lower bound
- *    (rf_plan_fabric_bound) and its memory.
+ *    at the calibration's link rates (rf_plan_fabric_bound) and its memory.
  * 3. Simulate in order of increasing bound (forked workers, up to --jobs): a candidate whose bound
  *    exceeds the best prediction so far is never simulated.
- * 4. Rank, print (table, --json, --csv), plot (--plot, scripts/advise_plot.py). */
+ * 4. Rank, print (table, --json, --csv), plot (--plot, scripts/advise_plot.py).
+ * Under mpirun / srun (or --mpi) steps 2 and 3 are spread over the ranks (search()), each rank
+ * forking its own workers, and rank 0 prints the one answer. */
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +27,7 @@
 #include "error.h"
 #include "memory.h"
 #include "predict.h"
+#include "real.h"
 #include "report.h"
 #include "sim.h"
 
@@ -52,7 +56,7 @@ typedef struct {
   char *model, *train, *topology, *gpus, *tps, *eps, *strategy, *placements, *calib;
   char *kv_reserve, *csv, *plot;
   int jobs;
-  gboolean json, quiet, exhaustive;
+  gboolean json, quiet, exhaustive, mpi;
 } Opts;
 
 typedef struct {
@@ -62,6 +66,8 @@ typedef struct {
   char *cal_source;
   double mem_bytes;     /* GPU memory (0: unknown) */
   double reserve_bytes; /* KV-cache reserve per GPU */
+  int rank, world;      /* MPI (0 / 1 without) */
+  RfBoundRates rates;   /* the calibration's link rates, for the bound */
 } Ctx;
 
 /* ---------- parsing the constraints ---------- */
@@ -166,7 +172,7 @@ static void run_candidate(const Ctx *c, const Cand *k, gboolean simulate, Outcom
   if (!plan) goto out;
   const char *what = "NIC";
   out->nic_bound_s = plan->stats.lower_bound_s;
-  out->bound_s = rf_plan_fabric_bound(plan, !c->cal.hybrid_overlap, &what);
+  out->bound_s = rf_plan_fabric_bound(plan, &c->rates, !c->cal.hybrid_overlap, &what);
   g_strlcpy(out->bound_what, what, sizeof out->bound_what);
   out->network_bytes = plan->stats.network_bytes;
   RfMemory mem;
@@ -267,7 +273,7 @@ static int reap(Worker *w, int nw, Cand *cands, gboolean simulate) {
 /* At most one line a second (and the last one): done/total and an ETA from the mean so far. */
 static void progress(const Ctx *c, const char *what, int done, int total, gint64 t0) {
   static gint64 last;
-  if (c->o->quiet || c->o->json) return;
+  if (c->o->quiet || c->o->json || c->rank) return;
   gint64 now = g_get_monotonic_time();
   if (done < total && now - last < G_USEC_PER_SEC) return;
   last = now;
@@ -293,27 +299,52 @@ static int by_prediction(const void *a, const void *b, void *ud) {
   return x->bound.bound_s < y->bound.bound_s ? -1 : x->bound.bound_s > y->bound.bound_s;
 }
 
-/* Step 2 and 3. Fills cands; the indices of the bounded ones, by bound, in order. */
+/* Under MPI, every rank gets every rank's blocks: block k of rank r is item r + k x world. */
+static gboolean share(const void *mine, void *all, size_t block, int nblocks, GError **error) {
+  return rf_real_world_allgather(mine, all, block * (size_t)nblocks, error);
+}
+
+/* Step 2 and 3. Fills cands; the indices of the bounded ones, by bound, in order. Under MPI,
+ * rank R of W takes candidates i with i % W == R for the bounds (then every rank gets every
+ * bound, and all sort them alike), and positions p % W == R of that order for the simulations;
+ * each rank prunes against the best prediction it knows (its own and those the others have sent
+ * so far), and every rank ends with every outcome. */
 static gboolean search(const Ctx *c, Cand *cands, int n, int *order, int *nord, GError **error) {
-  int jobs = c->o->jobs;
+  int jobs = c->o->jobs, R = c->rank, W = c->world;
   Worker *w = g_new0(Worker, jobs);
   int running = 0, next = 0, done = 0;
   gint64 t0 = g_get_monotonic_time();
-  /* 2. bounds */
-  while (done < n) {
-    while (running < jobs && next < n) {
+  /* 2. bounds: this rank's share */
+  int mine = n > R ? (n - R + W - 1) / W : 0;
+  while (done < mine) {
+    while (running < jobs && next < mine) {
       int slot = -1;
       for (int j = 0; j < jobs; j++)
         if (!w[j].pid) slot = j;
-      if (!spawn(c, cands, next, FALSE, &w[slot], error)) goto fail;
+      if (!spawn(c, cands, R + next * W, FALSE, &w[slot], error)) goto fail;
       next++, running++;
     }
     int j = reap(w, jobs, cands, FALSE);
     if (j >= 0) {
       w[j].pid = 0;
       running--, done++;
-      progress(c, "bounds", done, n, t0);
+      progress(c, "bounds", done, mine, t0);
     }
+  }
+  if (W > 1) {
+    int K = (n + W - 1) / W;
+    Outcome *blk = g_new0(Outcome, K), *all = g_new0(Outcome, (size_t)K * W);
+    for (int k = 0; k < K && R + k * W < n; k++)
+      blk[k] = cands[R + k * W].bound;
+    gboolean ok = share(blk, all, sizeof(Outcome), K, error);
+    for (int r = 0; ok && r < W; r++)
+      for (int k = 0; k < K && r + k * W < n; k++) {
+        cands[r + k * W].bound = all[(size_t)r * K + k];
+        cands[r + k * W].bounded = TRUE;
+      }
+    g_free(blk);
+    g_free(all);
+    if (!ok) goto fail;
   }
   *nord = 0;
   for (int i = 0; i < n; i++)
@@ -321,40 +352,70 @@ static gboolean search(const Ctx *c, Cand *cands, int n, int *order, int *nord, 
       order[(*nord)++] = i;
     else
       cands[i].dropped = TRUE;
-  g_qsort_with_data(order, *nord, sizeof(int), by_bound, cands);
-  /* 3. simulations in bound order, pruned against the best so far */
+  g_qsort_with_data(order, *nord, sizeof(int), by_bound, cands); /* stable: alike on every rank */
+  /* 3. simulations in bound order, pruned against the best so far; this rank's positions */
   double best = INFINITY;
   int sims = 0;
+  mine = *nord > R ? (*nord - R + W - 1) / W : 0;
+#define AT(q) order[R + (q)*W]
   next = 0;
   t0 = g_get_monotonic_time();
-  while (next < *nord || running > 0) {
-    while (running < jobs && next < *nord) {
-      Cand *k = &cands[order[next]];
+  while (next < mine || running > 0) {
+    if (!rf_real_world_min_poll(&best, error)) goto fail;
+    while (running < jobs && next < mine) {
+      Cand *k = &cands[AT(next)];
       if (!c->o->exhaustive && k->bound.bound_s > best) {
         /* sorted by bound: everything after it is pruned too */
-        for (int r = next; r < *nord; r++)
-          cands[order[r]].pruned = TRUE;
-        next = *nord;
+        for (int r = next; r < mine; r++)
+          cands[AT(r)].pruned = TRUE;
+        next = mine;
         break;
       }
       int slot = -1;
       for (int j = 0; j < jobs; j++)
         if (!w[j].pid) slot = j;
-      if (!spawn(c, cands, order[next], TRUE, &w[slot], error)) goto fail;
+      if (!spawn(c, cands, AT(next), TRUE, &w[slot], error)) goto fail;
       next++, running++;
     }
     if (!running) break;
     int j = reap(w, jobs, cands, TRUE);
     if (j >= 0) {
       const Cand *k = &cands[w[j].cand];
-      if (k->sim.ok && k->sim.predicted_s < best) best = k->sim.predicted_s;
+      if (k->sim.ok && k->sim.predicted_s < best) {
+        best = k->sim.predicted_s;
+        if (!rf_real_world_min_post(best, error)) goto fail;
+      }
       w[j].pid = 0;
       running--, sims++;
       int pruned = 0;
-      for (int r = next; r < *nord; r++)
-        pruned += !c->o->exhaustive && cands[order[r]].bound.bound_s > best;
-      progress(c, "simulated", sims, sims + running + (*nord - next) - pruned, t0);
+      for (int r = next; r < mine; r++)
+        pruned += !c->o->exhaustive && cands[AT(r)].bound.bound_s > best;
+      progress(c, "simulated", sims, sims + running + (mine - next) - pruned, t0);
     }
+  }
+#undef AT
+  if (!rf_real_world_min_end(&best, error)) goto fail;
+  if (W > 1 && *nord > 0) {
+    typedef struct {
+      int simulated, pruned;
+      Outcome sim;
+    } Done;
+    int K = (*nord + W - 1) / W;
+    Done *blk = g_new0(Done, K), *all = g_new0(Done, (size_t)K * W);
+    for (int k = 0; k < K && R + k * W < *nord; k++) {
+      const Cand *x = &cands[order[R + k * W]];
+      blk[k] = (Done){x->simulated, x->pruned, x->sim};
+    }
+    gboolean ok = share(blk, all, sizeof(Done), K, error);
+    for (int r = 0; ok && r < W; r++)
+      for (int k = 0; k < K && r + k * W < *nord; k++) {
+        const Done *d = &all[(size_t)r * K + k];
+        Cand *x = &cands[order[r + k * W]];
+        x->simulated = d->simulated, x->pruned = d->pruned, x->sim = d->sim;
+      }
+    g_free(blk);
+    g_free(all);
+    if (!ok) goto fail;
   }
   g_free(w);
   return TRUE;
@@ -388,10 +449,12 @@ static void print_table(const Ctx *c, const Cand *cands, const int *rank, int nr
   printf("# GPU memory %s; KV reserve %.1f GB per GPU; weights must fit memory - reserve, "
          "weights + refit extra must fit memory\n",
          mem, c->reserve_bytes / 1e9);
+  char ranks[48] = "";
+  if (c->world > 1) g_snprintf(ranks, sizeof ranks, " over %d MPI ranks", c->world);
   printf("# candidates %d: %d infeasible, %d simulated, %d pruned by the bound (%.0f%% of the "
-         "feasible), %.1f s wall\n",
+         "feasible), %.1f s wall%s\n",
          n, ndropped, nsim, npruned, n - ndropped > 0 ? 100.0 * npruned / (n - ndropped) : 0.0,
-         wall_s);
+         wall_s, ranks);
   printf("%4s %6s %-20s %-12s %-17s %12s %10s %7s %10s  %s\n", "rank", "gpus", "layout",
          "placement", "strategy", "predicted", "bound", "ratio", "mem/GPU", "why");
   printf("%4s %6s %-20s %-12s %-17s %12s %10s %7s %10s\n", "", "", "", "", "", "(s)", "(s)", "",
@@ -493,6 +556,8 @@ static void print_json(const Ctx *c, const Cand *cands, const int *rank, int nr,
   json_builder_add_int_value(b, npruned);
   json_builder_set_member_name(b, "wall_s");
   json_builder_add_double_value(b, wall_s);
+  json_builder_set_member_name(b, "mpi_ranks");
+  json_builder_add_int_value(b, c->world);
   json_builder_set_member_name(b, "ranked");
   json_builder_begin_array(b);
   for (int i = 0; i < nr; i++)
@@ -668,6 +733,26 @@ static void drop_unfit(const Ctx *c, Cand *cands, int n) {
   g_hash_table_destroy(seen);
 }
 
+/* The launcher's world before MPI starts (mpirun, srun, or another PMI launcher); 1 outside. */
+static int launcher_world(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", NULL};
+  for (int i = 0; vars[i]; i++) {
+    const char *v = g_getenv(vars[i]);
+    if (v) return atoi(v);
+  }
+  return 1;
+}
+
+/* Before MPI starts every rank finds the same errors: only the launcher's rank 0 prints them. */
+static gboolean launcher_rank_zero(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+  for (int i = 0; vars[i]; i++) {
+    const char *v = g_getenv(vars[i]);
+    if (v) return !strcmp(v, "0");
+  }
+  return TRUE;
+}
+
 int rf_cmd_advise(int argc, char **argv) {
   Opts o = {0};
   o.jobs = (int)g_get_num_processors();
@@ -694,6 +779,10 @@ int rf_cmd_advise(int argc, char **argv) {
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &o.calib,
        "Calibration file (default: the topology's, docs/topologies.md)", "FILE"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &o.jobs, "Forked workers (default: the core count)", "N"},
+      {"mpi", 0, 0, G_OPTION_ARG_NONE, &o.mpi,
+       "Start MPI and spread the candidates over the ranks (automatic under mpirun or srun with "
+       "more than one rank)",
+       NULL},
       {"exhaustive", 0, 0, G_OPTION_ARG_NONE, &o.exhaustive,
        "Simulate every feasible candidate (no pruning)", NULL},
       {"json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print JSON instead of a table", NULL},
@@ -715,6 +804,8 @@ int rf_cmd_advise(int argc, char **argv) {
   GError *e = NULL;
   Ctx c = {0};
   c.o = &o;
+  c.world = 1;
+  gboolean started = FALSE, print_error = launcher_rank_zero();
   GArray *cands = g_array_new(FALSE, TRUE, sizeof(Cand));
   RfTopology *topo = NULL;
   RfModel *model = NULL;
@@ -741,6 +832,13 @@ int rf_cmd_advise(int argc, char **argv) {
   if (o.kv_reserve && !parse_reserve(o.kv_reserve, c.mem_bytes, &c.reserve_bytes, &e)) goto out;
   gboolean neutral = FALSE;
   if (!rf_calibration_select(&c.cal, o.calib, topo, &c.cal_source, &neutral, &e)) goto out;
+  /* the simulator's link rates and network-byte factors (sim/program.c): the bound at those */
+  rf_bound_rates_peak(&c.rates);
+  c.rates.nic = c.cal.nic_efficiency;
+  c.rates.nvlink = c.cal.nvlink_efficiency;
+  c.rates.phase_net[RF_PHASE_EXPORT] = c.cal.nic_efficiency / c.cal.allgather_efficiency;
+  c.rates.phase_net[RF_PHASE_BROADCAST] = c.cal.nic_efficiency / c.cal.broadcast_efficiency;
+  c.rates.fixed_s = c.cal.fixed_s;
   model = rf_model_load(o.model, &e);
   if (!model) goto out;
   c.model = model;
@@ -770,7 +868,25 @@ int rf_cmd_advise(int argc, char **argv) {
   for (int i = 0; i < nlive; i++)
     sub[i] = k[live[i]];
   order = g_new(int, nlive);
+  /* MPI starts once every option and the candidate list are checked (every rank found the same
+   * errors before; launcher_rank_zero printed them once) */
+  if (o.mpi || launcher_world() > 1) {
+    RfRealWorld world;
+    if (!rf_real_world_start(&argc, &argv, FALSE, &world, &e)) {
+      g_free(sub);
+      g_free(live);
+      goto out;
+    }
+    started = TRUE;
+    c.rank = world.rank, c.world = world.world;
+    print_error = c.rank == 0;
+  }
   gboolean ok = search(&c, sub, nlive, order, &nord, &e);
+  if (!ok && c.world > 1) {
+    /* the other ranks may wait for this one in a collective: take the job down */
+    fprintf(stderr, "refit advise: rank %d: %s\n", c.rank, e->message);
+    rf_real_world_abort(rf_error_exit_status(e));
+  }
   for (int i = 0; i < nlive; i++)
     k[live[i]] = sub[i];
   for (int i = 0; i < nord; i++)
@@ -790,6 +906,7 @@ int rf_cmd_advise(int argc, char **argv) {
     nok += k[i].simulated && k[i].sim.ok;
   }
   double wall = (g_get_monotonic_time() - t0) / 1e6;
+  if (c.rank) goto out; /* one answer, from rank 0 */
   if (o.json)
     print_json(&c, k, order, nord, n, nsim, npruned, ndropped, wall);
   else
@@ -817,5 +934,6 @@ out:
   g_free(o.eps), g_free(o.strategy), g_free(o.placements), g_free(o.calib);
   g_free(o.kv_reserve), g_free(o.csv), g_free(o.plot);
   g_option_context_free(ctx);
-  return rf_cmd_exit("refit advise", e, TRUE);
+  if (started) rf_real_world_end();
+  return rf_cmd_exit("refit advise", e, print_error);
 }

@@ -22,6 +22,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "datafile.h"
 #include "error.h"
 #include "predict.h"
 #include "report.h"
@@ -243,7 +244,8 @@ static void print_json(const Report *r) {
 }
 
 /* --plot: end-to-end speedup against the baseline's refit share (sync), one curve per strategy
- * against the baseline, this workload's points marked; through scripts/step_plot.py. */
+ * against the baseline, this workload's points marked, and those of every shipped workload file
+ * (with these refit times); through scripts/step_plot.py. */
 static gboolean write_plot(const char *png, const Report *r, GError **error) {
   char *csv = NULL;
   int fd = g_file_open_tmp("refit-step-XXXXXX.csv", &csv, error);
@@ -257,9 +259,31 @@ static gboolean write_plot(const char *png, const Report *r, GError **error) {
   double sb = step_time(r->w, MODE_SYNC, r->f[r->base]);
   for (int s = 0; s < RF_STRATEGY_COUNT; s++)
     if (r->f[s] >= 0 && s != (int)r->base && sb > 0)
-      fprintf(f, "point,%s %s,%.9g,%.9g\n", r->w->name ? r->w->name : "this step",
+      fprintf(f, "point,\"%s %s\",%.9g,%.9g\n",
+              r->w->name ? g_strdelimit(r->w->name, "\"", '\'') : "this step",
               rf_strategy_name((RfStrategy)s), r->f[r->base] / sb,
               sb / step_time(r->w, MODE_SYNC, r->f[s]));
+  /* the shipped workloads (the .ini files of experiments/workloads) with these refit times: where
+   * their published rollout and training times put them on the curves */
+  char *dir = g_build_filename(rf_data_dir(), "experiments", "workloads", NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *fn;
+  while (d && (fn = g_dir_read_name(d))) {
+    if (!g_str_has_suffix(fn, ".ini")) continue;
+    char *path = g_build_filename(dir, fn, NULL);
+    Workload sw = {.refit_s = -1};
+    double swb = workload_load(path, &sw, NULL) ? step_time(&sw, MODE_SYNC, r->f[r->base]) : 0;
+    if (r->w->name && sw.name && !strcmp(r->w->name, sw.name)) swb = 0; /* this one: above */
+    for (int s = 0; s < RF_STRATEGY_COUNT && swb > 0; s++)
+      if (r->f[s] >= 0 && s != (int)r->base)
+        fprintf(f, "shipped,\"%s %s\",%.9g,%.9g\n", g_strdelimit(sw.name, "\"", '\''),
+                rf_strategy_name((RfStrategy)s), r->f[r->base] / swb,
+                swb / step_time(&sw, MODE_SYNC, r->f[s]));
+    g_free(sw.name), g_free(sw.source), g_free(sw.date);
+    g_free(path);
+  }
+  if (d) g_dir_close(d);
+  g_free(dir);
   fclose(f);
   gboolean ok = rf_plot_script("scripts/step_plot.py", csv, png, NULL, "--plot", error);
   g_unlink(csv);

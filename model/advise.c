@@ -92,15 +92,28 @@ gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep
   return TRUE;
 }
 
-double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what) {
+void rf_bound_rates_peak(RfBoundRates *r) {
+  memset(r, 0, sizeof *r);
+  r->nic = r->nvlink = 1.0;
+  for (int p = 0; p < RF_PHASE_COUNT; p++)
+    r->phase_net[p] = 1.0;
+}
+
+double rf_plan_fabric_bound(const RfPlan *plan, const RfBoundRates *rates,
+                            gboolean hybrid_sequential, const char **what) {
+  RfBoundRates peak;
+  if (!rates) {
+    rf_bound_rates_peak(&peak);
+    rates = &peak;
+  }
   const RfProblem *pb = plan->problem;
   const RfTopology *t = pb->topo;
   int ngpu = 0;
   for (int r = 0; r < pb->nranks; r++)
     if (pb->gpu[r] + 1 > ngpu) ngpu = pb->gpu[r] + 1;
-  double nic1 = t->nic_Gbps * 1e9 / 8.0, pcie = t->pcie_GBps * 1e9;
+  double nic1 = t->nic_Gbps * 1e9 / 8.0 * rates->nic, pcie = t->pcie_GBps * 1e9;
   double nic_Bps = t->nics_per_gpu * (pcie > 0 && pcie < nic1 ? pcie : nic1);
-  double nvl_Bps = t->nvlink_GBps * 1e9;
+  double nvl_Bps = t->nvlink_GBps * 1e9 * rates->nvlink;
   /* per GPU: NIC tx, NIC rx, NVLink tx, NVLink rx */
   double *b = g_new0(double, 4 * (size_t)(ngpu > 0 ? ngpu : 1));
   int D = t->gpus_per_domain, L = t->gpus_per_leaf > 0 ? t->gpus_per_leaf : 1;
@@ -112,14 +125,16 @@ double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, cons
     int s = pb->gpu[m->src], d = pb->gpu[m->dst];
     if (s == d) continue;
     if (s / D != d / D) {
-      b[4 * s] += m->bytes;
-      b[4 * d + 1] += m->bytes;
+      double f = m->phase < RF_PHASE_COUNT ? MIN(1.0, rates->phase_net[m->phase]) : 1.0;
+      double bytes = (double)m->bytes * f;
+      b[4 * s] += bytes;
+      b[4 * d + 1] += bytes;
       if (leaves) {
         int ls = t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? (s % D) + D * ((s / D) / L) : s / L;
         int ld = t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? (d % D) + D * ((d / D) / L) : d / L;
         if (ls != ld) {
-          up[ls] += m->bytes;
-          down[ld] += m->bytes;
+          up[ls] += bytes;
+          down[ld] += bytes;
         }
       }
     } else {
@@ -127,7 +142,7 @@ double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, cons
       b[4 * d + 3] += m->bytes;
     }
   }
-  double best = plan->stats.lower_bound_s;
+  double best = plan->stats.lower_bound_s; /* transfers alone; fixed_s is added at the end */
   *what = "NIC";
   for (int g = 0; g < ngpu; g++) {
     double nic = MAX(b[4 * g], b[4 * g + 1]) / nic_Bps;
@@ -143,16 +158,16 @@ double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, cons
   if (hybrid_sequential && plan->strategy == RF_STRATEGY_HYBRID) {
     /* each part alone needs its busiest NIC; one part runs after the other */
     const RfPlanStats *st = &plan->stats;
-    uint64_t gb =
-        MAX(st->phase_max_nic_bytes[RF_PHASE_EXPORT], st->phase_max_nic_bytes[RF_PHASE_BROADCAST]);
-    uint64_t m2n = MAX(
-        st->phase_max_nic_bytes[RF_PHASE_DIRECT],
-        MAX(st->phase_max_nic_bytes[RF_PHASE_FORWARD], st->phase_max_nic_bytes[RF_PHASE_FANOUT]));
-    double seq = (double)(gb + m2n) / nic_Bps;
+    double ph[RF_PHASE_COUNT];
+    for (int p = 0; p < RF_PHASE_COUNT; p++)
+      ph[p] = (double)st->phase_max_nic_bytes[p] * MIN(1.0, rates->phase_net[p]);
+    double gb = MAX(ph[RF_PHASE_EXPORT], ph[RF_PHASE_BROADCAST]);
+    double m2n = MAX(ph[RF_PHASE_DIRECT], MAX(ph[RF_PHASE_FORWARD], ph[RF_PHASE_FANOUT]));
+    double seq = (gb + m2n) / nic_Bps;
     if (seq > best) best = seq, *what = "NIC, m2n then gather-broadcast";
   }
   g_free(b);
   g_free(up);
   g_free(down);
-  return best;
+  return best + rates->fixed_s;
 }

@@ -36,14 +36,28 @@ GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int nt
  * everything (this is a cheap first cut). */
 gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error);
 
-/* Lower bound of a plan that sees the fabric as the simulator builds it (docs/sim.md), at peak
- * rates: the busiest of every GPU's NICs (per_gpu x min(line rate, PCIe)) and NVLink (tx and rx
- * per GPU), and with oversubscription > 1 every leaf's uplink and downlink. With
- * hybrid_sequential (the simulator runs a hybrid's m2n part, then its gather-broadcast part:
- * calibration [hybrid] overlap=0), a hybrid plan's bound is also at least the sum of the two
- * parts' busiest-NIC times. Never below the plan's own lower_bound_s (NICs at line rate). *what
- * gets a static name of the binding resource ("NIC", "NVLink", "leaf", "NIC, m2n then
- * gather-broadcast"). Cost: messages + GPUs. */
-double rf_plan_fabric_bound(const RfPlan *plan, gboolean hybrid_sequential, const char **what);
+/* The rates a bound assumes, as fractions of the topology's peaks. The simulator runs its links
+ * at peak x efficiency (docs/sim.md) and scales the network bytes of the export and broadcast
+ * phases by NIC efficiency / collective efficiency: a bound at those rates, with factors capped
+ * at 1, stays below every prediction made with that calibration. */
+typedef struct {
+  double nic, nvlink;               /* achieved / line rate (1: peak) */
+  double phase_net[RF_PHASE_COUNT]; /* factor on a phase's network bytes, <= 1 */
+  double fixed_s;                   /* per refit, in series before any byte moves */
+} RfBoundRates;
+
+/* Peak rates, factors 1, no fixed time: a bound of any calibration. */
+void rf_bound_rates_peak(RfBoundRates *r);
+
+/* Lower bound of a plan that sees the fabric as the simulator builds it (docs/sim.md), at the
+ * rates r (NULL: peak): the busiest of every GPU's NICs (per_gpu x min(line rate x r->nic,
+ * PCIe)) and NVLink (tx and rx per GPU, peak x r->nvlink), and with oversubscription > 1 every
+ * leaf's uplink and downlink; plus r->fixed_s. With hybrid_sequential (the simulator runs a
+ * hybrid's m2n part, then its gather-broadcast part: calibration [hybrid] overlap=0), a hybrid
+ * plan's bound is also at least the sum of the two parts' busiest-NIC times. Never below the
+ * plan's own lower_bound_s (NICs at line rate). *what gets a static name of the binding resource
+ * ("NIC", "NVLink", "leaf", "NIC, m2n then gather-broadcast"). Cost: messages + GPUs. */
+double rf_plan_fabric_bound(const RfPlan *plan, const RfBoundRates *r, gboolean hybrid_sequential,
+                            const char **what);
 
 #endif

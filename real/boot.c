@@ -161,3 +161,92 @@ const RfDevOps *rf_boot_dev_ops(const char *name) {
   if (!strcmp(name, "cuda")) return rf_dev_cuda;
   return NULL;
 }
+
+/* ---------- a distributed search (refit advise) ---------- */
+
+/* Wait without a timeout and without spinning a core: a search rank waits for the slowest one,
+ * which may take minutes, and shares the machine with its forked workers. */
+static RfRealStatus wait_idle(MPI_Request *req) {
+  for (;;) {
+    int done = 0;
+    MPICHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (done) return RF_REAL_OK;
+    g_usleep(1000);
+  }
+}
+
+RfRealStatus rf_boot_allgather_bytes(const void *mine, void *all, size_t bytes) {
+  memcpy((char *)all + (size_t)boot.rank * bytes, mine, bytes);
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  if (bytes > (size_t)G_MAXINT) return RF_REAL_ERR_INTERNAL;
+  MPI_Request req;
+  MPICHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)bytes, MPI_BYTE,
+                          MPI_COMM_WORLD, &req));
+  return wait_idle(&req);
+}
+
+/* The shared minimum: each improvement goes to every other rank as one double (tag MIN_TAG);
+ * the receivers take what has arrived whenever they look. */
+enum { MIN_TAG = 7301 };
+static GArray *min_reqs;    /* MPI_Request of the sends in flight */
+static GPtrArray *min_bufs; /* their payloads (one per post, freed at the end) */
+static uint64_t min_posts, min_got;
+
+RfRealStatus rf_boot_min_post(double v) {
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  if (!min_reqs) {
+    min_reqs = g_array_new(FALSE, FALSE, sizeof(MPI_Request));
+    min_bufs = g_ptr_array_new_with_free_func(g_free);
+  }
+  double *min_out = g_new(double, 1);
+  *min_out = v;
+  g_ptr_array_add(min_bufs, min_out);
+  for (int r = 0; r < boot.world; r++) {
+    if (r == boot.rank) continue;
+    MPI_Request req;
+    MPICHECK(MPI_Isend(min_out, 1, MPI_DOUBLE, r, MIN_TAG, MPI_COMM_WORLD, &req));
+    g_array_append_val(min_reqs, req);
+  }
+  min_posts++;
+  return RF_REAL_OK;
+}
+
+RfRealStatus rf_boot_min_poll(double *v) {
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  for (;;) {
+    int flag = 0;
+    MPICHECK(MPI_Iprobe(MPI_ANY_SOURCE, MIN_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+    if (!flag) return RF_REAL_OK;
+    double x;
+    MPICHECK(
+        MPI_Recv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, MIN_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    min_got++;
+    if (x < *v) *v = x;
+  }
+}
+
+RfRealStatus rf_boot_min_end(double *v) {
+  if (!boot.mpi || boot.world == 1) return RF_REAL_OK;
+  /* how many each rank posted: receive exactly the rest of what was sent here */
+  uint64_t *posts = g_new0(uint64_t, boot.world);
+  RfRealStatus s = rf_boot_allgather_bytes(&min_posts, posts, sizeof(uint64_t));
+  uint64_t expect = 0;
+  for (int r = 0; r < boot.world; r++)
+    if (r != boot.rank) expect += posts[r];
+  g_free(posts);
+  while (s == RF_REAL_OK && min_got < expect) {
+    double x;
+    MPI_Request req;
+    MPICHECK(MPI_Irecv(&x, 1, MPI_DOUBLE, MPI_ANY_SOURCE, MIN_TAG, MPI_COMM_WORLD, &req));
+    s = wait_idle(&req);
+    min_got++;
+    if (x < *v) *v = x;
+  }
+  if (s == RF_REAL_OK && min_reqs && min_reqs->len)
+    MPICHECK(MPI_Waitall((int)min_reqs->len, (MPI_Request *)min_reqs->data, MPI_STATUSES_IGNORE));
+  if (min_reqs) g_array_free(min_reqs, TRUE);
+  if (min_bufs) g_ptr_array_free(min_bufs, TRUE);
+  min_reqs = NULL, min_bufs = NULL;
+  min_posts = min_got = 0;
+  return s;
+}

@@ -53,6 +53,17 @@ RfRealStatus rf_boot_barrier(double timeout_s);
 /* Every rank's host name (world entries of 64 bytes, caller frees); NULL on failure. */
 char *rf_boot_hosts(double timeout_s);
 
+/* A distributed search (refit advise), without timeouts (a rank waits for the slowest one,
+ * sleeping, not spinning). Every rank's block of `bytes` into all (world x bytes, rank order).
+ * Collective. */
+RfRealStatus rf_boot_allgather_bytes(const void *mine, void *all, size_t bytes);
+/* A minimum shared as it improves: post sends v to every other rank (non-blocking); poll lowers
+ * *v to what has arrived; end (collective) receives what is still in flight and completes the
+ * sends. No-ops without MPI. */
+RfRealStatus rf_boot_min_post(double v);
+RfRealStatus rf_boot_min_poll(double *v);
+RfRealStatus rf_boot_min_end(double *v);
+
 /* The device ops of a backend name, NULL when unknown or not built. */
 const RfDevOps *rf_boot_dev_ops(const char *name);
 

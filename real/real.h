@@ -90,4 +90,16 @@ G_GNUC_NORETURN void rf_real_world_abort(int code);
  * sit in the plan's NVLink domains. Caller frees. */
 char *rf_real_world_placement(const RfProblem *pb, double timeout_s);
 
+/* A search spread over the ranks (refit advise): no timeouts, a waiting rank sleeps. Without
+ * MPI (or in a world of one) they act on this process alone. FALSE + error on an MPI failure:
+ * the caller takes the job down (rf_real_world_abort), as the others may wait for it. */
+/* Collective: every rank's block of `bytes` into all (world x bytes, in rank order). */
+gboolean rf_real_world_allgather(const void *mine, void *all, size_t bytes, GError **error);
+/* A minimum shared as it improves: post sends v to every other rank without waiting; poll lowers
+ * *v to the smallest value that has arrived; end (collective, once) takes what is still in
+ * flight and completes the sends. */
+gboolean rf_real_world_min_post(double v, GError **error);
+gboolean rf_real_world_min_poll(double *v, GError **error);
+gboolean rf_real_world_min_end(double *v, GError **error);
+
 #endif

@@ -63,3 +63,27 @@ char *rf_real_world_placement(const RfProblem *pb, double timeout_s) {
   g_free(hosts);
   return note;
 }
+
+/* ---------- a search spread over the ranks ---------- */
+
+static gboolean status_ok(RfRealStatus s, const char *what, GError **error) {
+  if (s == RF_REAL_OK) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_PEER, "%s: %s", what, rf_real_status_string(s));
+  return FALSE;
+}
+
+gboolean rf_real_world_allgather(const void *mine, void *all, size_t bytes, GError **error) {
+  return status_ok(rf_boot_allgather_bytes(mine, all, bytes), "MPI all-gather", error);
+}
+
+gboolean rf_real_world_min_post(double v, GError **error) {
+  return status_ok(rf_boot_min_post(v), "MPI send of the best so far", error);
+}
+
+gboolean rf_real_world_min_poll(double *v, GError **error) {
+  return status_ok(rf_boot_min_poll(v), "MPI receive of the best so far", error);
+}
+
+gboolean rf_real_world_min_end(double *v, GError **error) {
+  return status_ok(rf_boot_min_end(v), "MPI exchange of the best so far", error);
+}

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Plot of `refit step --plot`: end-to-end speedup of a synchronous step against the baseline
 refit's share of that step, one Amdahl curve per strategy pair (refit speedup r:
-1 / (1 - s + s / r)), the workload's own points marked.
-Usage: step_plot.py ROWS.csv OUT.png (rows: kind,label,x,y; kind ratio: x = r; kind point)."""
+1 / (1 - s + s / r)), the workload's own points marked (black dots), and the points of the shipped
+workload files of experiments/workloads/ with the same refit times (open squares).
+Usage: step_plot.py ROWS.csv OUT.png (rows: kind,label,x,y; kind ratio: x = r; kind point: this
+workload; kind shipped: a shipped workload file)."""
 import csv
 import sys
 
@@ -29,6 +31,12 @@ def main():
             ax.plot([float(r["x"])], [float(r["y"])], marker="o", color="black")
             ax.annotate(r["label"], (float(r["x"]), float(r["y"])), fontsize=7,
                         textcoords="offset points", xytext=(4, 4))
+    for r in rows:
+        if r["kind"] == "shipped":
+            ax.plot([float(r["x"])], [float(r["y"])], marker="s", markerfacecolor="none",
+                    color="tab:red")
+            ax.annotate(r["label"], (float(r["x"]), float(r["y"])), fontsize=6, color="tab:red",
+                        textcoords="offset points", xytext=(4, -10))
     ax.set_xlabel("baseline refit share of a synchronous step")
     ax.set_ylabel("end-to-end step speedup (x)")
     ax.grid(True, alpha=0.3)

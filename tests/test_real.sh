@@ -6,6 +6,7 @@
 #              SGLang and Megatron-generation layouts
 #   errors     bad world size, a rank that stops responding, a lost chunk, a rank SIGKILLed in
 #              each stage kind: clear errors, non-zero
+#   advise     refit advise spread over 2 and 3 ranks: one answer, the single-process winner
 #   cuda       single-GPU mode, an NCCL self-send, an 8-rank NCCL run with 8 GPUs; exit 77
 #              (skip) without a GPU
 set -u
@@ -190,6 +191,43 @@ EOF2
   kill_case inject --infer TP2xDP2 -D 2 --strategy m2n
   kill_case forward --infer TP2xDP2 -D 2 --strategy m2n
   kill_case fanout --infer TP4 --strategy m2n
+  ;;
+advise)
+  # one ranked answer from rank 0, the winner of the single-process search; every prediction
+  # the same whichever rank made it; a pruned candidate's bound above the winner
+  adv="-m qwen3-30b-a3b -t TP2xEP8 -n 8-16 --tp 2,4,8 -T dgx-h100 -q --json"
+  "$refit" advise $adv -j 2 >"$tmp/adv1.json" 2>"$tmp/err" || { cat "$tmp/err"; fail "advise, one process"; }
+  for np in 2 3; do
+    if ! $mpi -np "$np" "$refit" advise $adv -j 1 >"$tmp/adv$np.json" 2>"$tmp/err"; then
+      cat "$tmp/err"
+      fail "advise over $np ranks exits non-zero"
+      continue
+    fi
+    /usr/bin/python3 - "$tmp/adv1.json" "$tmp/adv$np.json" "$np" <<'PY' || fail "advise over $np ranks"
+import json, sys
+one, many = (json.load(open(f)) for f in sys.argv[1:3])  # one JSON object: rank 0 alone printed
+np = int(sys.argv[3])
+assert one["mpi_ranks"] == 1 and many["mpi_ranks"] == np, (one["mpi_ranks"], many["mpi_ranks"])
+w1, wn = one["ranked"][0], many["ranked"][0]
+assert w1["predicted_s"] == wn["predicted_s"], (w1, wn)
+key = lambda r: (r["infer_gpus"], r["infer"], r["placement"], r["strategy"])
+pred = {key(r): r["predicted_s"] for r in one["ranked"] if "predicted_s" in r}
+for r in many["ranked"]:
+    if "predicted_s" in r and key(r) in pred:
+        assert r["predicted_s"] == pred[key(r)], r
+    if r["status"] == "pruned":
+        assert r["lower_bound_s"] > wn["predicted_s"], r
+assert many["candidates"] == one["candidates"] and many["infeasible"] == one["infeasible"]
+assert many["simulated"] + many["pruned"] == one["simulated"] + one["pruned"]
+print("ok: advise over %d ranks: %s %s %.6g s, %d simulated, %d pruned (one process: %d, %d)" % (
+    np, wn["infer"], wn["strategy"], wn["predicted_s"], many["simulated"], many["pruned"],
+    one["simulated"], one["pruned"]))
+PY
+  done
+  # an input error: one line, from rank 0 only, before MPI starts
+  $mpi -np 2 "$refit" advise -m tiny-moe -t TP2 -n 2 --ep maybe -q >"$tmp/out" 2>"$tmp/err"
+  n=$(grep -c "^refit advise: --ep wants on, off or both" "$tmp/err")
+  if [ "$n" = 1 ]; then echo "ok: advise input error printed once"; else cat "$tmp/err"; fail "advise input error printed $n times"; fi
   ;;
 cuda)
   if ! "$refit" run --help 2>/dev/null | grep -q -- '--backend'; then

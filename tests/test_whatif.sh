@@ -100,6 +100,24 @@ expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-bro
 grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
 expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
 grep -q "predicted by refit sim (calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
+# the shipped workload files (experiments/workloads): each loads, with its source and date, and
+# its published times come back in the header
+nship=0
+for f in "$(dirname "$0")"/../experiments/workloads/*.ini; do
+  nship=$((nship + 1))
+  expect_ok "step shipped $(basename "$f")" "$REFIT" step --workload "$f" --refit gather-broadcast=10,m2n=2 --mode sync
+  grep -q "^# source: https://.* (20[0-9][0-9]-[0-9][0-9]-[0-9][0-9])$" "$TMP/out" || bad "shipped workload $f: no source and date"
+  expect_ok "step shipped json $(basename "$f")" "$REFIT" step --workload "$f" --refit gather-broadcast=10,m2n=2 --mode sync --json
+  /usr/bin/python3 - "$f" "$TMP/out" <<'PY' || bad "shipped workload $f: its times do not come back"
+import configparser, json, sys
+ini = configparser.ConfigParser()
+ini.read(sys.argv[1])
+w, out = ini["workload"], json.load(open(sys.argv[2]))
+for k in ("rollout_s", "train_s", "other_s"):
+    assert abs(out[k] - float(w.get(k, "0"))) < 1e-9, (k, out[k], w.get(k))
+PY
+done
+[ "$nship" -ge 1 ] || bad "no shipped workload file in experiments/workloads"
 expect_err "step bad workload value" "rollout_s must be a finite number" "$REFIT" step --workload "$DATA/workloads/negative.workload"
 expect_err "step workload no source" "source is missing" "$REFIT" step --workload "$DATA/workloads/nosource.workload"
 expect_err "step workload broken" "workload .*broken.workload" "$REFIT" step --workload "$DATA/workloads/broken.workload"
