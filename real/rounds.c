@@ -112,7 +112,36 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
       const int need = msg->src == msg->dst ? 2 : 1;
       guint prev_r = 0;
       uint64_t prev_b = 0;
-      for (uint64_t s = sg->seg_first[m]; s < sg->seg_first[m + 1]; s++) {
+      uint64_t s = sg->seg_first[m];
+      /* Full-size segments first, in one sweep: each takes the first round from the last one on
+       * where both ends are still empty in that direction and have operation slots. A segment
+       * changes only its own round, so this is the segment-by-segment first-fit. */
+      uint64_t nfull = msg->bytes / B; /* B is a multiple of STAGE_ALIGN: these have b == B */
+      if (nfull) {
+        guint r = MAX(us->open_send, ud->open_recv);
+        for (uint64_t j = 0; j < nfull; r++) {
+          if (r < us->len && (us->slot[r].send || (int)us->slot[r].ops + need > max_ops)) continue;
+          if (r < ud->len && (ud->slot[r].recv || (int)ud->slot[r].ops + need > max_ops)) continue;
+          Slot *ss = rank_slot(us, r);
+          ss->send = B;
+          ss->ops++;
+          Slot *sd = rank_slot(ud, r); /* after ss: rank_slot may move the array (src == dst) */
+          sd->recv = B;
+          sd->ops++;
+          if (sg->seg_round) sg->seg_round[s + j] = round0 + (int)r;
+          if (!(++j & 4095))
+            rf_real_progress(st, plan, "segments scheduled", s + j, total, t0, &shown);
+          prev_r = r;
+        }
+        sg->send_max[msg->src] = MAX(sg->send_max[msg->src], B);
+        sg->recv_max[msg->dst] = MAX(sg->recv_max[msg->dst], B);
+        nr = MAX(nr, prev_r + 1);
+        prev_b = B;
+        s += nfull;
+        advance_open(us, B, max_ops);
+        if (ud != us) advance_open(ud, B, max_ops);
+      }
+      for (; s < sg->seg_first[m + 1]; s++) {
         if (!(s & 4095)) rf_real_progress(st, plan, "segments scheduled", s, total, t0, &shown);
         uint64_t lo = (s - sg->seg_first[m]) * B;
         uint64_t b = rf_align_up(MIN(B, msg->bytes - lo), STAGE_ALIGN);
