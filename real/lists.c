@@ -358,6 +358,8 @@ static gboolean rank_sources(Build *b, GError **error) {
         int64_t u = g_array_index(b->decomp, Decomp, k).origin;
         if (u >= 0) b->last_use[u] = MAX(b->last_use[u], (int32_t)x->stage);
       }
+      /* sizes only: no pack lists will be made from it */
+      if (b->st->opt.plan_only) g_array_set_size(b->decomp, d0);
     }
     if (x->dst == b->me) {
       GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));

@@ -13,6 +13,9 @@
 
 #include <string.h>
 
+/* Rounds of usage a rank keeps allocated from one stage to the next (a few KiB). */
+#define KEEP_SLOTS 256u
+
 /* One rank's usage of one round. */
 typedef struct {
   uint64_t send, recv; /* staging bytes */
@@ -170,6 +173,10 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
       RankUse *u = &use[g_array_index(touched, int, i)];
       u->len = u->open_send = u->open_recv = 0;
       u->touched = FALSE;
+      if (u->cap > KEEP_SLOTS) { /* a long stage: do not keep its usage for every rank */
+        g_clear_pointer(&u->slot, g_free);
+        u->cap = 0;
+      }
     }
     g_array_set_size(touched, 0);
   }
