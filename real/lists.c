@@ -223,6 +223,7 @@ typedef struct {
   uint64_t i;
   uint32_t piece;
   int32_t stage;
+  int64_t lo0, hi0; /* the piece's extent along dim 0: most misses are found with it */
 } Got;
 
 /* A received transfer the holding store may keep: local transfer i, its stage and bytes. */
@@ -339,12 +340,16 @@ static gboolean rank_sources(Build *b, GError **error) {
         const Got *g = &g_array_index(got, Got, k);
         if (g->stage >= (int32_t)x->stage) break;
         /* only what meets the piece: rf_cover skips the rest anyway */
+        if (ndim > 0 && (g->hi0 <= p->box.lo[0] || p->box.hi[0] <= g->lo0)) continue;
         const RfBox *held = &plan->pieces[g->piece].box;
         RfBox in;
         if (!rf_box_intersect(&p->box, held, ndim, &in)) continue;
         c.box = *held;
         c.origin = (int64_t)g->i;
         g_array_append_val(cands, c);
+        /* rf_cover never gets past a candidate holding all of the piece: it covers whatever
+         * the ones before it left */
+        if (rf_box_contains(held, &p->box, ndim)) break;
       }
       guint d0 = b->decomp->len;
       if (!rf_cover(&p->box, ndim, (const Cand *)cands->data, cands->len, 0, i, b->decomp)) {
@@ -367,7 +372,7 @@ static gboolean rank_sources(Build *b, GError **error) {
         got = g_array_new(FALSE, FALSE, sizeof(Got));
         g_hash_table_insert(recv_by_part, GUINT_TO_POINTER(p->part), got);
       }
-      Got g = {i, x->piece, x->stage};
+      Got g = {i, x->piece, x->stage, ndim > 0 ? p->box.lo[0] : 0, ndim > 0 ? p->box.hi[0] : 0};
       g_array_append_val(got, g);
       Recvd r = {i, p->bytes, x->stage};
       g_array_append_val(b->recvd, r);
