@@ -526,7 +526,9 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
   g_array_set_size(w->hitems, 0);
   int64_t i0 = msg->count ? local_xfer(b, msg->first) : 0;
   uint64_t wire = 0;
-  for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+  const uint64_t end = (uint64_t)msg->first + msg->count;
+  for (uint64_t t = msg->first; t < end; t++) {
+    if (t + AHEAD < end) PREFETCH(&b->plan->pieces[b->plan->xfers[t + AHEAD].piece].bytes);
     const RfTransfer *x = &b->plan->xfers[t];
     uint64_t i = (uint64_t)i0 + (t - msg->first);
     if (i0 < 0 || i >= b->nx || b->lx[i] != t || x->src != msg->src || x->dst != msg->dst) {
