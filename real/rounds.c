@@ -27,6 +27,7 @@ typedef struct {
   Slot *slot;
   guint len, cap;
   guint open_send, open_recv; /* rounds below are full for it as a sender (receiver) */
+  guint full_send, full_recv; /* rounds below cannot take a full-size segment that way */
   gboolean touched;
 } RankUse;
 
@@ -121,7 +122,13 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
        * changes only its own round, so this is the segment-by-segment first-fit. */
       uint64_t nfull = msg->bytes / B; /* B is a multiple of STAGE_ALIGN: these have b == B */
       if (nfull) {
-        guint r = MAX(us->open_send, ud->open_recv);
+        while (us->full_send < us->len &&
+               (us->slot[us->full_send].send || (int)us->slot[us->full_send].ops + 1 > max_ops))
+          us->full_send++;
+        while (ud->full_recv < ud->len &&
+               (ud->slot[ud->full_recv].recv || (int)ud->slot[ud->full_recv].ops + 1 > max_ops))
+          ud->full_recv++;
+        guint r = MAX(MAX(us->open_send, ud->open_recv), MAX(us->full_send, ud->full_recv));
         for (uint64_t j = 0; j < nfull; r++) {
           if (r < us->len && (us->slot[r].send || (int)us->slot[r].ops + need > max_ops)) continue;
           if (r < ud->len && (ud->slot[r].recv || (int)ud->slot[r].ops + need > max_ops)) continue;
@@ -171,7 +178,7 @@ gboolean rf_real_assign_rounds(RealState *st, const RfPlan *plan, Segs *sg, GErr
     round0 += nr;
     for (guint i = 0; i < touched->len; i++) {
       RankUse *u = &use[g_array_index(touched, int, i)];
-      u->len = u->open_send = u->open_recv = 0;
+      u->len = u->open_send = u->open_recv = u->full_send = u->full_recv = 0;
       u->touched = FALSE;
       if (u->cap > KEEP_SLOTS) { /* a long stage: do not keep its usage for every rank */
         g_clear_pointer(&u->slot, g_free);
