@@ -14,6 +14,9 @@
 
 #include <string.h>
 
+/* Rounds of usage a rank keeps allocated from one stage to the next (a few KiB). */
+#define KEEP_SLOTS 256u
+
 /* One rank's usage of one round. */
 typedef struct {
   uint64_t send, recv; /* staging bytes */
@@ -25,6 +28,7 @@ typedef struct {
   Slot *slot;
   guint len, cap;
   guint open_send, open_recv; /* rounds below are full for it as a sender (receiver) */
+  guint full_send, full_recv; /* rounds below cannot take a full-size segment that way */
   gboolean touched;
 } RankUse;
 
@@ -143,7 +147,41 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
       const int need = msg->src == msg->dst ? 2 : 1;
       guint prev_r = 0;
       uint64_t prev_b = 0;
-      for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++) {
+      uint64_t g = s->seg_first[m];
+      /* Full-size segments first, in one sweep: each takes the first round from the last one on
+       * where both ends are still empty in that direction and have operation slots. A segment
+       * changes only its own round, so this is the segment-by-segment first-fit. */
+      const uint64_t nfull = msg->bytes / B; /* B is a multiple of the alignment: b == B */
+      if (nfull) {
+        while (us->full_send < us->len &&
+               (us->slot[us->full_send].send || (int)us->slot[us->full_send].ops + 1 > max_ops))
+          us->full_send++;
+        while (ud->full_recv < ud->len &&
+               (ud->slot[ud->full_recv].recv || (int)ud->slot[ud->full_recv].ops + 1 > max_ops))
+          ud->full_recv++;
+        guint r = MAX(MAX(us->open_send, ud->open_recv), MAX(us->full_send, ud->full_recv));
+        for (uint64_t j = 0; j < nfull; r++) {
+          if (r < us->len && (us->slot[r].send || (int)us->slot[r].ops + need > max_ops)) continue;
+          if (r < ud->len && (ud->slot[r].recv || (int)ud->slot[r].ops + need > max_ops)) continue;
+          Slot *ss = rank_slot(us, r);
+          ss->send = B;
+          ss->ops++;
+          Slot *sd = rank_slot(ud, r); /* after ss: rank_slot may move the array (src == dst) */
+          sd->recv = B;
+          sd->ops++;
+          if (s->seg_round) s->seg_round[g + j] = round0 + (int)r;
+          if (!(++j & 4095) && progress) progress(g + j, total, progress_ud);
+          prev_r = r;
+        }
+        s->send_max[msg->src] = MAX(s->send_max[msg->src], B);
+        s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], B);
+        nr = MAX(nr, prev_r + 1);
+        prev_b = B;
+        g += nfull;
+        advance_open(us, B, max_ops);
+        if (ud != us) advance_open(ud, B, max_ops);
+      }
+      for (; g < s->seg_first[m + 1]; g++) {
         if (progress && !(g & 4095)) progress(g, total, progress_ud);
         uint64_t lo = (g - s->seg_first[m]) * B;
         uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
@@ -170,8 +208,12 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
     round0 += nr;
     for (guint i = 0; i < touched->len; i++) {
       RankUse *u = &use[g_array_index(touched, int, i)];
-      u->len = u->open_send = u->open_recv = 0;
+      u->len = u->open_send = u->open_recv = u->full_send = u->full_recv = 0;
       u->touched = FALSE;
+      if (u->cap > KEEP_SLOTS) { /* a long stage: do not keep its usage for every rank */
+        g_clear_pointer(&u->slot, g_free);
+        u->cap = 0;
+      }
     }
     g_array_set_size(touched, 0);
   }

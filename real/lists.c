@@ -219,6 +219,21 @@ void rf_real_index_plan(RealState *st, const RfPlan *plan) {
   st->rank_msgs = ms;
 }
 
+/* A piece this rank received: local transfer i, its piece and stage (the candidates of a later
+ * send, kept apart from the plan's arrays so that the scans below stay in cache). */
+typedef struct {
+  uint64_t i;
+  uint32_t piece;
+  int32_t stage;
+  int64_t lo0, hi0; /* the piece's extent along dim 0: most misses are found with it */
+} Got;
+
+/* A received transfer the holding store may keep: local transfer i, its stage and bytes. */
+typedef struct {
+  uint64_t i, bytes;
+  int32_t stage;
+} Recvd;
+
 /* What building one rank needs beside the rank itself; transfers are numbered locally: local i
  * is global transfer lx[i] (ascending). */
 typedef struct {
@@ -233,6 +248,7 @@ typedef struct {
   int64_t *hold_off; /* per local transfer: its offset in the holding store, or -1 */
   GArray *decomp;    /* Decomp of every sent transfer (xfer: local index), in transfer order */
   GArray *rounds;    /* RRound while building, indexed through l->local_round */
+  GArray *recvd;     /* Recvd of every received transfer, in transfer order */
 } Build;
 
 static void rround_clear(RRound *r) {
@@ -248,6 +264,7 @@ static void build_clear(Build *b) {
   g_free(b->last_use);
   g_free(b->hold_off);
   if (b->decomp) g_array_free(b->decomp, TRUE);
+  if (b->recvd) g_array_free(b->recvd, TRUE);
   if (b->rounds) { /* still here: building failed before the rounds moved into the rank */
     for (guint k = 0; k < b->rounds->len; k++)
       rround_clear(&g_array_index(b->rounds, RRound, k));
@@ -269,6 +286,22 @@ static int64_t local_xfer(const Build *b, uint64_t t) {
   return lo < b->nx && b->lx[lo] == t ? (int64_t)lo : -1;
 }
 
+/* The plan's transfers are read through the rank's index, far apart: fetch ahead (the loops
+ * below are bound by memory latency on large plans, not by arithmetic). */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+enum { AHEAD = 16 };
+
+static void prefetch_piece(const RfPlan *plan, uint64_t t) {
+  const RfPiece *p = &plan->pieces[plan->xfers[t].piece];
+  PREFETCH(&p->box.lo[0]);
+  PREFETCH(&p->box.hi[0]);
+  PREFETCH(&p->bytes);
+}
+
 /* 1. What this rank receives, by part, and what each of its sends is made of. */
 static gboolean rank_sources(Build *b, GError **error) {
   const RfProblem *pb = b->st->pb;
@@ -278,6 +311,8 @@ static gboolean rank_sources(Build *b, GError **error) {
   g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(Cand));
   for (uint64_t i = 0; i < b->nx; i++) {
     const uint64_t t = b->lx[i];
+    if (i + 2 * AHEAD < b->nx) PREFETCH(&plan->xfers[b->lx[i + 2 * AHEAD]]);
+    if (i + AHEAD < b->nx) prefetch_piece(plan, b->lx[i + AHEAD]);
     const RfTransfer *x = &plan->xfers[t];
     if (x->piece >= plan->npieces) {
       rf_real_set_err(error, RF_ERROR_VERIFY,
@@ -304,15 +339,19 @@ static gboolean rank_sources(Build *b, GError **error) {
       }
       GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
       for (guint k = 0; got && k < got->len; k++) {
-        uint64_t u = g_array_index(got, uint64_t, k);
-        if (plan->xfers[b->lx[u]].stage >= x->stage) break;
+        const Got *g = &g_array_index(got, Got, k);
+        if (g->stage >= (int32_t)x->stage) break;
         /* only what meets the piece: rf_cover skips the rest anyway */
-        const RfBox *held = &plan->pieces[plan->xfers[b->lx[u]].piece].box;
+        if (ndim > 0 && (g->hi0 <= p->box.lo[0] || p->box.hi[0] <= g->lo0)) continue;
+        const RfBox *held = &plan->pieces[g->piece].box;
         RfBox in;
         if (!rf_box_intersect(&p->box, held, ndim, &in)) continue;
         c.box = *held;
-        c.origin = (int64_t)u;
+        c.origin = (int64_t)g->i;
         g_array_append_val(cands, c);
+        /* rf_cover never gets past a candidate holding all of the piece: it covers whatever
+         * the ones before it left */
+        if (rf_box_contains(held, &p->box, ndim)) break;
       }
       guint d0 = b->decomp->len;
       if (!rf_cover(&p->box, ndim, (const Cand *)cands->data, cands->len, 0, i, b->decomp)) {
@@ -326,14 +365,19 @@ static gboolean rank_sources(Build *b, GError **error) {
         int64_t u = g_array_index(b->decomp, Decomp, k).origin;
         if (u >= 0) b->last_use[u] = MAX(b->last_use[u], (int32_t)x->stage);
       }
+      /* sizes only: no pack lists will be made from it */
+      if (b->st->opt.plan_only) g_array_set_size(b->decomp, d0);
     }
     if (x->dst == b->me) {
       GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
       if (!got) {
-        got = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        got = g_array_new(FALSE, FALSE, sizeof(Got));
         g_hash_table_insert(recv_by_part, GUINT_TO_POINTER(p->part), got);
       }
-      g_array_append_val(got, i);
+      Got g = {i, x->piece, x->stage, ndim > 0 ? p->box.lo[0] : 0, ndim > 0 ? p->box.hi[0] : 0};
+      g_array_append_val(got, g);
+      Recvd r = {i, p->bytes, x->stage};
+      g_array_append_val(b->recvd, r);
     }
   }
   return TRUE;
@@ -342,7 +386,8 @@ static gboolean rank_sources(Build *b, GError **error) {
 /* A min-heap of held pieces by the last stage they are forwarded at. */
 typedef struct {
   int32_t last;
-  uint64_t i; /* local transfer */
+  uint64_t i;     /* local transfer */
+  uint64_t bytes; /* its slot in the holding store */
 } Held;
 
 static void heap_push(GArray *h, Held v) {
@@ -379,20 +424,18 @@ static Held heap_pop(GArray *h) {
  * piece whose last forward is before the new piece's stage (in any order: the free list is kept
  * coalesced) before placing it first-fit. */
 static void hold_layout(Build *b) {
-  const RfPlan *plan = b->plan;
   g_autoptr(GArray) holes = g_array_new(FALSE, FALSE, sizeof(Hole));
   g_autoptr(GArray) active = g_array_new(FALSE, FALSE, sizeof(Held));
-  for (uint64_t i = 0; i < b->nx; i++) {
-    const RfTransfer *x = &plan->xfers[b->lx[i]];
-    if (b->last_use[i] < 0 || x->dst != b->me) continue;
-    while (active->len && g_array_index(active, Held, 0).last < (int32_t)x->stage) {
-      uint64_t u = heap_pop(active).i;
-      hold_free(holes, (uint64_t)b->hold_off[u],
-                rf_align_up(plan->pieces[plan->xfers[b->lx[u]].piece].bytes, HOLD_ALIGN));
+  for (guint k = 0; k < b->recvd->len; k++) {
+    const Recvd *x = &g_array_index(b->recvd, Recvd, k);
+    if (b->last_use[x->i] < 0) continue;
+    while (active->len && g_array_index(active, Held, 0).last < x->stage) {
+      Held u = heap_pop(active);
+      hold_free(holes, (uint64_t)b->hold_off[u.i], u.bytes);
     }
-    b->hold_off[i] = (int64_t)hold_alloc(holes, &b->l->hold_bytes,
-                                         rf_align_up(plan->pieces[x->piece].bytes, HOLD_ALIGN));
-    heap_push(active, (Held){b->last_use[i], i});
+    uint64_t len = rf_align_up(x->bytes, HOLD_ALIGN);
+    b->hold_off[x->i] = (int64_t)hold_alloc(holes, &b->l->hold_bytes, len);
+    heap_push(active, (Held){b->last_use[x->i], x->i, len});
   }
 }
 
@@ -485,7 +528,9 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
   g_array_set_size(w->hitems, 0);
   int64_t i0 = msg->count ? local_xfer(b, msg->first) : 0;
   uint64_t wire = 0;
-  for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+  const uint64_t end = (uint64_t)msg->first + msg->count;
+  for (uint64_t t = msg->first; t < end; t++) {
+    if (t + AHEAD < end) PREFETCH(&b->plan->pieces[b->plan->xfers[t + AHEAD].piece].bytes);
     const RfTransfer *x = &b->plan->xfers[t];
     uint64_t i = (uint64_t)i0 + (t - msg->first);
     if (i0 < 0 || i >= b->nx || b->lx[i] != t || x->src != msg->src || x->dst != msg->dst) {
@@ -618,7 +663,7 @@ gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const RfSchedule 
                             GError **error) {
   const int me = l->rank;
   const uint64_t x0 = st->rank_xfer_first[me], nx = st->rank_xfer_first[me + 1] - x0;
-  g_auto(Build) b = {st, plan, sg, l, me, st->rank_xfers + x0, nx, NULL, NULL, NULL, NULL};
+  g_auto(Build) b = {st, plan, sg, l, me, st->rank_xfers + x0, nx, NULL, NULL, NULL, NULL, NULL};
   b.last_use = g_new(int32_t, MAX(1, nx));
   b.hold_off = g_new(int64_t, MAX(1, nx));
   for (uint64_t i = 0; i < nx; i++) {
@@ -626,6 +671,7 @@ gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const RfSchedule 
     b.hold_off[i] = -1;
   }
   b.decomp = g_array_new(FALSE, FALSE, sizeof(Decomp));
+  b.recvd = g_array_new(FALSE, FALSE, sizeof(Recvd));
   b.rounds = g_array_new(FALSE, FALSE, sizeof(RRound));
   if (!st->opt.plan_only) {
     l->local_round = g_new(int, st->nrounds ? st->nrounds : 1);
