@@ -54,7 +54,7 @@ typedef struct {
 
 typedef struct {
   char *model, *train, *topology, *gpus, *tps, *eps, *strategy, *placements, *calib;
-  char *kv_reserve, *csv, *plot;
+  char *kv_reserve, *csv, *plot, *software, *variant;
   int jobs;
   gboolean json, quiet, exhaustive, mpi;
 } Opts;
@@ -443,7 +443,11 @@ static void print_table(const Ctx *c, const Cand *cands, const int *rank, int nr
   const Opts *o = c->o;
   printf("# refit advise  model %s  train %s  infer GPUs %s  topology %s\n", o->model, o->train,
          o->gpus, o->topology);
-  printf("# calibration %s\n", c->cal_source);
+  printf("# calibration %s; software %s (%s)%s\n", c->cal_source, rf_software_name(c->cal.software),
+         rf_variant_name(c->cal.software, c->cal.variant),
+         c->cal.software != RF_SOFTWARE_REFIT || c->cal.variant != RF_VARIANT_DEFAULT
+             ? ", every feasible candidate simulated"
+             : "");
   char mem[32] = "unknown";
   if (c->mem_bytes > 0) g_snprintf(mem, sizeof mem, "%.0f GB", c->mem_bytes / 1e9);
   printf("# GPU memory %s; KV reserve %.1f GB per GPU; weights must fit memory - reserve, "
@@ -546,6 +550,10 @@ static void print_json(const Ctx *c, const Cand *cands, const int *rank, int nr,
   json_builder_add_string_value(b, c->o->topology);
   json_builder_set_member_name(b, "calibration");
   json_builder_add_string_value(b, c->cal_source);
+  json_builder_set_member_name(b, "software");
+  json_builder_add_string_value(b, rf_software_name(c->cal.software));
+  json_builder_set_member_name(b, "software_variant");
+  json_builder_add_string_value(b, rf_variant_name(c->cal.software, c->cal.variant));
   json_builder_set_member_name(b, "candidates");
   json_builder_add_int_value(b, n);
   json_builder_set_member_name(b, "infeasible");
@@ -785,6 +793,13 @@ int rf_cmd_advise(int argc, char **argv) {
        NULL},
       {"exhaustive", 0, 0, G_OPTION_ARG_NONE, &o.exhaustive,
        "Simulate every feasible candidate (no pruning)", NULL},
+      {"software", 0, 0, G_OPTION_ARG_STRING, &o.software,
+       "Rank what this software would do (refit sim --software): refit (default), nemo-rl "
+       "(hybrid, gather-broadcast) or nccl-m2n (m2n); a published-software model simulates every "
+       "feasible candidate (its time is not bounded by the plan)",
+       "NAME"},
+      {"software-variant", 0, 0, G_OPTION_ARG_STRING, &o.variant,
+       "Code path of the software model (refit sim --software-variant)", "NAME"},
       {"json", 0, 0, G_OPTION_ARG_NONE, &o.json, "Print JSON instead of a table", NULL},
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &o.csv, "Also write the ranked rows as CSV", "FILE"},
       {"plot", 0, 0, G_OPTION_ARG_FILENAME, &o.plot,
@@ -832,6 +847,16 @@ int rf_cmd_advise(int argc, char **argv) {
   if (o.kv_reserve && !parse_reserve(o.kv_reserve, c.mem_bytes, &c.reserve_bytes, &e)) goto out;
   gboolean neutral = FALSE;
   if (!rf_calibration_select(&c.cal, o.calib, topo, &c.cal_source, &neutral, &e)) goto out;
+  if (o.software || o.variant) {
+    RfSoftware sw;
+    RfSwVariant swv;
+    if (!rf_software_parse(o.software ? o.software : "refit", o.variant, &sw, &swv, &e)) goto out;
+    c.cal.software = sw;
+    c.cal.variant = swv;
+    /* the plan's bound holds for refit's flow model; the published software and refit's
+     * executor move the bytes their own way: simulate everything */
+    if (sw != RF_SOFTWARE_REFIT || swv != RF_VARIANT_DEFAULT) o.exhaustive = TRUE;
+  }
   /* the simulator's link rates and network-byte factors (sim/program.c): the bound at those */
   rf_bound_rates_peak(&c.rates);
   c.rates.nic = c.cal.nic_efficiency;
@@ -932,6 +957,7 @@ out:
   g_free(c.cal_source);
   g_free(o.model), g_free(o.train), g_free(o.topology), g_free(o.gpus), g_free(o.tps);
   g_free(o.eps), g_free(o.strategy), g_free(o.placements), g_free(o.calib);
+  g_free(o.software), g_free(o.variant);
   g_free(o.kv_reserve), g_free(o.csv), g_free(o.plot);
   g_option_context_free(ctx);
   if (started) rf_real_world_end();

@@ -34,6 +34,18 @@ expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny
 expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
 grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 7.77 GB (holding 7.636, staging 0.1342) = 23.06 GB of 80 GB$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
 
+# --- advise with a published-software model: every feasible candidate simulated, said in JSON
+expect_ok "advise software" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 4,8 -T dgx-h100 \
+  -j 2 -q --json -s hybrid --software nemo-rl --software-variant python-fallback
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "advise: --software not applied"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["software"] == "nemo-rl" and d["software_variant"] == "python-fallback", d
+assert d["pruned"] == 0 and d["simulated"] == d["candidates"] - d["infeasible"] > 0, d
+PY
+expect_err "advise bad software" "unknown software" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 \
+  -n 8 -T dgx-h100 --software vllm
+
 # --- advise: the pruned search finds the exhaustive winner
 ADV="-m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 2,4,8 -T dgx-h100 -j 2 -q --json"
 expect_ok "advise pruned" "$REFIT" advise $ADV
