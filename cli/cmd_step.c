@@ -127,13 +127,17 @@ static gboolean parse_refit(const char *s, double f[RF_STRATEGY_COUNT], GError *
 }
 
 /* Refit times predicted by the simulator for every strategy of the problem the args describe. */
-static gboolean predict_refit(const RfArgs *a, const char *calib, double f[RF_STRATEGY_COUNT],
-                              char **cal_source, GError **error) {
+/* With a model of the published software (sw != refit), a strategy it does not run, or a plan
+ * its limits refuse, has no time (f < 0). */
+static gboolean predict_refit(const RfArgs *a, const char *calib, RfSoftware sw, RfSwVariant swv,
+                              double f[RF_STRATEGY_COUNT], char **cal_source, GError **error) {
   RfProblem *pb = rf_args_problem(a, error);
   if (!pb) return FALSE;
   RfSimOptions so = {0};
   gboolean neutral = FALSE, ok = FALSE;
   if (!rf_calibration_select(&so.calib, calib, pb->topo, cal_source, &neutral, error)) goto out;
+  so.calib.software = sw;
+  so.calib.variant = swv;
   RfExecutor *ex = rf_sim_executor_new(&so);
   ok = ex->prepare(ex, pb, error);
   for (int s = 0; ok && s < RF_STRATEGY_COUNT; s++) {
@@ -141,6 +145,12 @@ static gboolean predict_refit(const RfArgs *a, const char *calib, double f[RF_ST
     RfResult res = {0};
     ok = plan && ex->run(ex, plan, &res, error);
     if (ok) f[s] = res.total_s;
+    if (!ok && plan && sw != RF_SOFTWARE_REFIT && error && *error &&
+        (*error)->code == RF_ERROR_INPUT) { /* not this software's strategy, or over its limits */
+      g_clear_error(error);
+      f[s] = -1;
+      ok = TRUE;
+    }
     rf_result_clear(&res);
     rf_plan_free(plan);
   }
@@ -295,6 +305,7 @@ int rf_cmd_step(int argc, char **argv) {
   RfArgs a = {0};
   Workload w = {.rollout_s = -1, .train_s = -1, .refit_s = -1};
   char *workload = NULL, *refit = NULL, *mode = NULL, *baseline = NULL, *calib = NULL;
+  char *software = NULL, *variant = NULL;
   char *plot = NULL;
   double rollout = -1, train = -1, other = 0, colocated = 0;
   GOptionEntry entries[] = {
@@ -313,6 +324,12 @@ int rf_cmd_step(int argc, char **argv) {
        "Strategy the speedups are against (default gather-broadcast)", "NAME"},
       {"colocated-refit-s", 0, 0, G_OPTION_ARG_DOUBLE, &colocated,
        "Refit time of the colocated comparison (default 0)", "S"},
+      {"software", 0, 0, G_OPTION_ARG_STRING, &software,
+       "Predict what this software would do (refit sim --software): refit (default), nemo-rl, "
+       "nccl-m2n; strategies it does not run get no time",
+       "NAME"},
+      {"software-variant", 0, 0, G_OPTION_ARG_STRING, &variant,
+       "Code path of the software model (refit sim --software-variant)", "NAME"},
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib, "Calibration file for predictions",
        "FILE"},
       {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot, "Plot end-to-end speedup against refit share",
@@ -379,11 +396,17 @@ int rf_cmd_step(int argc, char **argv) {
     refit_source = g_strdup("given (--refit)");
   } else if (a.model || a.spec) {
     char *cal = NULL;
-    if (!predict_refit(&a, calib, f, &cal, &e)) {
+    RfSoftware sw = RF_SOFTWARE_REFIT;
+    RfSwVariant swv = RF_VARIANT_DEFAULT;
+    if ((software || variant) &&
+        !rf_software_parse(software ? software : "refit", variant, &sw, &swv, &e))
+      goto out;
+    if (!predict_refit(&a, calib, sw, swv, f, &cal, &e)) {
       g_free(cal);
       goto out;
     }
-    refit_source = g_strdup_printf("predicted by refit sim (calibration %s)", cal);
+    refit_source = g_strdup_printf("predicted by refit sim (software %s, %s; calibration %s)",
+                                   rf_software_name(sw), rf_variant_name(sw, swv), cal);
     g_free(cal);
   } else if (w.refit_s >= 0) {
     f[r.base] = w.refit_s;
@@ -410,6 +433,7 @@ int rf_cmd_step(int argc, char **argv) {
 out:
   g_free(w.name), g_free(w.source), g_free(w.date);
   g_free(workload), g_free(refit), g_free(mode), g_free(baseline), g_free(calib), g_free(plot);
+  g_free(software), g_free(variant);
   g_free(refit_source);
   rf_args_clear(&a);
   g_option_context_free(ctx);

@@ -95,6 +95,12 @@ expect_err "advise bad ep" "--ep wants on, off or both" "$REFIT" advise -m tiny-
 expect_err "advise missing" "need --model, --train and --infer-gpus" "$REFIT" advise -m tiny-moe -q
 expect_err "advise infeasible" "no feasible candidate among 2: weights" "$REFIT" advise -m deepseek-v3 -t TP1xPP16xEP64 -n 8 --tp 8 --ep off -s m2n,p2p -q
 
+# --- step with a published-software model: only the strategies it runs get a time
+expect_ok "step software" "$REFIT" step -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 --rollout-s 60 \
+  --train-s 30 --software nemo-rl --mode sync
+grep -q 'software nemo-rl' "$TMP/out" && [ -n "$(row sync hybrid)" ] && [ -z "$(row sync m2n)" ] ||
+  bad "step software: $(cat "$TMP/out")"
+
 # --- step: closed forms, exactly
 expect_ok "step share 0" "$REFIT" step --rollout-s 60 --train-s 30 --refit gather-broadcast=0,m2n=0 --mode sync
 [ "$(row sync m2n)" = "sync m2n 0 90 0.0 1.000 1.000" ] || bad "step share 0: $(row sync m2n)"
@@ -111,7 +117,7 @@ grep -q "^# source: test fixture" "$TMP/out" || bad "step does not print the wor
 expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync --json
 grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
 expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
-grep -q "predicted by refit sim (calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
+grep -q "predicted by refit sim (software refit, default; calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
 # the shipped workload files (experiments/workloads): each loads, with its source and date, and
 # its published times come back in the header
 nship=0
