@@ -292,7 +292,7 @@ void rf_schedule_rank_rounds(const RfSchedule *s, const RfPlan *plan, int rank, 
   }
   int *v = (int *)(void *)out->data + from;
   guint n = out->len - from;
-  qsort(v, n, sizeof(int), cmp_int);
+  if (n > 1) qsort(v, n, sizeof(int), cmp_int);
   guint w = 0;
   for (guint i = 0; i < n; i++)
     if (!w || v[w - 1] != v[i]) v[w++] = v[i];
