@@ -389,6 +389,10 @@ int rf_cmd_run(int argc, char **argv) {
        "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
        "unpacking overlap the transfers (default 2; 1: one group at a time)",
        "N"},
+      {"staged", 0, 0, G_OPTION_ARG_NONE, &o->staged,
+       "m2n: run the plan's stages one after another (store and forward) instead of pipelining "
+       "a forwarded part as soon as it arrived",
+       NULL},
       {"timeout", 0, 0, G_OPTION_ARG_DOUBLE, &o->timeout_s,
        "Seconds without progress before a stage counts as failed (default 60)", "S"},
       {"csv", 0, 0, G_OPTION_ARG_NONE, &c.csv, "Print CSV rows instead of a table", NULL},

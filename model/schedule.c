@@ -78,15 +78,69 @@ void rf_schedule_free(RfSchedule *s) {
   if (!s) return;
   g_free(s->seg_first);
   g_free(s->seg_round);
+  g_free(s->seg_dep);
   g_free(s->stage_round0);
   g_free(s->send_max);
   g_free(s->recv_max);
   g_free(s);
 }
 
+gboolean rf_schedule_pipelines(const RfPlan *plan) {
+  return plan->strategy == RF_STRATEGY_M2N || plan->strategy == RF_STRATEGY_P2P;
+}
+
+/* Pipelined schedules: the latest round in which a rank received a piece of a part, at the stages
+ * placed so far; key rank x nparts + part. */
+typedef struct {
+  GHashTable *last; /* guint64 key (owned) -> round + 1 */
+  uint32_t nparts;
+} DepMap;
+
+static int dep_get(const DepMap *d, int rank, uint32_t part) {
+  guint64 key = (guint64)rank * d->nparts + part;
+  return GPOINTER_TO_INT(g_hash_table_lookup(d->last, &key)) - 1;
+}
+
+static void dep_put(DepMap *d, int rank, uint32_t part, int round) {
+  guint64 key = (guint64)rank * d->nparts + part;
+  int old = GPOINTER_TO_INT(g_hash_table_lookup(d->last, &key)) - 1;
+  if (round <= old) return;
+  g_hash_table_insert(d->last, g_memdup2(&key, sizeof key), GINT_TO_POINTER(round + 1));
+}
+
+static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
+  return plan->pieces[plan->xfers[t].piece].bytes;
+}
+
+static uint32_t piece_part(const RfPlan *plan, uint64_t t) {
+  return plan->pieces[plan->xfers[t].piece].part;
+}
+
+/* After a stage is placed: what each of its receivers got, and in which round it ended. */
+static void dep_add_stage(DepMap *d, const RfSchedule *s, const RfPlan *plan, uint64_t m0,
+                          uint64_t m1) {
+  const uint64_t B = s->seg_bytes;
+  for (uint64_t m = m0; m < m1; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    uint64_t w = 0;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      uint64_t b = piece_bytes(plan, t);
+      if (b) {
+        int last = -1;
+        for (uint64_t g = s->seg_first[m] + w / B; g <= s->seg_first[m] + (w + b - 1) / B; g++)
+          last = MAX(last, s->seg_round[g]);
+        dep_put(d, msg->dst, piece_part(plan, t), last);
+      }
+      w += b;
+    }
+  }
+}
+
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
-                              int slots, gboolean sizes_only, RfScheduleProgress progress,
+                              int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error) {
+  const gboolean pipelined = (flags & RF_SCHEDULE_PIPELINED) != 0;
+  const gboolean sizes_only = (flags & RF_SCHEDULE_SIZES_ONLY) && !pipelined;
   const uint64_t B = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
   if (B == 0 || max_ops < 2 || nranks < 1) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
@@ -116,6 +170,15 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
   s->seg_first[plan->nmsgs] = total;
   s->nsegs = total;
   s->seg_round = sizes_only ? NULL : g_new(int, total ? total : 1);
+  s->pipelined = pipelined;
+  s->seg_dep = pipelined ? g_new(int, total ? total : 1) : NULL;
+  DepMap dm = {NULL, 0};
+  if (pipelined) {
+    dm.last = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    dm.nparts = plan->problem ? plan->problem->model->nparts : 1;
+    for (uint64_t t = 0; t < plan->nxfers; t++) /* parts named by the plan (specs in tests) */
+      dm.nparts = MAX(dm.nparts, piece_part(plan, t) + 1);
+  }
   s->send_max = g_new0(uint64_t, nranks);
   s->recv_max = g_new0(uint64_t, nranks);
   s->stage_round0 = g_new0(int, plan->nstages + 1);
@@ -124,9 +187,11 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
   int round0 = 0;
   uint64_t m = 0;
   gboolean ok = TRUE;
+  guint nr = 0; /* rounds of this stage (pipelined: of every stage so far) */
   for (int k = 0; k < plan->nstages && ok; k++) {
     s->stage_round0[k] = round0;
-    guint nr = 0; /* rounds of this stage */
+    if (!pipelined) nr = 0;
+    const uint64_t mk = m;
     for (; m < plan->nmsgs && plan->msgs[m].stage == k; m++) {
       const RfMessage *msg = &plan->msgs[m];
       if (msg->src < 0 || msg->src >= nranks || msg->dst < 0 || msg->dst >= nranks) {
@@ -151,7 +216,8 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
       /* Full-size segments first, in one sweep: each takes the first round from the last one on
        * where both ends are still empty in that direction and have operation slots. A segment
        * changes only its own round, so this is the segment-by-segment first-fit. */
-      const uint64_t nfull = msg->bytes / B; /* B is a multiple of the alignment: b == B */
+      /* (pipelined: segments have their own earliest rounds, placed one by one below) */
+      const uint64_t nfull = pipelined ? 0 : msg->bytes / B; /* B is aligned: b == B */
       if (nfull) {
         while (us->full_send < us->len &&
                (us->slot[us->full_send].send || (int)us->slot[us->full_send].ops + 1 > max_ops))
@@ -181,12 +247,23 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
         advance_open(us, B, max_ops);
         if (ud != us) advance_open(ud, B, max_ops);
       }
+      uint64_t t = msg->first, w = 0; /* pipelined: the first transfer not before the segment */
       for (; g < s->seg_first[m + 1]; g++) {
         if (progress && !(g & 4095)) progress(g, total, progress_ud);
         uint64_t lo = (g - s->seg_first[m]) * B;
         uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
         guint r = MAX(us->open_send, ud->open_recv);
         if (b == prev_b) r = MAX(r, prev_r);
+        if (pipelined) { /* after the rounds that brought the sender what it forwards here */
+          const uint64_t hi = MIN(msg->bytes, lo + B), tend = (uint64_t)msg->first + msg->count;
+          while (t < tend && w + piece_bytes(plan, t) <= lo)
+            w += piece_bytes(plan, t++);
+          int dep = -1;
+          for (uint64_t u = t, wu = w; u < tend && wu < hi; wu += piece_bytes(plan, u++))
+            dep = MAX(dep, dep_get(&dm, msg->src, piece_part(plan, u)));
+          s->seg_dep[g] = dep;
+          r = MAX(r, (guint)(dep + 1));
+        }
         while (!send_fits(us, r, b, B, need, max_ops) || !recv_fits(ud, r, b, B, need, max_ops))
           r++;
         Slot *ss = rank_slot(us, r);
@@ -205,6 +282,10 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
         if (ud != us) advance_open(ud, B, max_ops);
       }
     }
+    if (pipelined) { /* one round space for every stage: usage stays */
+      dep_add_stage(&dm, s, plan, mk, m);
+      continue;
+    }
     round0 += nr;
     for (guint i = 0; i < touched->len; i++) {
       RankUse *u = &use[g_array_index(touched, int, i)];
@@ -217,9 +298,11 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
     }
     g_array_set_size(touched, 0);
   }
+  if (pipelined) round0 = (int)nr;
   for (int x = 0; x < nranks; x++)
     g_free(use[x].slot);
   g_free(use);
+  if (dm.last) g_hash_table_destroy(dm.last);
   if (!ok) return NULL;
   if (m != plan->nmsgs) {
     g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
@@ -252,7 +335,8 @@ static void push(GArray *ops, int round, RfSchedOpKind kind, int lane) {
   g_array_append_val(ops, o);
 }
 
-void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, int n, GArray *ops) {
+void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, const int *needs, int n,
+                              GArray *ops) {
   int fly[RF_SCHEDULE_MAX_SLOTS]; /* posted, not yet waited: oldest first */
   int nfly = 0, stage = -1;
   for (int i = 0; i <= n; i++) {
@@ -263,8 +347,10 @@ void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, int n, GAr
       gboolean busy = FALSE; /* the lane of r is held by a round in flight */
       for (int j = 0; j < nfly; j++)
         busy |= rf_schedule_lane(s, fly[j]) == lane;
-      /* the end, a new stage, a full pipeline or a held lane: retire the oldest round */
-      if (!nfly || (i < n && k == stage && nfly < s->slots && !busy)) break;
+      /* the end, a new stage, a full pipeline, a held lane or a round whose data this one
+       * forwards: retire the oldest round */
+      gboolean need = i < n && needs && nfly && fly[0] <= needs[i];
+      if (!nfly || (i < n && k == stage && nfly < s->slots && !busy && !need)) break;
       int o = fly[0];
       push(ops, o, RF_SOP_WAIT, rf_schedule_lane(s, o));
       push(ops, o, RF_SOP_UNPACK, rf_schedule_lane(s, o));
@@ -283,20 +369,26 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-void rf_schedule_rank_rounds(const RfSchedule *s, const RfPlan *plan, int rank, GArray *out) {
-  guint from = out->len;
+void rf_schedule_rank_rounds(const RfSchedule *s, const RfPlan *plan, int rank, GArray *out,
+                             GArray *needs) {
+  g_autoptr(GArray) pairs = g_array_new(FALSE, FALSE, sizeof(int) * 2); /* (round, need) */
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     if (plan->msgs[m].src != rank && plan->msgs[m].dst != rank) continue;
-    for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
-      g_array_append_val(out, s->seg_round[g]);
+    for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++) {
+      int p[2] = {s->seg_round[g], s->seg_dep && plan->msgs[m].src == rank ? s->seg_dep[g] : -1};
+      g_array_append_val(pairs, p);
+    }
   }
-  int *v = (int *)(void *)out->data + from;
-  guint n = out->len - from;
-  if (n > 1) qsort(v, n, sizeof(int), cmp_int);
-  guint w = 0;
-  for (guint i = 0; i < n; i++)
-    if (!w || v[w - 1] != v[i]) v[w++] = v[i];
-  g_array_set_size(out, from + w);
+  int *v = (int *)(void *)pairs->data;
+  if (pairs->len > 1) qsort(v, pairs->len, sizeof(int) * 2, cmp_int); /* by round */
+  for (guint i = 0; i < pairs->len; i++) {
+    gboolean same = out->len && i > 0 && v[2 * (i - 1)] == v[2 * i];
+    if (!same) g_array_append_val(out, v[2 * i]);
+    if (!needs) continue;
+    if (!same) g_array_append_val(needs, v[2 * i + 1]);
+    int *nd = &g_array_index(needs, int, needs->len - 1);
+    *nd = MAX(*nd, v[2 * i + 1]);
+  }
 }
 
 const char *rf_sched_op_name(RfSchedOpKind k) {

@@ -16,8 +16,16 @@
  *
  * so that the pack of the next round and the unpack of the previous one overlap the transfers of
  * the rounds in flight. A lane is reused only after the round that held it was waited and
- * unpacked, and a stage starts only when every round of the stage before has been unpacked (a
- * rank forwards in a stage only pieces that arrived in an earlier one). */
+ * unpacked. A rank forwards in a stage only pieces that arrived in an earlier one:
+ *
+ *   staged     every stage has rounds of its own, after the ones before; a rank starts a stage
+ *              only when every round of the stage before has been unpacked (store and forward,
+ *              one plan stage at a time);
+ *   pipelined  (RF_SCHEDULE_PIPELINED, m2n and p2p) one round space for every stage: a segment
+ *              that forwards goes into a round after the last one in which its sender received a
+ *              piece of the same tensor part at an earlier stage (its dependency, seg_dep), and
+ *              the sender packs it only after that round is unpacked. Injection, forwarding and
+ *              fan-out of different parts run at the same time. */
 #ifndef RF_SCHEDULE_H
 #define RF_SCHEDULE_H
 
@@ -28,6 +36,10 @@
 
 #define RF_SCHEDULE_ALIGN 64u /* staging offsets: enough for any element and for vector copies */
 #define RF_SCHEDULE_MAX_SLOTS 8
+
+/* rf_schedule_build flags */
+#define RF_SCHEDULE_SIZES_ONLY 1u /* staging maxima and round counts only (not with PIPELINED) */
+#define RF_SCHEDULE_PIPELINED 2u  /* stages share rounds, ordered by their data (above) */
 
 typedef enum { RF_SOP_PACK, RF_SOP_POST, RF_SOP_WAIT, RF_SOP_UNPACK } RfSchedOpKind;
 
@@ -47,6 +59,8 @@ typedef struct {
   uint64_t nmsgs, nsegs;
   uint64_t *seg_first; /* nmsgs + 1: segments of message m are seg_first[m] .. [m + 1) */
   int *seg_round;      /* per segment; NULL when built for sizes only */
+  gboolean pipelined;
+  int *seg_dep; /* pipelined: per segment, the round its sender must have unpacked first (-1) */
   int nstages, nrounds;
   int *stage_round0;             /* nstages + 1: first round of each stage */
   uint64_t *send_max, *recv_max; /* per rank: its largest staging of one round (one lane) */
@@ -56,13 +70,16 @@ typedef struct {
 typedef void (*RfScheduleProgress)(uint64_t done, uint64_t total, void *ud);
 
 /* The schedule of plan over nranks ranks with a staging bound (bytes per rank, direction and
- * lane), at most max_ops operations per rank and round, and slots lanes (1 .. 8). sizes_only:
- * only the staging maxima and round counts (seg_round NULL). NULL + error (RF_ERROR_VERIFY) when
- * the plan names a rank outside the world or its messages are not sorted by stage;
- * RF_ERROR_INPUT for a bound below one aligned segment or a slot count out of range. */
+ * lane), at most max_ops operations per rank and round, and slots lanes (1 .. 8). flags:
+ * RF_SCHEDULE_SIZES_ONLY, only the staging maxima and round counts (seg_round NULL);
+ * RF_SCHEDULE_PIPELINED (above). NULL + error (RF_ERROR_VERIFY) when the plan names a rank outside
+ * the world or its messages are not sorted by stage; RF_ERROR_INPUT for a bound below one aligned
+ * segment or a slot count out of range. */
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
-                              int slots, gboolean sizes_only, RfScheduleProgress progress,
+                              int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error);
+/* The strategies whose plans refit's executor pipelines across stages (m2n, p2p). */
+gboolean rf_schedule_pipelines(const RfPlan *plan);
 void rf_schedule_free(RfSchedule *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfSchedule, rf_schedule_free)
 
@@ -72,11 +89,16 @@ int rf_schedule_lane(const RfSchedule *s, int round);
 
 /* The program of a rank that takes part in rounds[0 .. n) (ascending, distinct): PACK, POST,
  * WAIT and UNPACK of each, in the order the rank issues them (the dependency rules above),
- * appended to ops (RfSchedOp). Every executor of the schedule issues exactly this sequence. */
-void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, int n, GArray *ops);
+ * appended to ops (RfSchedOp). needs[i] (NULL: none): the latest round the rank must have
+ * unpacked before it packs rounds[i] (pipelined: the largest seg_dep of its sends there). Every
+ * executor of the schedule issues exactly this sequence. */
+void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, const int *needs, int n,
+                              GArray *ops);
 
-/* The ascending rounds rank takes part in (a send or a receive), appended to out (int). */
-void rf_schedule_rank_rounds(const RfSchedule *s, const RfPlan *plan, int rank, GArray *out);
+/* The ascending rounds rank takes part in (a send or a receive), appended to out (int), and when
+ * needs is not NULL the need of each (as rf_schedule_rank_program takes it). */
+void rf_schedule_rank_rounds(const RfSchedule *s, const RfPlan *plan, int rank, GArray *out,
+                             GArray *needs);
 
 const char *rf_sched_op_name(RfSchedOpKind k);
 

@@ -15,8 +15,9 @@ extern "C" {
 #endif
 
 #define RF_REAL_MAX_DIMS 8
-#define RF_REAL_MAX_LANES 8 /* staging lanes (groups in flight) of a rank: RF_SCHEDULE_MAX_SLOTS   \
-                             */
+#define RF_REAL_MAX_LANES                                                                          \
+  8 /* staging lanes (groups in flight) of a rank: RF_SCHEDULE_MAX_SLOTS                           \
+     */
 
 typedef enum {
   RF_REAL_OK = 0,

@@ -299,9 +299,15 @@ static RfRealStatus local_round_copies(RealState *st, int g) {
       const RfOp *op = &g_array_index(r->sends, RfOp, o);
       LRank *p = &st->lr[st->lr_of_rank[op->peer]];
       const RRound *pr = &p->rounds[p->local_round[g]];
+      /* the j-th send to a peer in a round meets the peer's j-th receive from us (both lists are
+       * in message order; a pipelined round may carry two messages of one pair), as NCCL and MPI
+       * match them */
+      guint j = 0;
+      for (guint q = 0; q < o; q++)
+        j += g_array_index(r->sends, RfOp, q).peer == op->peer;
       for (guint q = 0; q < pr->recvs->len; q++) {
         const RfOp *in = &g_array_index(pr->recvs, RfOp, q);
-        if (in->peer != l->rank) continue;
+        if (in->peer != l->rank || j-- > 0) continue;
         if ((s = st->ops->peer_copy(st->dev, (char *)p->rstage + in->off,
                                     (const char *)l->sstage + op->off, op->bytes)))
           return s;
@@ -517,6 +523,7 @@ static void maybe_fail(RealState *st, const RfPlan *plan, int k, int round, gboo
   if (!at) return;
   int nrounds = st->stage_round0[k + 1] - st->stage_round0[k];
   if (st->opt.fail_kill) {
+    if (st->sched->pipelined) return; /* maybe_fail_pipelined, at the round */
     if (!last || round < st->stage_round0[k] + (nrounds > 1 ? 1 : 0)) return;
     fprintf(stderr, "refit run: rank %d: stage %d (%s): injected failure, this rank is killed\n",
             st->me, k, lab);
@@ -530,6 +537,29 @@ static void maybe_fail(RealState *st, const RfPlan *plan, int k, int round, gboo
   fflush(stderr);
   g_usleep((gulong)(st->opt.timeout_s * 4e6));
   _exit(3);
+}
+
+/* The same hook for a pipelined schedule, whose stages share rounds: the rank fails at the pack
+ * of a round of its that carries a stage of the kind (or index), past its first round (or at its
+ * only one): mid-stage. k: the local round. */
+static void maybe_fail_pipelined(RealState *st, const RfPlan *plan, const LRank *l, int k,
+                                 gboolean last) {
+  if (st->opt.local || st->me != st->opt.fail_rank || !st->opt.fail_kill || !last) return;
+  int first = -1; /* the first stage of that kind (or the index) */
+  for (int j = 0; j < plan->nstages && first < 0; j++)
+    if (st->opt.fail_label ? stage_has_kind(plan, j, st->opt.fail_label) : j == st->opt.fail_stage)
+      first = j;
+  const uint32_t bit = 1u << MIN(MAX(first, 0), 31);
+  if (first < 0 || !(l->rounds[k].stage_mask & bit)) return;
+  int later = 0; /* the rank's other rounds of that stage: fail at one of those (mid-stage) */
+  for (int j = k + 1; j < l->nrounds; j++)
+    later += (l->rounds[j].stage_mask & bit) != 0;
+  if (k == 0 && later) return;
+  g_autofree char *lab = stage_label(plan, first);
+  fprintf(stderr, "refit run: rank %d: stage %d (%s): injected failure, this rank is killed\n",
+          st->me, first, lab);
+  fflush(stderr);
+  kill(getpid(), SIGKILL);
 }
 
 /* 2. One refit of training step `step`: fill (untimed), barrier, every stage's rounds, wait;
@@ -578,10 +608,14 @@ static gboolean one_refit(RealState *st, const RfPlan *plan, uint64_t step, gboo
         while (s == RF_REAL_OK && pc[0] < l->nprog &&
                rf_schedule_round_stage(st->sched, l->prog[pc[0]].round) <= k) {
           const RfSchedOp *op = &l->prog[pc[0]++];
-          if (op->kind == RF_SOP_PACK) maybe_fail(st, plan, k, op->round, last);
+          if (op->kind == RF_SOP_PACK && st->sched->pipelined)
+            maybe_fail_pipelined(st, plan, l, l->local_round[op->round], last);
+          else if (op->kind == RF_SOP_PACK)
+            maybe_fail(st, plan, k, op->round, last);
           s = issue_op(st, l, op, last, &stuck);
         }
-        if (s == RF_REAL_OK) maybe_fail(st, plan, k, st->stage_round0[k + 1] - 1, last);
+        if (s == RF_REAL_OK && !st->sched->pipelined)
+          maybe_fail(st, plan, k, st->stage_round0[k + 1] - 1, last);
       }
       if (s != RF_REAL_OK) {
         g_autofree char *lab = stage_label(plan, k);

@@ -32,7 +32,9 @@ typedef struct {
 } Item;
 
 typedef struct {
-  int round;                             /* global round */
+  int round;           /* global round */
+  int need;            /* pipelined: the round this rank must have unpacked before packing it */
+  uint32_t stage_mask; /* plan stages of its segments (bit min(stage, 31)) */
   GArray *sends, *recvs, *pack, *unpack; /* RfOp, RfOp, RfCopy, RfCopy while building */
   uint64_t send_top, recv_top;
   void *pack_dev, *unpack_dev;

@@ -64,6 +64,7 @@ static RRound *rank_round(LRank *l, GArray *rounds, int g) {
   if (l->local_round[g] < 0) {
     RRound r = {0};
     r.round = g;
+    r.need = -1;
     r.sends = g_array_new(FALSE, FALSE, sizeof(RfOp));
     r.recvs = g_array_new(FALSE, FALSE, sizeof(RfOp));
     r.pack = g_array_new(FALSE, FALSE, sizeof(RfCopy));
@@ -244,11 +245,13 @@ typedef struct {
   int me;
   const uint64_t *lx;
   uint64_t nx;
-  int32_t *last_use; /* per local transfer: the last stage it is forwarded at, or -1 */
-  int64_t *hold_off; /* per local transfer: its offset in the holding store, or -1 */
-  GArray *decomp;    /* Decomp of every sent transfer (xfer: local index), in transfer order */
-  GArray *rounds;    /* RRound while building, indexed through l->local_round */
-  GArray *recvd;     /* Recvd of every received transfer, in transfer order */
+  int32_t *last_use; /* per local transfer: the last stage (pipelined: round) it is forwarded
+                      * at, or -1 */
+  int32_t *xr_first, *xr_last; /* pipelined: per local transfer, its first and last round */
+  int64_t *hold_off;           /* per local transfer: its offset in the holding store, or -1 */
+  GArray *decomp; /* Decomp of every sent transfer (xfer: local index), in transfer order */
+  GArray *rounds; /* RRound while building, indexed through l->local_round */
+  GArray *recvd;  /* Recvd of every received transfer, in transfer order */
 } Build;
 
 static void rround_clear(RRound *r) {
@@ -262,6 +265,8 @@ static void rround_clear(RRound *r) {
 
 static void build_clear(Build *b) {
   g_free(b->last_use);
+  g_free(b->xr_first);
+  g_free(b->xr_last);
   g_free(b->hold_off);
   if (b->decomp) g_array_free(b->decomp, TRUE);
   if (b->recvd) g_array_free(b->recvd, TRUE);
@@ -300,6 +305,41 @@ static void prefetch_piece(const RfPlan *plan, uint64_t t) {
   PREFETCH(&p->box.lo[0]);
   PREFETCH(&p->box.hi[0]);
   PREFETCH(&p->bytes);
+}
+
+/* 0. Pipelined schedules: the first and last round of every local transfer's segments (a
+ * transfer is its piece's bytes at its offset in its message). The holding store keeps a piece
+ * from its first round to the last round that packs it. */
+static void xfer_rounds(Build *b) {
+  const RfSchedule *sg = b->sg;
+  const RfPlan *plan = b->plan;
+  const RealState *st = b->st;
+  b->xr_first = g_new(int32_t, MAX(1, b->nx));
+  b->xr_last = g_new(int32_t, MAX(1, b->nx));
+  for (uint64_t i = 0; i < b->nx; i++)
+    b->xr_first[i] = b->xr_last[i] = -1;
+  const uint64_t *ms = st->rank_msgs + st->rank_msg_first[b->me];
+  const uint64_t nm = st->rank_msg_first[b->me + 1] - st->rank_msg_first[b->me], B = sg->seg_bytes;
+  for (uint64_t k = 0; k < nm; k++) {
+    const uint64_t m = ms[k];
+    const RfMessage *msg = &plan->msgs[m];
+    uint64_t w = 0;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
+      const int64_t i = bytes ? local_xfer(b, t) : -1;
+      if (i >= 0) {
+        int lo = G_MAXINT, hi = -1;
+        for (uint64_t g = sg->seg_first[m] + w / B; g <= sg->seg_first[m] + (w + bytes - 1) / B;
+             g++) {
+          lo = MIN(lo, sg->seg_round[g]);
+          hi = MAX(hi, sg->seg_round[g]);
+        }
+        b->xr_first[i] = lo;
+        b->xr_last[i] = hi;
+      }
+      w += bytes;
+    }
+  }
 }
 
 /* 1. What this rank receives, by part, and what each of its sends is made of. */
@@ -363,7 +403,8 @@ static gboolean rank_sources(Build *b, GError **error) {
       }
       for (guint k = d0; k < b->decomp->len; k++) {
         int64_t u = g_array_index(b->decomp, Decomp, k).origin;
-        if (u >= 0) b->last_use[u] = MAX(b->last_use[u], (int32_t)x->stage);
+        if (u >= 0)
+          b->last_use[u] = MAX(b->last_use[u], b->xr_last ? b->xr_last[i] : (int32_t)x->stage);
       }
       /* sizes only: no pack lists will be made from it */
       if (b->st->opt.plan_only) g_array_set_size(b->decomp, d0);
@@ -376,7 +417,7 @@ static gboolean rank_sources(Build *b, GError **error) {
       }
       Got g = {i, x->piece, x->stage, ndim > 0 ? p->box.lo[0] : 0, ndim > 0 ? p->box.hi[0] : 0};
       g_array_append_val(got, g);
-      Recvd r = {i, p->bytes, x->stage};
+      Recvd r = {i, p->bytes, b->xr_first ? b->xr_first[i] : (int32_t)x->stage};
       g_array_append_val(b->recvd, r);
     }
   }
@@ -423,6 +464,11 @@ static Held heap_pop(GArray *h) {
 /* 2. Holding store: a received piece lives from its stage to its last forward. Freeing every
  * piece whose last forward is before the new piece's stage (in any order: the free list is kept
  * coalesced) before placing it first-fit. */
+static gint recvd_by_first(gconstpointer a, gconstpointer b) {
+  int32_t x = ((const Recvd *)a)->stage, y = ((const Recvd *)b)->stage;
+  return (x > y) - (x < y);
+}
+
 static void hold_layout(Build *b) {
   g_autoptr(GArray) holes = g_array_new(FALSE, FALSE, sizeof(Hole));
   g_autoptr(GArray) active = g_array_new(FALSE, FALSE, sizeof(Held));
@@ -556,12 +602,15 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
   g_array_sort(w->hitems, item_cmp);
   /* Items are sorted by wire offset and tile the message; sweep them against the segments. */
   const RfSchedule *sg = b->sg;
-  if (!sg->seg_round) return TRUE; /* sizes only: the staging maxima come from the schedule */
+  /* sizes only: the staging maxima come from the schedule (pipelined: it has rounds anyway) */
+  if (!sg->seg_round || b->st->opt.plan_only) return TRUE;
   for (uint64_t s = sg->seg_first[m]; s < sg->seg_first[m + 1]; s++) {
     uint64_t lo = (s - sg->seg_first[m]) * sg->seg_bytes, hi = MIN(msg->bytes, lo + sg->seg_bytes);
     RRound *r = rank_round(b->l, b->rounds, sg->seg_round[s]);
     /* the round's lane: its staging starts at lane x the rank's largest round */
     const uint64_t lane = (uint64_t)rf_schedule_lane(sg, sg->seg_round[s]);
+    r->stage_mask |= 1u << MIN(msg->stage, 31);
+    if (sending && sg->seg_dep) r->need = MAX(r->need, sg->seg_dep[s]);
     if (sending) {
       RfOp op = {msg->dst, 0, lane * b->l->slot_send + r->send_top, hi - lo};
       g_array_append_val(r->sends, op);
@@ -613,10 +662,14 @@ static gboolean rank_upload(Build *b, GError **error) {
   if (b->me == st->opt.corrupt_rank) drop_one_chunk(st, l->rounds, l->nrounds);
   /* the rank's program: the schedule's order of its rounds' packs, posts, waits and unpacks */
   g_autoptr(GArray) mine = g_array_sized_new(FALSE, FALSE, sizeof(int), (guint)l->nrounds);
-  for (k = 0; k < l->nrounds; k++)
+  g_autoptr(GArray) needs = g_array_sized_new(FALSE, FALSE, sizeof(int), (guint)l->nrounds);
+  for (k = 0; k < l->nrounds; k++) {
     g_array_append_val(mine, l->rounds[k].round);
+    g_array_append_val(needs, l->rounds[k].need);
+  }
   g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
-  rf_schedule_rank_program(b->sg, (const int *)(const void *)mine->data, (int)mine->len, prog);
+  rf_schedule_rank_program(b->sg, (const int *)(const void *)mine->data,
+                           (const int *)(const void *)needs->data, (int)mine->len, prog);
   l->nprog = (int)prog->len;
   l->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
   uint64_t send_top = 0, recv_top = 0;
@@ -663,7 +716,8 @@ gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const RfSchedule 
                             GError **error) {
   const int me = l->rank;
   const uint64_t x0 = st->rank_xfer_first[me], nx = st->rank_xfer_first[me + 1] - x0;
-  g_auto(Build) b = {st, plan, sg, l, me, st->rank_xfers + x0, nx, NULL, NULL, NULL, NULL, NULL};
+  g_auto(Build)
+      b = {st, plan, sg, l, me, st->rank_xfers + x0, nx, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   b.last_use = g_new(int32_t, MAX(1, nx));
   b.hold_off = g_new(int64_t, MAX(1, nx));
   for (uint64_t i = 0; i < nx; i++) {
@@ -683,7 +737,9 @@ gboolean rf_real_build_rank(RealState *st, const RfPlan *plan, const RfSchedule 
   l->slot_recv = sg->recv_max[me];
   l->sstage_bytes = (uint64_t)sg->slots * l->slot_send;
   l->rstage_bytes = (uint64_t)sg->slots * l->slot_recv;
+  if (sg->pipelined) xfer_rounds(&b);
   if (!rank_sources(&b, error)) return FALSE;
+  if (sg->pipelined) g_array_sort(b.recvd, recvd_by_first); /* by first round (stable) */
   hold_layout(&b);
   if (!rank_messages(&b, error)) return FALSE;
   if (st->opt.plan_only) return TRUE;

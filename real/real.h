@@ -20,6 +20,7 @@ typedef struct {
   uint64_t staging_bytes; /* bound on the send (and on the receive) staging of one rank */
   int max_ops;            /* send + receive operations of one rank in one group */
   int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time) */
+  gboolean staged;        /* m2n / p2p too: one plan stage after another (no pipelining) */
   double timeout_s;       /* no progress for this long: the stage has failed */
   int fail_rank;          /* test hook: this rank stops responding at fail_stage (-1: none) */
   int fail_stage;         /* plan stage index, or -1 with fail_label */

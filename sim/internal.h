@@ -51,6 +51,7 @@ typedef struct {
   int32_t round, step;        /* schedule round, program step (timeline) */
   uint32_t send_first, nsend; /* into SimExec.sends */
   uint32_t nrecv;             /* receives from other ranks */
+  int32_t need;               /* the round to have unpacked before packing this one (-1) */
   double pack_s, unpack_s;    /* copies on the rank's copy stream */
 } SimExecRound;
 

@@ -71,6 +71,7 @@ typedef struct {
   /* refit's executor (the executor variant): refit run's --staging-mib, --max-ops, --slots */
   double exec_staging_bytes;
   int exec_max_ops, exec_slots;
+  gboolean exec_staged; /* refit run --staged: no pipelining across plan stages */
   /* NeMo RL (sim/sw_nemo.c) */
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */

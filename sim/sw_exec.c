@@ -38,6 +38,7 @@ static gboolean xkey_equal(gconstpointer a, gconstpointer b) {
 typedef struct {
   uint64_t msg;
   uint64_t bytes;
+  int dep; /* pipelined: the round the sender must have unpacked first (-1: none) */
 } Seg;
 
 /* (rank, round) keys of the rounds a rank takes part in. */
@@ -94,6 +95,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->round_first[keys[i].rank + 1]++;
     e->rounds[i].round = keys[i].round;
     e->rounds[i].step = step0 + keys[i].round;
+    e->rounds[i].need = -1;
   }
   for (int r = 0; r < pb->nranks; r++)
     e->round_first[r + 1] += e->round_first[r];
@@ -104,6 +106,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
       SimExecRound *b = &e->rounds[rank_round(e, m->dst, r)];
       a->pack_s += (double)segs[i].bytes / copy_Bps;
+      a->need = MAX(a->need, segs[i].dep);
       b->unpack_s += (double)segs[i].bytes / copy_Bps;
       if (m->dst == m->src) continue;
       a->nsend++;
@@ -127,12 +130,17 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   /* 3. the programs */
   g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
   g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) needs = g_array_new(FALSE, FALSE, sizeof(int));
   e->prog_first = g_new0(uint64_t, (size_t)pb->nranks + 1);
   for (int r = 0; r < pb->nranks; r++) {
     g_array_set_size(mine, 0);
-    for (uint64_t i = e->round_first[r]; i < e->round_first[r + 1]; i++)
+    g_array_set_size(needs, 0);
+    for (uint64_t i = e->round_first[r]; i < e->round_first[r + 1]; i++) {
       g_array_append_val(mine, e->rounds[i].round);
-    rf_schedule_rank_program(s, (const int *)(void *)mine->data, (int)mine->len, prog);
+      g_array_append_val(needs, e->rounds[i].need);
+    }
+    rf_schedule_rank_program(s, (const int *)(void *)mine->data, (const int *)(void *)needs->data,
+                             (int)mine->len, prog);
     e->prog_first[r + 1] = prog->len;
   }
   e->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
@@ -143,9 +151,10 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
                        const int *slot_host, GError **error) {
   const RfPlan *plan = x->plan;
   const RfProblem *pb = plan->problem;
-  g_autoptr(RfSchedule) s =
-      rf_schedule_build(plan, pb->nranks, (uint64_t)cal->exec_staging_bytes, cal->exec_max_ops,
-                        cal->exec_slots, FALSE, NULL, NULL, error);
+  g_autoptr(RfSchedule) s = rf_schedule_build(
+      plan, pb->nranks, (uint64_t)cal->exec_staging_bytes, cal->exec_max_ops, cal->exec_slots,
+      !cal->exec_staged && rf_schedule_pipelines(plan) ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL,
+      error);
   if (!s) return FALSE;
   if (s->nrounds + 1 > SIM_MAX_STEPS) {
     g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
@@ -169,7 +178,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++) {
         uint64_t lo = (g - s->seg_first[m]) * s->seg_bytes;
         uint64_t b = MIN(s->seg_bytes, plan->msgs[m].bytes - lo);
-        segs[w[s->seg_round[g]]++] = (Seg){m, b};
+        segs[w[s->seg_round[g]]++] = (Seg){m, b, s->seg_dep ? s->seg_dep[g] : -1};
       }
   }
   p->nlanes = s->slots;

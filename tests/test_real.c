@@ -687,8 +687,8 @@ static void test_schedule_program(void) {
     for (int rank = 0; rank < n; rank++) {
       GArray *rounds = g_array_new(FALSE, FALSE, sizeof(int));
       GArray *prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
-      rf_schedule_rank_rounds(sg, &plan, rank, rounds);
-      rf_schedule_rank_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
+      rf_schedule_rank_rounds(sg, &plan, rank, rounds, NULL);
+      rf_schedule_rank_program(sg, (const int *)(void *)rounds->data, NULL, (int)rounds->len, prog);
       check_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
       g_array_free(rounds, TRUE);
       g_array_free(prog, TRUE);
@@ -728,15 +728,44 @@ static void test_schedule_trace(void) {
       g_assert_true(ex->run(ex, plan, &res, &e));
       g_assert_no_error(e);
       g_assert_cmpuint(res.wrong_elements, ==, 0);
-      RfSchedule *sg = rf_schedule_build(plan, pb->nranks, o.staging_bytes, o.max_ops, slots, FALSE,
+      const unsigned flags = rf_schedule_pipelines(plan) ? RF_SCHEDULE_PIPELINED : 0;
+      RfSchedule *sg = rf_schedule_build(plan, pb->nranks, o.staging_bytes, o.max_ops, slots, flags,
                                          NULL, NULL, &e);
       g_assert_no_error(e);
       g_assert_cmpint(sg->nrounds, >, 1);
+      if (s == RF_STRATEGY_M2N && plan->nstages > 1) { /* forwarding starts before injection ends */
+        g_assert_true(sg->pipelined);
+        int last0 = -1, first1 = G_MAXINT, deps = 0;
+        for (uint64_t m = 0; m < plan->nmsgs; m++)
+          for (uint64_t g = sg->seg_first[m]; g < sg->seg_first[m + 1]; g++) {
+            if (plan->msgs[m].stage == 0) last0 = MAX(last0, sg->seg_round[g]);
+            if (plan->msgs[m].stage > 0) first1 = MIN(first1, sg->seg_round[g]);
+            deps += sg->seg_dep[g] >= 0;
+            g_assert_cmpint(sg->seg_dep[g], <, sg->seg_round[g]);
+          }
+        g_assert_cmpint(first1, <, last0);
+        g_assert_cmpint(deps, >, 0);
+      }
       for (int rank = 0; rank < pb->nranks; rank++) {
         GArray *rounds = g_array_new(FALSE, FALSE, sizeof(int));
         GArray *prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
-        rf_schedule_rank_rounds(sg, plan, rank, rounds);
-        rf_schedule_rank_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
+        GArray *needs = g_array_new(FALSE, FALSE, sizeof(int));
+        rf_schedule_rank_rounds(sg, plan, rank, rounds, needs);
+        rf_schedule_rank_program(sg, (const int *)(void *)rounds->data,
+                                 (const int *)(void *)needs->data, (int)rounds->len, prog);
+        /* a pack comes after the unpack of every round its data needs */
+        for (guint i = 0, seen = 0; i < prog->len; i++) {
+          const RfSchedOp *p = &g_array_index(prog, RfSchedOp, i);
+          if (p->kind != RF_SOP_PACK) continue;
+          while (g_array_index(rounds, int, seen) != p->round)
+            seen++;
+          int need = g_array_index(needs, int, seen);
+          for (guint j = i; need >= 0 && j < prog->len; j++) {
+            const RfSchedOp *q = &g_array_index(prog, RfSchedOp, j);
+            g_assert_false(q->kind == RF_SOP_UNPACK && q->round <= need);
+          }
+        }
+        g_array_free(needs, TRUE);
         guint k = 0;
         for (guint i = 0; i < o.trace->len; i++) {
           const RfRealTrace *t = &g_array_index(o.trace, RfRealTrace, i);
