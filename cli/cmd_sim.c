@@ -377,7 +377,7 @@ int rf_cmd_sim(int argc, char **argv) {
   char *calib_path = NULL, *timeline = NULL, *software = NULL, *variant = NULL;
   int group = 0, max_flows = 0, exec_slots = 2, exec_max_ops = 32;
   double exec_staging_mib = 64;
-  gboolean keep = FALSE, overlap = FALSE, sequential = FALSE;
+  gboolean keep = FALSE, overlap = FALSE, sequential = FALSE, exec_staged = FALSE;
   GOptionEntry entries[] = {
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,
        "Calibration file (default: sim/calibration/TOPOLOGY.cal)", "FILE"},
@@ -409,6 +409,8 @@ int rf_cmd_sim(int argc, char **argv) {
        "refit executor variant: refit run's operations per rank and group (default 32)", "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &exec_slots,
        "refit executor variant: refit run's staging lanes, groups in flight (default 2)", "N"},
+      {"staged", 0, 0, G_OPTION_ARG_NONE, &exec_staged,
+       "refit executor variant: refit run --staged (m2n's stages one after another)", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
@@ -462,6 +464,7 @@ int rf_cmd_sim(int argc, char **argv) {
   cal.exec_staging_bytes = exec_staging_mib * 1048576.0;
   cal.exec_max_ops = exec_max_ops;
   cal.exec_slots = exec_slots;
+  cal.exec_staged = exec_staged;
   if (overlap) cal.hybrid_overlap = TRUE;
   if (sequential) cal.hybrid_overlap = FALSE;
   /* 3. the executor, one row per strategy */
