@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "jsonutil.h"
+#include "quant.h"
 #include "topology.h"
 
 static const char *const dtype_names[RF_DT_COUNT] = {"bf16", "fp16", "fp32", "fp8", "u8",
@@ -1049,29 +1050,10 @@ static gboolean quant_skipped(const Quant *q, const char *name) {
   return hit;
 }
 
-/* Tensors a Linear-weight quantization converts: matrices of projections; never vocabulary
- * tables, norms, convolutions, per-head vectors or the router (not an nn.Linear in the
- * DeepSeek-style modules, and kept BF16 in every published checkpoint we know). */
+/* Tensors a Linear-weight quantization converts: the published checkpoints' rule
+ * (rf_quant_target, quant.c), less the modules the checkpoint's config skips. */
 static gboolean quant_target(const Quant *q, const RfTensor *t) {
-  switch (t->kind) {
-  case RF_KIND_EMBEDDING:
-  case RF_KIND_LM_HEAD:
-  case RF_KIND_NORM:
-  case RF_KIND_ROUTER:
-  case RF_KIND_MAMBA_CONV:
-  case RF_KIND_MAMBA_HEAD:
-  case RF_KIND_MAMBA_NORM:
-  case RF_KIND_KDA_CONV:
-  case RF_KIND_KDA_HEAD:
-  case RF_KIND_GDN_CONV:
-  case RF_KIND_GDN_HEAD:
-  case RF_KIND_OTHER:
-    return FALSE;
-  default:
-    break;
-  }
-  if (t->ndim != (t->nexperts ? 3 : 2) || !g_str_has_suffix(t->name, ".weight")) return FALSE;
-  return !quant_skipped(q, t->name);
+  return rf_quant_target(t) && !quant_skipped(q, t->name);
 }
 
 static void ckpt_push(GArray *out, const RfTensor *t, const char *suffix, RfDtype dt, int ndim,
