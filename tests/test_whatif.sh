@@ -46,6 +46,19 @@ PY
 expect_err "advise bad software" "unknown software" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 \
   -n 8 -T dgx-h100 --software vllm
 
+# --- the bound holds on an oversubscribed fabric, placements interleaved (SimGrid's full update)
+expect_ok "advise os4 exhaustive" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP16 -n 16-32 --tp 8 \
+  --ep off -s p2p,m2n -T "$DATA/h100-os4.topo" --placement split,interleaved -j 2 -q --json \
+  --exhaustive
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "advise os4: a prediction below its bound"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for r in d["ranked"] if "predicted_s" in r]
+assert len(rows) >= 6, len(rows)
+for r in rows:
+    assert r["predicted_s"] >= r["lower_bound_s"] * (1 - 1e-6), r
+PY
+
 # --- advise: the pruned search finds the exhaustive winner
 ADV="-m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 2,4,8 -T dgx-h100 -j 2 -q --json"
 expect_ok "advise pruned" "$REFIT" advise $ADV
