@@ -847,16 +847,11 @@ int rf_cmd_advise(int argc, char **argv) {
   if (o.kv_reserve && !parse_reserve(o.kv_reserve, c.mem_bytes, &c.reserve_bytes, &e)) goto out;
   gboolean neutral = FALSE;
   if (!rf_calibration_select(&c.cal, o.calib, topo, &c.cal_source, &neutral, &e)) goto out;
-  if (o.software || o.variant) {
-    RfSoftware sw;
-    RfSwVariant swv;
-    if (!rf_software_parse(o.software ? o.software : "refit", o.variant, &sw, &swv, &e)) goto out;
-    c.cal.software = sw;
-    c.cal.variant = swv;
-    /* the plan's bound holds for refit's flow model; the published software and refit's
-     * executor move the bytes their own way: simulate everything */
-    if (sw != RF_SOFTWARE_REFIT || swv != RF_VARIANT_DEFAULT) o.exhaustive = TRUE;
-  }
+  if (!rf_software_parse(o.software, o.variant, &c.cal.software, &c.cal.variant, &e)) goto out;
+  /* the plan's bound holds for refit's flow model; the published software and refit's executor
+   * move the bytes their own way: simulate everything */
+  if (c.cal.software != RF_SOFTWARE_REFIT || c.cal.variant != RF_VARIANT_DEFAULT)
+    o.exhaustive = TRUE;
   /* the simulator's link rates and network-byte factors (sim/program.c): the bound at those */
   rf_bound_rates_peak(&c.rates);
   c.rates.nic = c.cal.nic_efficiency;

@@ -375,8 +375,9 @@ int rf_cmd_sim(int argc, char **argv) {
   GOptionEntry plan_entries[RF_PLAN_ARGS_NENTRIES];
   rf_plan_args_entries(&pa, plan_entries);
   char *calib_path = NULL, *timeline = NULL, *software = NULL, *variant = NULL;
-  int group = 0, max_flows = 0, exec_slots = 2, exec_max_ops = 32;
-  double exec_staging_mib = 64;
+  int group = 0, max_flows = 0, exec_slots = RF_SCHEDULE_DEFAULT_SLOTS;
+  int exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
+  double exec_staging_mib = RF_SCHEDULE_DEFAULT_STAGING_BYTES / 1048576.0;
   gboolean keep = FALSE, overlap = FALSE, sequential = FALSE, exec_staged = FALSE;
   GOptionEntry entries[] = {
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,
@@ -448,9 +449,7 @@ int rf_cmd_sim(int argc, char **argv) {
     goto out;
   }
   if (timeline && !timeline_check(timeline, &e)) goto out;
-  if ((software || variant) &&
-      !rf_software_parse(software ? software : "refit", variant, &sw, &swv, &e))
-    goto out;
+  if (!rf_software_parse(software, variant, &sw, &swv, &e)) goto out;
   if (!rf_plan_args_check(&pa, &e)) goto out;
   ns = rf_args_strategies(&a, strategies, &e);
   if (ns < 0) goto out;

@@ -398,9 +398,7 @@ int rf_cmd_step(int argc, char **argv) {
     char *cal = NULL;
     RfSoftware sw = RF_SOFTWARE_REFIT;
     RfSwVariant swv = RF_VARIANT_DEFAULT;
-    if ((software || variant) &&
-        !rf_software_parse(software ? software : "refit", variant, &sw, &swv, &e))
-      goto out;
+    if (!rf_software_parse(software, variant, &sw, &swv, &e)) goto out;
     if (!predict_refit(&a, calib, sw, swv, f, &cal, &e)) {
       g_free(cal);
       goto out;

@@ -1,4 +1,5 @@
 #include "memory.h"
+#include "schedule.h"
 
 #include <string.h>
 
@@ -99,8 +100,8 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
       hold = (uint64_t)peak;
       g_array_free(ev[r], TRUE);
     }
-    uint64_t staging = RF_MEMORY_LANES * (MIN(max_out[r], RF_MEMORY_STAGING_CAP_BYTES) +
-                                          MIN(max_in[r], RF_MEMORY_STAGING_CAP_BYTES));
+    const uint64_t cap = RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+    uint64_t staging = RF_SCHEDULE_DEFAULT_SLOTS * (MIN(max_out[r], cap) + MIN(max_in[r], cap));
     out->hold_bytes = MAX(out->hold_bytes, hold);
     out->staging_bytes = MAX(out->staging_bytes, staging);
     out->extra_bytes = MAX(out->extra_bytes, hold + staging);

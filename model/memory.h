@@ -7,8 +7,8 @@
  *   holding: a piece a GPU receives and later forwards (or receives only to relay) is live from
  *            the stage it arrives to the last stage the GPU sends a piece of that part;
  *   staging: send and receive staging, each the largest message of the GPU, capped at
- *            RF_MEMORY_STAGING_CAP_BYTES (refit run's default --staging), times
- *            RF_MEMORY_LANES (its default --slots: groups in flight).
+ *            refit run's default staging bound, times its default lanes (groups in flight,
+ *            schedule.h RF_SCHEDULE_DEFAULT_*).
  * The peak of holding + staging over the stages is the extra; the run also keeps a second bank
  * of weights (double buffering), which this count leaves out: it is a choice of refit run, not
  * of the strategies. */
@@ -18,9 +18,6 @@
 #include "layout.h"
 #include "plan.h"
 #include <stdint.h>
-
-#define RF_MEMORY_STAGING_CAP_BYTES (64ull << 20)
-#define RF_MEMORY_LANES 2
 
 typedef struct {
   uint64_t weights_bytes; /* largest inference weights of one GPU */

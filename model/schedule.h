@@ -37,6 +37,12 @@
 #define RF_SCHEDULE_ALIGN 64u /* staging offsets: enough for any element and for vector copies */
 #define RF_SCHEDULE_MAX_SLOTS 8
 
+/* refit run's defaults (--staging-mib, --max-ops, --slots), which the simulator's executor
+ * model and the plan's memory estimate assume too */
+#define RF_SCHEDULE_DEFAULT_STAGING_BYTES (UINT64_C(64) << 20)
+#define RF_SCHEDULE_DEFAULT_MAX_OPS 32
+#define RF_SCHEDULE_DEFAULT_SLOTS 2
+
 /* rf_schedule_build flags */
 #define RF_SCHEDULE_SIZES_ONLY 1u /* staging maxima and round counts only (not with PIPELINED) */
 #define RF_SCHEDULE_PIPELINED 2u  /* stages share rounds, ordered by their data (above) */

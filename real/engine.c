@@ -50,9 +50,9 @@ void rf_real_options_init(RfRealOptions *o) {
   o->backend = g_strdup("host");
   o->warmup = 1;
   o->iters = 5;
-  o->staging_bytes = 64ull << 20;
-  o->max_ops = 32;
-  o->slots = 2;
+  o->staging_bytes = RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+  o->max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
+  o->slots = RF_SCHEDULE_DEFAULT_SLOTS;
   o->timeout_s = 60.0;
   o->fail_rank = -1;
   o->fail_stage = 0;
@@ -318,11 +318,12 @@ static RfRealStatus local_round_copies(RealState *st, int g) {
   return s;
 }
 
-/* Issue one operation of local rank l's program (MPI mode, or local mode once it may run). */
-static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gboolean drop,
+/* Issue one operation of local rank l's program (MPI mode, or local mode once it may run). last:
+ * the last refit of the run (its trace is kept, the --test-drop hook applies to it). */
+static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gboolean last,
                              int *stuck) {
   const RRound *r = &l->rounds[l->local_round[op->round]];
-  if (st->opt.trace && drop) { /* drop: the last refit */
+  if (st->opt.trace && last) {
     RfRealTrace t = {l->rank, op->round, op->kind, op->lane};
     g_array_append_val(st->opt.trace, t);
   }
@@ -336,7 +337,7 @@ static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gbool
   case RF_SOP_WAIT:
     return st->opt.local ? RF_REAL_OK : st->ops->wait(st->dev, op->lane, stuck);
   case RF_SOP_UNPACK: {
-    gboolean d = drop && r->unpack_drop_dev;
+    gboolean d = last && r->unpack_drop_dev;
     uint64_t n = d ? r->nunpack_drop : r->nunpack;
     return n ? st->ops->copy(st->dev, l->bases_dev[1 - st->bank],
                              d ? r->unpack_drop_dev : r->unpack_dev, n)
@@ -349,7 +350,7 @@ static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gbool
 /* Local mode: every rank's program up to the end of stage k, interleaved: a rank runs until it
  * must wait for a round some rank has not posted yet; a round moves when its last rank posts.
  * pc: per local rank, its next operation; posted: per round, the ranks that posted it. */
-static RfRealStatus run_stage_local(RealState *st, int k, gboolean drop, int *pc, int *posted) {
+static RfRealStatus run_stage_local(RealState *st, int k, gboolean last, int *pc, int *posted) {
   for (;;) {
     gboolean moved = FALSE, left = FALSE;
     for (int i = 0; i < st->nlr; i++) {
@@ -357,7 +358,7 @@ static RfRealStatus run_stage_local(RealState *st, int k, gboolean drop, int *pc
       while (pc[i] < l->nprog && rf_schedule_round_stage(st->sched, l->prog[pc[i]].round) <= k) {
         const RfSchedOp *op = &l->prog[pc[i]];
         if (op->kind == RF_SOP_WAIT && posted[op->round] < st->round_ranks[op->round]) break;
-        RfRealStatus s = issue_op(st, l, op, drop, &(int){-1});
+        RfRealStatus s = issue_op(st, l, op, last, &(int){-1});
         if (s == RF_REAL_OK && op->kind == RF_SOP_POST &&
             ++posted[op->round] == st->round_ranks[op->round])
           s = local_round_copies(st, op->round);

@@ -1,4 +1,5 @@
 #include "error.h"
+#include "schedule.h"
 #include "sim.h"
 
 #include <stddef.h>
@@ -27,9 +28,9 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->m2n_staging_max_bytes = 2147483648.0;
   c->m2n_ring_chunk_bytes = 262144.0;
   c->m2n_direct_chunk_bytes = 1048576.0;
-  c->exec_staging_bytes = 64.0 * 1048576; /* refit run's defaults */
-  c->exec_max_ops = 32;
-  c->exec_slots = 2;
+  c->exec_staging_bytes = (double)RF_SCHEDULE_DEFAULT_STAGING_BYTES; /* refit run's defaults */
+  c->exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
+  c->exec_slots = RF_SCHEDULE_DEFAULT_SLOTS;
 }
 
 static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};
@@ -54,11 +55,12 @@ const char *rf_variant_name(RfSoftware s, RfSwVariant v) {
 gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
                            RfSwVariant *v, GError **error) {
   int s = -1, k = 0;
+  if (!software) software = "refit"; /* not given: refit's own */
   for (unsigned i = 0; i < G_N_ELEMENTS(SOFTWARE); i++)
-    if (software && !strcmp(software, SOFTWARE[i])) s = (int)i;
+    if (!strcmp(software, SOFTWARE[i])) s = (int)i;
   if (s < 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown software '%s' (refit, nemo-rl, nccl-m2n)",
-                software ? software : "");
+                software);
     return FALSE;
   }
   if (variant && *variant) {

@@ -35,7 +35,8 @@ typedef enum {
   RF_VARIANT_EXECUTOR, /* refit: the schedule real/ runs (model/schedule.h), round by round */
 } RfSwVariant;
 
-/* "refit", "nemo-rl", "nccl-m2n" and a variant name (NULL or "": the software's default);
+/* "refit", "nemo-rl", "nccl-m2n" (NULL: refit) and a variant name (NULL or "": the software's
+ * default);
  * FALSE + one-line error for a name that does not exist or a variant of another software. */
 gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
                            RfSwVariant *v, GError **error);

@@ -183,12 +183,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   }
   p->nlanes = s->slots;
   p->sw_ngpus = ngpus;
-  if (cal->fixed_s > 0)
-    for (int l = 0; l < p->nlanes; l++)
-      sim_add_step(p, l, "setup", cal->fixed_s, 0);
-  const int step0 = p->nsteps;
-  g_autofree double *packed = g_new0(double, ngpus > 0 ? ngpus : 1);
-  g_autofree double *unpacked = g_new0(double, ngpus > 0 ? ngpus : 1);
+  const int step0 = p->nsteps; /* (fixed_s: every rank actor sleeps it first, exec->setup_s) */
   g_autoptr(GHashTable) idx = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
   double soft = cal->fixed_s;
   for (int r = 0; r < s->nrounds; r++) {
@@ -201,15 +196,10 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
     if (r == s->stage_round0[k]) p->steps[step].join = TRUE;
     guint f0 = p->flows->len;
     g_hash_table_remove_all(idx);
-    double pack = 0, unpack = 0;
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *msg = &plan->msgs[segs[i].msg];
       const int sg = pb->gpu[msg->src], dg = pb->gpu[msg->dst];
       const double b = (double)segs[i].bytes;
-      packed[sg] += b;
-      unpacked[dg] += b;
-      pack = MAX(pack, packed[sg]);
-      unpack = MAX(unpack, unpacked[dg]);
       p->phase_bytes[msg->phase] += b;
       p->frac[step][msg->phase] += b; /* bytes for now: shares at the end */
       if (sg == dg) continue;         /* a rank's copy to itself: staging to staging, no link */
@@ -223,12 +213,6 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       g_array_append_val(p->flows, f);
       g_hash_table_insert(idx, g_memdup2(&hk, sizeof hk), GUINT_TO_POINTER(p->flows->len - f0));
     }
-    for (uint64_t i = first[r]; i < first[r + 1]; i++) { /* reset the busiest-rank tallies */
-      const RfMessage *msg = &plan->msgs[segs[i].msg];
-      packed[pb->gpu[msg->src]] = unpacked[pb->gpu[msg->dst]] = 0;
-    }
-    p->steps[step].pre_s = cal->message_latency_s + pack / copy_Bps;
-    p->steps[step].post_s = unpack / copy_Bps;
     soft += cal->message_latency_s; /* the host issues every group in turn; copies overlap */
   }
   for (int st = step0; st < p->nsteps; st++)
