@@ -56,11 +56,16 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
   gboolean *infer = g_new0(gboolean, n);
   for (int i = 0; i < pb->dst.nranks; i++)
     infer[pb->dst.ranks[i]] = TRUE;
-  uint64_t *max_out = g_new0(uint64_t, n), *max_in = g_new0(uint64_t, n);
+  /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
+   * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
+   * NVLink */
+  const int ncls = rf_schedule_pipelines(plan) ? 2 : 1;
+  uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *g = &plan->msgs[m];
-    max_out[g->src] = MAX(max_out[g->src], g->bytes);
-    max_in[g->dst] = MAX(max_in[g->dst], g->bytes);
+    const int c = ncls == 2 && !(g->flags & RF_XFER_NET);
+    max_out[2 * g->src + c] = MAX(max_out[2 * g->src + c], g->bytes);
+    max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
   }
   /* last stage (+ 1) each inference (rank, part) sends at: forwarding keeps a piece until then.
    * Transfers are sorted by stage, so the last write wins. */
@@ -101,7 +106,12 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
       g_array_free(ev[r], TRUE);
     }
     const uint64_t cap = RF_SCHEDULE_DEFAULT_STAGING_BYTES;
-    uint64_t staging = RF_SCHEDULE_DEFAULT_SLOTS * (MIN(max_out[r], cap) + MIN(max_in[r], cap));
+    uint64_t staging = 0;
+    for (int c = 0; c < 2; c++) {
+      const uint64_t room = c ? cap * rf_schedule_nvlink_share(plan) : cap;
+      staging += RF_SCHEDULE_DEFAULT_SLOTS *
+                 (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
+    }
     out->hold_bytes = MAX(out->hold_bytes, hold);
     out->staging_bytes = MAX(out->staging_bytes, staging);
     out->extra_bytes = MAX(out->extra_bytes, hold + staging);

@@ -89,51 +89,225 @@ gboolean rf_schedule_pipelines(const RfPlan *plan) {
   return plan->strategy == RF_STRATEGY_M2N || plan->strategy == RF_STRATEGY_P2P;
 }
 
-/* Pipelined schedules: the latest round in which a rank received a piece of a part, at the stages
- * placed so far; key rank x nparts + part. */
-typedef struct {
-  GHashTable *last; /* guint64 key (owned) -> round + 1 */
-  uint32_t nparts;
-} DepMap;
-
-static int dep_get(const DepMap *d, int rank, uint32_t part) {
-  guint64 key = (guint64)rank * d->nparts + part;
-  return GPOINTER_TO_INT(g_hash_table_lookup(d->last, &key)) - 1;
-}
-
-static void dep_put(DepMap *d, int rank, uint32_t part, int round) {
-  guint64 key = (guint64)rank * d->nparts + part;
-  int old = GPOINTER_TO_INT(g_hash_table_lookup(d->last, &key)) - 1;
-  if (round <= old) return;
-  g_hash_table_insert(d->last, g_memdup2(&key, sizeof key), GINT_TO_POINTER(round + 1));
-}
-
 static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
   return plan->pieces[plan->xfers[t].piece].bytes;
 }
 
-static uint32_t piece_part(const RfPlan *plan, uint64_t t) {
-  return plan->pieces[plan->xfers[t].piece].part;
+/* ---- pipelined schedules: rounds in time order ------------------------------------------ */
+
+/* Bytes of a piece as a rank received them: key rank x npieces + piece, the segment that carried
+ * some of them. */
+typedef struct {
+  uint64_t key, seg, stage;
+} Arrival;
+
+static int cmp_u64x2(const void *a, const void *b) {
+  const uint64_t *x = a, *y = b;
+  if (x[0] != y[0]) return (x[0] > y[0]) - (x[0] < y[0]);
+  return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
-/* After a stage is placed: what each of its receivers got, and in which round it ended. */
-static void dep_add_stage(DepMap *d, const RfSchedule *s, const RfPlan *plan, uint64_t m0,
-                          uint64_t m1) {
-  const uint64_t B = s->seg_bytes;
-  for (uint64_t m = m0; m < m1; m++) {
+/* The segments of message m that carry transfer t (at byte w of the message, bytes b). */
+static void xfer_segs(const RfSchedule *s, uint64_t m, uint64_t w, uint64_t b, uint64_t *g0,
+                      uint64_t *g1) {
+  *g0 = s->seg_first[m] + w / s->seg_bytes;
+  *g1 = s->seg_first[m] + (w + b - 1) / s->seg_bytes + 1;
+}
+
+/* Which segment waits for which: a segment that sends a piece on waits for every segment that
+ * brought bytes of that piece to its sender at an earlier stage. As lists of dependents (CSR:
+ * dependents of segment g are next[first[g] .. first[g + 1])) and a count of prerequisites. */
+typedef struct {
+  uint64_t *first, *next;
+  uint32_t *npre;
+} DepGraph;
+
+static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
+  const uint64_t np = MAX(plan->npieces, 1u);
+  g_autoptr(GArray) arr = g_array_new(FALSE, FALSE, sizeof(Arrival));
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
     uint64_t w = 0;
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
-      uint64_t b = piece_bytes(plan, t);
-      if (b) {
-        int last = -1;
-        for (uint64_t g = s->seg_first[m] + w / B; g <= s->seg_first[m] + (w + b - 1) / B; g++)
-          last = MAX(last, s->seg_round[g]);
-        dep_put(d, msg->dst, piece_part(plan, t), last);
+      const uint64_t b = piece_bytes(plan, t);
+      if (!b) continue;
+      uint64_t g0, g1;
+      xfer_segs(s, m, w, b, &g0, &g1);
+      for (uint64_t g = g0; g < g1; g++) {
+        Arrival a = {(uint64_t)msg->dst * np + plan->xfers[t].piece, g, msg->stage};
+        g_array_append_val(arr, a);
       }
       w += b;
     }
   }
+  if (arr->len > 1) qsort(arr->data, arr->len, sizeof(Arrival), cmp_u64x2);
+  const Arrival *av = (const Arrival *)(void *)arr->data;
+  g_autoptr(GArray) pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2); /* (before, after) */
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    uint64_t w = 0;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const uint64_t b = piece_bytes(plan, t);
+      if (!b) continue;
+      const uint64_t key = (uint64_t)msg->src * np + plan->xfers[t].piece;
+      guint lo = 0, hi = arr->len; /* the first arrival with this key */
+      while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+        if (av[mid].key < key)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      uint64_t g0, g1;
+      xfer_segs(s, m, w, b, &g0, &g1);
+      for (guint i = lo; i < arr->len && av[i].key == key; i++) {
+        if (av[i].stage >= msg->stage) continue; /* only what came at an earlier stage */
+        for (uint64_t g = g0; g < g1; g++) {
+          uint64_t p[2] = {av[i].seg, g};
+          g_array_append_vals(pairs, p, 1);
+        }
+      }
+      w += b;
+    }
+  }
+  uint64_t *pv = (uint64_t *)(void *)pairs->data, np2 = 0;
+  if (pairs->len > 1) qsort(pv, pairs->len, sizeof(uint64_t) * 2, cmp_u64x2);
+  for (guint i = 0; i < pairs->len; i++)
+    if (!np2 || cmp_u64x2(pv + 2 * (np2 - 1), pv + 2 * i)) {
+      pv[2 * np2] = pv[2 * i];
+      pv[2 * np2 + 1] = pv[2 * i + 1];
+      np2++;
+    }
+  d->first = g_new0(uint64_t, s->nsegs + 1);
+  d->next = g_new(uint64_t, np2 ? np2 : 1);
+  d->npre = g_new0(uint32_t, s->nsegs ? s->nsegs : 1);
+  for (uint64_t i = 0; i < np2; i++) {
+    d->first[pv[2 * i] + 1]++;
+    d->next[i] = pv[2 * i + 1];
+    d->npre[pv[2 * i + 1]]++;
+  }
+  for (uint64_t g = 0; g < s->nsegs; g++)
+    d->first[g + 1] += d->first[g];
+}
+
+static void dep_graph_clear(DepGraph *d) {
+  g_free(d->first);
+  g_free(d->next);
+  g_free(d->npre);
+}
+
+/* A round's room over NVLink, in staging bounds: what NVLink carries while the network carries
+ * one bound, halved (the copies into and out of staging share the GPU's memory with it), at
+ * least 1 and at most RF_SCHEDULE_MAX_NVLINK_SHARE; 1 without a topology. */
+uint64_t rf_schedule_nvlink_share(const RfPlan *plan) {
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  if (!t || t->nic_Gbps <= 0 || t->nvlink_GBps <= 0) return 1;
+  double x = t->nvlink_GBps * 1e9 / (rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1)) / 2;
+  return (uint64_t)CLAMP(x, 1, RF_SCHEDULE_MAX_NVLINK_SHARE);
+}
+
+/* Pipelined placement, round after round. In each round every message, in priority order, puts
+ * in those of its segments that are ready (every segment they wait for sits in an earlier round)
+ * while both ends have room: a segment may go before an earlier one of its message, so a fan-out
+ * does not wait behind a piece that has not arrived yet. Room is kept per link class, per rank
+ * and direction: the staging bound over the network, rf_schedule_nvlink_share() bounds over NVLink
+ * (the two ride different links; a lane holds both), and max_ops operations in all. Priority,
+ * renewed every round: network messages first, then the message whose busier end (sender's sends or
+ * receiver's receives of its class) has the most bytes left, so that the ranks that bound the
+ * refit are fed every round (rounds run nearly in lockstep: a round waits for its slowest
+ * peer). */
+static int cmp_key(const void *a, const void *b, void *ud) {
+  const uint64_t *key = ud, i = *(const uint64_t *)a, j = *(const uint64_t *)b;
+  if (key[i] != key[j]) return (key[i] < key[j]) - (key[i] > key[j]);
+  return (i > j) - (i < j);
+}
+
+static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
+                            RfScheduleProgress progress, void *progress_ud) {
+  const uint64_t B = s->seg_bytes;
+  const uint64_t Bn = B * rf_schedule_nvlink_share(plan); /* a round's room over NVLink */
+  DepGraph d;
+  dep_graph_build(&d, s, plan);
+  for (uint64_t g = 0; g < s->nsegs; g++)
+    s->seg_dep[g] = s->seg_round[g] = -1;
+  g_autofree uint64_t *open = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
+  g_autofree uint64_t *cur = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
+  uint64_t nopen = 0;
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    cur[m] = s->seg_first[m];
+    if (s->seg_first[m + 1] > s->seg_first[m]) open[nopen++] = m;
+  }
+  g_autofree Slot *use = g_new0(Slot, 2 * (size_t)s->nranks); /* per rank: network, NVLink */
+  g_autoptr(GArray) touched = g_array_new(FALSE, FALSE, sizeof(int));
+  uint64_t placed = 0;
+  int r = 0;
+  /* bytes each rank still has to send and receive, per class */
+  g_autofree uint64_t *rem = g_new0(uint64_t, 4 * (size_t)s->nranks);
+  g_autofree uint64_t *key = g_new0(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    const int c = (msg->flags & RF_XFER_NET) ? 0 : 1;
+    rem[4 * msg->src + 2 * c] += msg->bytes;
+    rem[4 * msg->dst + 2 * c + 1] += msg->bytes;
+  }
+  for (; nopen; r++) {
+    uint64_t keep = 0;
+    for (uint64_t i = 0; i < nopen; i++) {
+      const RfMessage *msg = &plan->msgs[open[i]];
+      const int c = (msg->flags & RF_XFER_NET) ? 0 : 1;
+      key[open[i]] =
+          ((uint64_t)(1 - c) << 62) | MAX(rem[4 * msg->src + 2 * c], rem[4 * msg->dst + 2 * c + 1]);
+    }
+    g_qsort_with_data(open, (gint)nopen, sizeof(uint64_t), cmp_key, key);
+    for (uint64_t i = 0; i < nopen; i++) {
+      const uint64_t m = open[i];
+      const RfMessage *msg = &plan->msgs[m];
+      const int cls = (msg->flags & RF_XFER_NET) ? 0 : 1;
+      const uint64_t room = cls ? Bn : B;
+      Slot *us = &use[2 * msg->src + cls], *ud = &use[2 * msg->dst + cls];
+      Slot *os = &use[2 * msg->src], *od = &use[2 * msg->dst]; /* operations: class 0 counts */
+      const int need = msg->src == msg->dst ? 2 : 1;
+      for (uint64_t g = cur[m]; g < s->seg_first[m + 1]; g++) {
+        if (s->seg_round[g] >= 0 || d.npre[g] || s->seg_dep[g] >= r) continue;
+        const uint64_t lo = (g - s->seg_first[m]) * B;
+        const uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
+        if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops) break;
+        if (us->send + b > room || ud->recv + b > room) {
+          if (us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room) break;
+          continue; /* a smaller one may fit */
+        }
+        if (!os->ops) g_array_append_val(touched, msg->src);
+        us->send += b;
+        os->ops++;
+        if (!od->ops) g_array_append_val(touched, msg->dst);
+        ud->recv += b;
+        od->ops++;
+        s->send_max[msg->src] = MAX(s->send_max[msg->src], os[0].send + os[1].send);
+        s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], od[0].recv + od[1].recv);
+        s->seg_round[g] = r;
+        rem[4 * msg->src + 2 * cls] -= MIN(B, msg->bytes - lo);
+        rem[4 * msg->dst + 2 * cls + 1] -= MIN(B, msg->bytes - lo);
+        for (uint64_t k = d.first[g]; k < d.first[g + 1]; k++) {
+          d.npre[d.next[k]]--;
+          s->seg_dep[d.next[k]] = MAX(s->seg_dep[d.next[k]], r);
+        }
+        placed++;
+      }
+      while (cur[m] < s->seg_first[m + 1] && s->seg_round[cur[m]] >= 0)
+        cur[m]++;
+    }
+    for (uint64_t i = 0; i < nopen; i++)
+      if (cur[open[i]] < s->seg_first[open[i] + 1]) open[keep++] = open[i];
+    nopen = keep;
+    for (guint i = 0; i < touched->len; i++) {
+      const int x = g_array_index(touched, int, i);
+      use[2 * x] = use[2 * x + 1] = (Slot){0};
+    }
+    g_array_set_size(touched, 0);
+    if (progress) progress(placed, s->nsegs, progress_ud);
+  }
+  s->nrounds = r;
+  dep_graph_clear(&d);
 }
 
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
@@ -172,26 +346,34 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
   s->seg_round = sizes_only ? NULL : g_new(int, total ? total : 1);
   s->pipelined = pipelined;
   s->seg_dep = pipelined ? g_new(int, total ? total : 1) : NULL;
-  DepMap dm = {NULL, 0};
-  if (pipelined) {
-    dm.last = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    dm.nparts = plan->problem ? plan->problem->model->nparts : 1;
-    for (uint64_t t = 0; t < plan->nxfers; t++) /* parts named by the plan (specs in tests) */
-      dm.nparts = MAX(dm.nparts, piece_part(plan, t) + 1);
-  }
   s->send_max = g_new0(uint64_t, nranks);
   s->recv_max = g_new0(uint64_t, nranks);
   s->stage_round0 = g_new0(int, plan->nstages + 1);
+  if (pipelined) { /* one round space for every stage: stage_round0 all 0 */
+    for (uint64_t m = 1; m < plan->nmsgs; m++)
+      if (plan->msgs[m].stage < plan->msgs[m - 1].stage) {
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
+        return NULL;
+      }
+    for (uint64_t m = 0; m < plan->nmsgs; m++)
+      if (plan->msgs[m].src < 0 || plan->msgs[m].src >= nranks || plan->msgs[m].dst < 0 ||
+          plan->msgs[m].dst >= nranks) {
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                    "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
+        return NULL;
+      }
+    place_pipelined(s, plan, max_ops, progress, progress_ud);
+    s->stage_round0[plan->nstages] = s->nrounds;
+    return g_steal_pointer(&s);
+  }
   RankUse *use = g_new0(RankUse, nranks);
   g_autoptr(GArray) touched = g_array_new(FALSE, FALSE, sizeof(int));
   int round0 = 0;
   uint64_t m = 0;
   gboolean ok = TRUE;
-  guint nr = 0; /* rounds of this stage (pipelined: of every stage so far) */
   for (int k = 0; k < plan->nstages && ok; k++) {
     s->stage_round0[k] = round0;
-    if (!pipelined) nr = 0;
-    const uint64_t mk = m;
+    guint nr = 0; /* rounds of this stage */
     for (; m < plan->nmsgs && plan->msgs[m].stage == k; m++) {
       const RfMessage *msg = &plan->msgs[m];
       if (msg->src < 0 || msg->src >= nranks || msg->dst < 0 || msg->dst >= nranks) {
@@ -216,8 +398,7 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
       /* Full-size segments first, in one sweep: each takes the first round from the last one on
        * where both ends are still empty in that direction and have operation slots. A segment
        * changes only its own round, so this is the segment-by-segment first-fit. */
-      /* (pipelined: segments have their own earliest rounds, placed one by one below) */
-      const uint64_t nfull = pipelined ? 0 : msg->bytes / B; /* B is aligned: b == B */
+      const uint64_t nfull = msg->bytes / B; /* B is aligned: b == B */
       if (nfull) {
         while (us->full_send < us->len &&
                (us->slot[us->full_send].send || (int)us->slot[us->full_send].ops + 1 > max_ops))
@@ -247,23 +428,12 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
         advance_open(us, B, max_ops);
         if (ud != us) advance_open(ud, B, max_ops);
       }
-      uint64_t t = msg->first, w = 0; /* pipelined: the first transfer not before the segment */
       for (; g < s->seg_first[m + 1]; g++) {
         if (progress && !(g & 4095)) progress(g, total, progress_ud);
         uint64_t lo = (g - s->seg_first[m]) * B;
         uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
         guint r = MAX(us->open_send, ud->open_recv);
         if (b == prev_b) r = MAX(r, prev_r);
-        if (pipelined) { /* after the rounds that brought the sender what it forwards here */
-          const uint64_t hi = MIN(msg->bytes, lo + B), tend = (uint64_t)msg->first + msg->count;
-          while (t < tend && w + piece_bytes(plan, t) <= lo)
-            w += piece_bytes(plan, t++);
-          int dep = -1;
-          for (uint64_t u = t, wu = w; u < tend && wu < hi; wu += piece_bytes(plan, u++))
-            dep = MAX(dep, dep_get(&dm, msg->src, piece_part(plan, u)));
-          s->seg_dep[g] = dep;
-          r = MAX(r, (guint)(dep + 1));
-        }
         while (!send_fits(us, r, b, B, need, max_ops) || !recv_fits(ud, r, b, B, need, max_ops))
           r++;
         Slot *ss = rank_slot(us, r);
@@ -282,10 +452,6 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
         if (ud != us) advance_open(ud, B, max_ops);
       }
     }
-    if (pipelined) { /* one round space for every stage: usage stays */
-      dep_add_stage(&dm, s, plan, mk, m);
-      continue;
-    }
     round0 += nr;
     for (guint i = 0; i < touched->len; i++) {
       RankUse *u = &use[g_array_index(touched, int, i)];
@@ -298,11 +464,9 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
     }
     g_array_set_size(touched, 0);
   }
-  if (pipelined) round0 = (int)nr;
   for (int x = 0; x < nranks; x++)
     g_free(use[x].slot);
   g_free(use);
-  if (dm.last) g_hash_table_destroy(dm.last);
   if (!ok) return NULL;
   if (m != plan->nmsgs) {
     g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");

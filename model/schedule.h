@@ -21,11 +21,16 @@
  *   staged     every stage has rounds of its own, after the ones before; a rank starts a stage
  *              only when every round of the stage before has been unpacked (store and forward,
  *              one plan stage at a time);
- *   pipelined  (RF_SCHEDULE_PIPELINED, m2n and p2p) one round space for every stage: a segment
- *              that forwards goes into a round after the last one in which its sender received a
- *              piece of the same tensor part at an earlier stage (its dependency, seg_dep), and
- *              the sender packs it only after that round is unpacked. Injection, forwarding and
- *              fan-out of different parts run at the same time. */
+ *   pipelined  (RF_SCHEDULE_PIPELINED, m2n and p2p) one round space for every stage, filled
+ *              round after round: a segment that sends a piece on goes into a round after every
+ *              segment that brought bytes of that piece to its sender (its dependency, seg_dep:
+ *              the latest of their rounds), and the sender packs it only after that round is
+ *              unpacked. Segments of a message may take rounds out of order (a fan-out does not
+ *              wait behind a piece still on its way), the ranks with the most bytes left are fed
+ *              first, and a round holds up to the staging bound over the network and a multiple
+ *              of it over NVLink per rank and direction (half the NVLink / NIC rate ratio of the
+ *              topology, 1 .. RF_SCHEDULE_MAX_NVLINK_SHARE). Injection, forwarding and fan-out
+ *              of different pieces run at the same time. */
 #ifndef RF_SCHEDULE_H
 #define RF_SCHEDULE_H
 
@@ -36,6 +41,8 @@
 
 #define RF_SCHEDULE_ALIGN 64u /* staging offsets: enough for any element and for vector copies */
 #define RF_SCHEDULE_MAX_SLOTS 8
+/* pipelined rounds: most staging bounds of NVLink room a round takes beside one of network */
+#define RF_SCHEDULE_MAX_NVLINK_SHARE 16
 
 /* refit run's defaults (--staging-mib, --max-ops, --slots), which the simulator's executor
  * model and the plan's memory estimate assume too */
@@ -84,6 +91,9 @@ typedef void (*RfScheduleProgress)(uint64_t done, uint64_t total, void *ud);
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
                               int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error);
+/* Pipelined rounds: the NVLink room of a round, in staging bounds (above); 1 without a
+ * topology. */
+uint64_t rf_schedule_nvlink_share(const RfPlan *plan);
 /* The strategies whose plans refit's executor pipelines across stages (m2n, p2p). */
 gboolean rf_schedule_pipelines(const RfPlan *plan);
 void rf_schedule_free(RfSchedule *s);

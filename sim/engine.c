@@ -178,7 +178,7 @@ static void rank_actor(int argc, char **argv) {
   const SimExecRound *R = e->rounds + e->round_first[rank];
   const int nr = (int)(e->round_first[rank + 1] - e->round_first[rank]);
   int cur[SIM_MAX_LANES], next = 0;
-  double posted[SIM_MAX_LANES];
+  double posted[SIM_MAX_LANES], done_at[SIM_MAX_LANES] = {0};
   GArray *comms[SIM_MAX_LANES];
   for (int l = 0; l < SIM_MAX_LANES; l++)
     comms[l] = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
@@ -195,7 +195,15 @@ static void rank_actor(int argc, char **argv) {
       break;
     case RF_SOP_POST: {
       const SimExecRound *r = &R[cur[lane]];
+      /* the host enqueues the group (while the groups before it still move); on the one
+       * communication stream it starts when the rank's groups before it are done */
       if (e->launch_s > 0) sg_actor_sleep_for(e->launch_s);
+      for (int l = 0; l < SIM_MAX_LANES; l++)
+        if (comms[l]->len) {
+          sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
+          g_array_set_size(comms[l], 0);
+          done_at[l] = simgrid_get_clock();
+        }
       double now = simgrid_get_clock();
       posted[lane] = now;
       if (!S.out.step_start_s[r->step] || now < S.out.step_start_s[r->step])
@@ -220,10 +228,12 @@ static void rank_actor(int argc, char **argv) {
     }
     case RF_SOP_WAIT: {
       const SimExecRound *r = &R[cur[lane]];
-      if (comms[lane]->len)
+      if (comms[lane]->len) {
         sg_comm_wait_all((sg_comm_t *)(void *)comms[lane]->data, comms[lane]->len);
-      g_array_set_size(comms[lane], 0);
-      double now = simgrid_get_clock();
+        g_array_set_size(comms[lane], 0);
+        done_at[lane] = simgrid_get_clock();
+      }
+      double now = MAX(done_at[lane], posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)
         mark_phase(e->sends[r->send_first + k].phase, posted[lane], now);
       break;

@@ -7,7 +7,9 @@
  *   (topology HBM x `efficiency.hbm`): the actor sleeps, its groups in flight keep moving;
  * - POST r: the host posts the group (`latency.message_s`), then one asynchronous send per
  *   segment to its destination rank and the receives of the round (a mailbox per rank and round,
- *   so a round matches only its own messages);
+ *   so a round matches only its own messages). The groups of a rank run one after another, as
+ *   NCCL groups on real/'s one communication stream do: round r's transfers start when the
+ *   rank's rounds before it are done; the copies of other lanes overlap them;
  * - WAIT r: until the round's sends and receives are done;
  * - UNPACK r: the copy of the bytes it received, at the device copy rate.
  * A self-send (source rank = destination rank) is a pack and an unpack, no transfer. The steps

@@ -708,6 +708,134 @@ static void test_schedule_program(void) {
   g_rand_free(r);
 }
 
+/* Pipelined schedules (m2n, p2p) of the tiny models, with small staging bounds: every segment
+ * has a round; per round, rank and link class the staging room and the operation bound hold; and
+ * a segment that sends a piece on comes after every segment that brought bytes of that piece to
+ * its sender at an earlier stage, its seg_dep being the latest of their rounds. */
+static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_ops) {
+  GError *e = NULL;
+  RfSchedule *sg =
+      rf_schedule_build(plan, nranks, B, max_ops, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+  g_assert_no_error(e);
+  const uint64_t room[2] = {sg->seg_bytes, sg->seg_bytes * rf_schedule_nvlink_share(plan)};
+  const size_t cells = (size_t)sg->nrounds * nranks * 2;
+  uint64_t *snd = g_new0(uint64_t, cells ? cells : 1), *rcv = g_new0(uint64_t, cells ? cells : 1);
+  int *ops = g_new0(int, (size_t)sg->nrounds *nranks + 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    const int c = !(msg->flags & RF_XFER_NET);
+    for (uint64_t g = sg->seg_first[m]; g < sg->seg_first[m + 1]; g++) {
+      const int r = sg->seg_round[g];
+      g_assert_cmpint(r, >=, 0);
+      g_assert_cmpint(r, <, sg->nrounds);
+      g_assert_cmpint(sg->seg_dep[g], <, r);
+      const uint64_t lo = (g - sg->seg_first[m]) * sg->seg_bytes;
+      const uint64_t b = (MIN(sg->seg_bytes, msg->bytes - lo) + RF_SCHEDULE_ALIGN - 1) /
+                         RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
+      snd[((size_t)r * nranks + msg->src) * 2 + c] += b;
+      rcv[((size_t)r * nranks + msg->dst) * 2 + c] += b;
+      ops[(size_t)r * nranks + msg->src]++;
+      ops[(size_t)r * nranks + msg->dst]++;
+    }
+  }
+  for (size_t i = 0; i < cells; i++) {
+    g_assert_cmpuint(snd[i], <=, room[i % 2]);
+    g_assert_cmpuint(rcv[i], <=, room[i % 2]);
+  }
+  for (size_t i = 0; i < (size_t)sg->nrounds * nranks; i++)
+    g_assert_cmpint(ops[i], <=, max_ops);
+  /* dependencies, by brute force over (message, transfer) pairs */
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    uint64_t w = 0;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
+      if (!bytes) continue;
+      int want = -1; /* the latest round that brought this piece to the sender earlier */
+      for (uint64_t m2 = 0; m2 < plan->nmsgs; m2++) {
+        const RfMessage *in = &plan->msgs[m2];
+        if (in->dst != msg->src || in->stage >= msg->stage) continue;
+        uint64_t w2 = 0;
+        for (uint64_t t2 = in->first; t2 < (uint64_t)in->first + in->count; t2++) {
+          const uint64_t b2 = plan->pieces[plan->xfers[t2].piece].bytes;
+          if (b2 && plan->xfers[t2].piece == plan->xfers[t].piece)
+            for (uint64_t g = sg->seg_first[m2] + w2 / sg->seg_bytes;
+                 g <= sg->seg_first[m2] + (w2 + b2 - 1) / sg->seg_bytes; g++)
+              want = MAX(want, sg->seg_round[g]);
+          w2 += b2;
+        }
+      }
+      for (uint64_t g = sg->seg_first[m] + w / sg->seg_bytes;
+           g <= sg->seg_first[m] + (w + bytes - 1) / sg->seg_bytes; g++) {
+        g_assert_cmpint(sg->seg_round[g], >, want);
+        g_assert_cmpint(sg->seg_dep[g], >=, want);
+      }
+      w += bytes;
+    }
+  }
+  g_free(snd);
+  g_free(rcv);
+  g_free(ops);
+  rf_schedule_free(sg);
+}
+
+static void test_schedule_pipelined(void) {
+  const char *cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
+                            {"tiny-moe", "TP2xEP2", "TP2xDP2"},
+                            {"tiny-next", "TP2xPP2", "TP2xDP4"}};
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = model_problem(cases[c][0], cases[c][1], cases[c][2], 2);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      if (rf_schedule_pipelines(plan))
+        for (uint64_t B = 1024; B <= 16384; B *= 4)
+          check_pipelined(plan, pb->nranks, B, 3 + (int)(B % 7));
+      rf_plan_free(plan);
+    }
+    rf_problem_free(pb);
+  }
+}
+
+/* A golden pipelined schedule, by hand: ranks 0 and 3 inject pieces P1 and P0 (one staging bound
+ * each) into rank 1 over the network, which fans both out to rank 2 over NVLink in one message
+ * (P0 first). Rank 1's network room takes one per round: P1 (the lower message) in round 0, P0
+ * in round 1. The fan-out's P1 segment goes in round 1, ahead of its P0 segment (round 2): out of
+ * order, not behind a piece still on its way. Three rounds, not four. */
+static void test_schedule_out_of_order(void) {
+  const uint64_t B = 4096;
+  RfPiece pieces[2] = {{.part = 0, .bytes = B}, {.part = 0, .bytes = B}};
+  RfTransfer xfers[4] = {{1, 0, 1, 0, RF_PHASE_DIRECT, RF_XFER_NET},
+                         {0, 3, 1, 0, RF_PHASE_DIRECT, RF_XFER_NET},
+                         {0, 1, 2, 1, RF_PHASE_FANOUT, 0},
+                         {1, 1, 2, 1, RF_PHASE_FANOUT, 0}};
+  RfMessage msgs[3] = {{0, RF_PHASE_DIRECT, RF_XFER_NET, 0, 1, B, 0, 1},
+                       {0, RF_PHASE_DIRECT, RF_XFER_NET, 3, 1, B, 1, 1},
+                       {1, RF_PHASE_FANOUT, 0, 1, 2, 2 * B, 2, 2}};
+  RfPlan plan = {0};
+  plan.strategy = RF_STRATEGY_M2N;
+  plan.pieces = pieces;
+  plan.npieces = 2;
+  plan.xfers = xfers;
+  plan.nxfers = 4;
+  plan.msgs = msgs;
+  plan.nmsgs = 3;
+  plan.nstages = 2;
+  GError *e = NULL;
+  RfSchedule *sg = rf_schedule_build(&plan, 4, B, 32, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpint(sg->nrounds, ==, 3);
+  g_assert_cmpint(sg->seg_round[0], ==, 0); /* P1 into rank 1 */
+  g_assert_cmpint(sg->seg_round[1], ==, 1); /* P0 into rank 1 */
+  g_assert_cmpint(sg->seg_round[2], ==, 2); /* fan-out of P0 */
+  g_assert_cmpint(sg->seg_dep[2], ==, 1);
+  g_assert_cmpint(sg->seg_round[3], ==, 1); /* fan-out of P1, ahead of it */
+  g_assert_cmpint(sg->seg_dep[3], ==, 0);
+  rf_schedule_free(sg);
+  check_pipelined(&plan, 4, B, 32);
+}
+
 /* The executor issues exactly the schedule's program of every rank (the trace of its last refit),
  * with any number of lanes, and every element arrives. */
 static void test_schedule_trace(void) {
@@ -816,6 +944,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/schedule/first-fit", test_schedule_first_fit);
   g_test_add_func("/real/schedule/program", test_schedule_program);
   g_test_add_func("/real/schedule/trace", test_schedule_trace);
+  g_test_add_func("/real/schedule/pipelined", test_schedule_pipelined);
+  g_test_add_func("/real/schedule/out-of-order", test_schedule_out_of_order);
   g_test_add_func("/real/elastic/survivors", test_survivors);
   return g_test_run();
 }

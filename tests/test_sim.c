@@ -406,8 +406,9 @@ static void test_sw_pack_put_unpack(void) {
  * to post a group, 2.5 ms + 6 us on the 10 GB/s NIC. One lane: each group packs, posts, moves,
  * unpacks in series, and the next one starts when the receiver has unpacked and both posted
  * again: 4 x (0.25 + 0.1 + 2.506) + 0.25 ms. Two lanes: the next pack and post overlap the
- * transfer in flight, the NIC never idles: the first pack and post, 10 ms of transfers, the last
- * unpack, within a few latencies. */
+ * transfer in flight (groups still move one after another, on the one communication stream), the
+ * NIC never idles: the first pack and post, 10 ms of transfers, the last unpack, within a few
+ * latencies. */
 static void test_exec_lanes(void) {
   RfCalibration cal;
   golden_calib(&cal);
