@@ -95,10 +95,10 @@ static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
 
 /* ---- pipelined schedules: rounds in time order ------------------------------------------ */
 
-/* Bytes of a piece as a rank received them: key rank x npieces + piece, the segment that carried
- * some of them. */
+/* A piece as a rank received it: key (rank, part), the transfer (plan order: by stage), the
+ * segments that carried it. */
 typedef struct {
-  uint64_t key, seg, stage;
+  uint64_t key, t, g0, g1;
 } Arrival;
 
 static int cmp_u64x2(const void *a, const void *b) {
@@ -114,16 +114,23 @@ static void xfer_segs(const RfSchedule *s, uint64_t m, uint64_t w, uint64_t b, u
   *g1 = s->seg_first[m] + (w + b - 1) / s->seg_bytes + 1;
 }
 
+static uint64_t arrival_key(int rank, uint32_t part) {
+  return (uint64_t)(uint32_t)rank << 32 | part;
+}
+
 /* Which segment waits for which: a segment that sends a piece on waits for every segment that
- * brought bytes of that piece to its sender at an earlier stage. As lists of dependents (CSR:
- * dependents of segment g are next[first[g] .. first[g + 1])) and a count of prerequisites. */
+ * brought its sender, at an earlier stage, a piece the pack may read: the candidates real/'s box
+ * cover takes (lists.c, rank_sources), i.e. the pieces of the same part meeting its box, in plan
+ * order up to the first that holds all of it (without a problem to name the parts' ranks: the
+ * same piece). As lists of dependents (CSR: dependents of segment g are next[first[g] ..
+ * first[g + 1])) and a count of prerequisites. */
 typedef struct {
   uint64_t *first, *next;
   uint32_t *npre;
 } DepGraph;
 
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
-  const uint64_t np = MAX(plan->npieces, 1u);
+  const RfModel *model = plan->problem ? plan->problem->model : NULL;
   g_autoptr(GArray) arr = g_array_new(FALSE, FALSE, sizeof(Arrival));
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
@@ -131,16 +138,14 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t b = piece_bytes(plan, t);
       if (!b) continue;
-      uint64_t g0, g1;
-      xfer_segs(s, m, w, b, &g0, &g1);
-      for (uint64_t g = g0; g < g1; g++) {
-        Arrival a = {(uint64_t)msg->dst * np + plan->xfers[t].piece, g, msg->stage};
-        g_array_append_val(arr, a);
-      }
+      const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
+      Arrival a = {arrival_key(msg->dst, model ? pc->part : plan->xfers[t].piece), t, 0, 0};
+      xfer_segs(s, m, w, b, &a.g0, &a.g1);
+      g_array_append_val(arr, a);
       w += b;
     }
   }
-  if (arr->len > 1) qsort(arr->data, arr->len, sizeof(Arrival), cmp_u64x2);
+  if (arr->len > 1) qsort(arr->data, arr->len, sizeof(Arrival), cmp_u64x2); /* by key, t */
   const Arrival *av = (const Arrival *)(void *)arr->data;
   g_autoptr(GArray) pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2); /* (before, after) */
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
@@ -149,7 +154,9 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t b = piece_bytes(plan, t);
       if (!b) continue;
-      const uint64_t key = (uint64_t)msg->src * np + plan->xfers[t].piece;
+      const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
+      const int ndim = model ? model->parts[pc->part].ndim : 0;
+      const uint64_t key = arrival_key(msg->src, model ? pc->part : plan->xfers[t].piece);
       guint lo = 0, hi = arr->len; /* the first arrival with this key */
       while (lo < hi) {
         guint mid = lo + (hi - lo) / 2;
@@ -161,11 +168,16 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
       uint64_t g0, g1;
       xfer_segs(s, m, w, b, &g0, &g1);
       for (guint i = lo; i < arr->len && av[i].key == key; i++) {
-        if (av[i].stage >= msg->stage) continue; /* only what came at an earlier stage */
-        for (uint64_t g = g0; g < g1; g++) {
-          uint64_t p[2] = {av[i].seg, g};
-          g_array_append_vals(pairs, p, 1);
-        }
+        if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
+        const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
+        RfBox in;
+        if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
+        for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
+          for (uint64_t g = g0; g < g1; g++) {
+            uint64_t p[2] = {ga, g};
+            g_array_append_vals(pairs, p, 1);
+          }
+        if (!model || rf_box_contains(held, &pc->box, ndim)) break;
       }
       w += b;
     }

@@ -744,33 +744,45 @@ static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_
   }
   for (size_t i = 0; i < (size_t)sg->nrounds * nranks; i++)
     g_assert_cmpint(ops[i], <=, max_ops);
-  /* dependencies, by brute force over (message, transfer) pairs */
+  /* dependencies, by brute force: every piece the sender got at an earlier stage that real/'s
+   * box cover may read (same part, meeting the box, in plan order up to the first holding all
+   * of it; without a problem: the same piece) arrived in an earlier round */
+  const RfModel *model = plan->problem ? plan->problem->model : NULL;
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
     uint64_t w = 0;
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
-      const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
-      if (!bytes) continue;
-      int want = -1; /* the latest round that brought this piece to the sender earlier */
-      for (uint64_t m2 = 0; m2 < plan->nmsgs; m2++) {
-        const RfMessage *in = &plan->msgs[m2];
-        if (in->dst != msg->src || in->stage >= msg->stage) continue;
-        uint64_t w2 = 0;
-        for (uint64_t t2 = in->first; t2 < (uint64_t)in->first + in->count; t2++) {
-          const uint64_t b2 = plan->pieces[plan->xfers[t2].piece].bytes;
-          if (b2 && plan->xfers[t2].piece == plan->xfers[t].piece)
-            for (uint64_t g = sg->seg_first[m2] + w2 / sg->seg_bytes;
-                 g <= sg->seg_first[m2] + (w2 + b2 - 1) / sg->seg_bytes; g++)
-              want = MAX(want, sg->seg_round[g]);
-          w2 += b2;
+      const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
+      if (!pc->bytes) continue;
+      const int ndim = model ? model->parts[pc->part].ndim : 0;
+      int want = -1;
+      gboolean whole = FALSE;
+      for (uint64_t t2 = 0; t2 < plan->nxfers && !whole; t2++) {
+        const RfTransfer *x2 = &plan->xfers[t2];
+        const RfPiece *p2 = &plan->pieces[x2->piece];
+        if (x2->dst != msg->src || x2->stage >= msg->stage || !p2->bytes) continue;
+        RfBox in;
+        if (model ? p2->part != pc->part || !rf_box_intersect(&pc->box, &p2->box, ndim, &in)
+                  : x2->piece != plan->xfers[t].piece)
+          continue;
+        whole = !model || rf_box_contains(&p2->box, &pc->box, ndim);
+        for (uint64_t m2 = 0; m2 < plan->nmsgs; m2++) { /* its message and segments */
+          const RfMessage *in2 = &plan->msgs[m2];
+          if (t2 < in2->first || t2 >= (uint64_t)in2->first + in2->count) continue;
+          uint64_t w2 = 0;
+          for (uint64_t u = in2->first; u < t2; u++)
+            w2 += plan->pieces[plan->xfers[u].piece].bytes;
+          for (uint64_t g = sg->seg_first[m2] + w2 / sg->seg_bytes;
+               g <= sg->seg_first[m2] + (w2 + p2->bytes - 1) / sg->seg_bytes; g++)
+            want = MAX(want, sg->seg_round[g]);
         }
       }
       for (uint64_t g = sg->seg_first[m] + w / sg->seg_bytes;
-           g <= sg->seg_first[m] + (w + bytes - 1) / sg->seg_bytes; g++) {
+           g <= sg->seg_first[m] + (w + pc->bytes - 1) / sg->seg_bytes; g++) {
         g_assert_cmpint(sg->seg_round[g], >, want);
         g_assert_cmpint(sg->seg_dep[g], >=, want);
       }
-      w += bytes;
+      w += pc->bytes;
     }
   }
   g_free(snd);
