@@ -95,8 +95,8 @@ static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
 
 /* ---- pipelined schedules: rounds in time order ------------------------------------------ */
 
-/* A piece as a rank received it: key (rank, part), the transfer (plan order: by stage), the
- * segments that carried it. */
+/* A transfer and the segments that carry it [g0, g1); key: its message, or, as a piece some rank
+ * received, (rank, part). t is in plan order (by stage). */
 typedef struct {
   uint64_t key, t, g0, g1;
 } Arrival;
@@ -131,55 +131,56 @@ typedef struct {
 
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
-  g_autoptr(GArray) arr = g_array_new(FALSE, FALSE, sizeof(Arrival));
+  /* every transfer with bytes: its message and segments (Arrival.key holds the message) */
+  g_autoptr(GArray) xs = g_array_new(FALSE, FALSE, sizeof(Arrival));
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
     uint64_t w = 0;
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t b = piece_bytes(plan, t);
       if (!b) continue;
-      const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
-      Arrival a = {arrival_key(msg->dst, model ? pc->part : plan->xfers[t].piece), t, 0, 0};
-      xfer_segs(s, m, w, b, &a.g0, &a.g1);
-      g_array_append_val(arr, a);
+      Arrival x = {m, t, 0, 0};
+      xfer_segs(s, m, w, b, &x.g0, &x.g1);
+      g_array_append_val(xs, x);
       w += b;
     }
   }
-  if (arr->len > 1) qsort(arr->data, arr->len, sizeof(Arrival), cmp_u64x2); /* by key, t */
-  const Arrival *av = (const Arrival *)(void *)arr->data;
+  const Arrival *xv = (const Arrival *)(void *)xs->data;
+  /* what a rank receives, by (rank, part) */
+  g_autofree Arrival *av = g_new(Arrival, xs->len ? xs->len : 1);
+  for (guint i = 0; i < xs->len; i++) {
+    const RfTransfer *x = &plan->xfers[xv[i].t];
+    av[i] = xv[i];
+    av[i].key =
+        arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
+  }
+  if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2);           /* by key, t */
   g_autoptr(GArray) pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2); /* (before, after) */
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
-    const RfMessage *msg = &plan->msgs[m];
-    uint64_t w = 0;
-    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
-      const uint64_t b = piece_bytes(plan, t);
-      if (!b) continue;
-      const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
-      const int ndim = model ? model->parts[pc->part].ndim : 0;
-      const uint64_t key = arrival_key(msg->src, model ? pc->part : plan->xfers[t].piece);
-      guint lo = 0, hi = arr->len; /* the first arrival with this key */
-      while (lo < hi) {
-        guint mid = lo + (hi - lo) / 2;
-        if (av[mid].key < key)
-          lo = mid + 1;
-        else
-          hi = mid;
-      }
-      uint64_t g0, g1;
-      xfer_segs(s, m, w, b, &g0, &g1);
-      for (guint i = lo; i < arr->len && av[i].key == key; i++) {
-        if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
-        const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
-        RfBox in;
-        if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
-        for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
-          for (uint64_t g = g0; g < g1; g++) {
-            uint64_t p[2] = {ga, g};
-            g_array_append_vals(pairs, p, 1);
-          }
-        if (!model || rf_box_contains(held, &pc->box, ndim)) break;
-      }
-      w += b;
+  for (guint j = 0; j < xs->len; j++) {
+    const RfMessage *msg = &plan->msgs[xv[j].key];
+    const RfTransfer *x = &plan->xfers[xv[j].t];
+    const RfPiece *pc = &plan->pieces[x->piece];
+    const int ndim = model ? model->parts[pc->part].ndim : 0;
+    const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
+    guint lo = 0, hi = xs->len; /* the first arrival with this key */
+    while (lo < hi) {
+      guint mid = lo + (hi - lo) / 2;
+      if (av[mid].key < key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (guint i = lo; i < xs->len && av[i].key == key; i++) {
+      if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
+      const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
+      RfBox in;
+      if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
+      for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
+        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
+          uint64_t p[2] = {ga, g};
+          g_array_append_vals(pairs, p, 1);
+        }
+      if (!model || rf_box_contains(held, &pc->box, ndim)) break;
     }
   }
   uint64_t *pv = (uint64_t *)(void *)pairs->data, np2 = 0;
