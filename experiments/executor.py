@@ -7,7 +7,7 @@ against the physical network bound (the plan's lower bound) and NVIDIA's reporte
 
 usage: /usr/bin/python3 experiments/executor.py [--build DIR | --refit PATH] [--slots 1,2,4]
        [--out experiments/results]
-writes OUT/executor.{csv,txt}; progress on stderr (10-20 minutes on 2 cores).
+writes OUT/executor.{csv,txt}; progress on stderr (about 6 minutes on 2 cores).
 """
 import argparse
 import os
