@@ -3,13 +3,17 @@
 (`--software refit`, what the strategy could do) beside the schedule `refit run` executes
 (`--software-variant executor`: every rank's program of pack / post / wait / unpack, groups in
 flight on staging lanes, stages pipelined; and `--staged`, m2n's stages one after another),
-against the physical network bound (the plan's lower bound) and NVIDIA's reported reshard time.
+against the physical network bound (the plan's lower bound), NVIDIA's reported reshard time and
+the published-software model's prediction of it (the hybrid row of
+experiments/results/reproduce.csv, written by `sh experiments/main.sh`), with the speedup of the
+2-lane executor over that prediction.
 
 usage: /usr/bin/python3 experiments/executor.py [--build DIR | --refit PATH] [--slots 1,2,4]
        [--out experiments/results]
 writes OUT/executor.{csv,txt}; progress on stderr (about 6 minutes on 2 cores).
 """
 import argparse
+import csv
 import os
 import sys
 import time
@@ -33,9 +37,17 @@ def main():
     t = Table(os.path.join(a.out, "executor.txt"))
     head = "| platform | model | strategy | bound (s) | flow model (s) | " + " | ".join(
         "executor, %d lane%s (s)" % (s, "" if s == 1 else "s") for s in slots) + \
-        " | executor staged, 2 lanes (s) | reported reshard (s) |"
+        " | executor staged, 2 lanes (s) | reported reshard (s) | published-software" \
+        " prediction (s) | speedup over it |"
     t.line(head)
     t.line("|" + "---|" * (head.count("|") - 1))
+    published = {}  # (platform, model) -> the published-software prediction of the reshard row
+    rp = os.path.join(ROOT, "experiments", "results", "reproduce.csv")
+    if os.path.exists(rp):
+        with open(rp) as f:
+            for x in csv.DictReader(f):
+                if x["strategy"] == "hybrid" and x["predicted_s"]:
+                    published[(x["platform"], x["model"])] = float(x["predicted_s"])
     rows = []
     t0 = time.time()
     for r in read_table(TABLE):
@@ -55,14 +67,21 @@ def main():
                 row["executor_%d_s" % s] = ex[s][st]["predicted_s"]
             row["executor_staged_2_s"] = staged["m2n"]["predicted_s"] if st == "m2n" else ""
             row["reported_reshard_s"] = float(r["reshard_s"])
+            pub = published.get((r["platform"], r["model"]))
+            row["published_software_s"] = pub if pub is not None else ""
+            row["speedup_over_published"] = (pub / row["executor_2_s"]
+                                             if pub is not None and "executor_2_s" in row else "")
             rows.append(row)
             cells = ["%.2f (%.2fx)" % (row["executor_%d_s" % s], row["executor_%d_s" % s] / bound)
                      for s in slots]
             stg = ("%.2f (%.2fx)" % (row["executor_staged_2_s"], row["executor_staged_2_s"] / bound)
                    if st == "m2n" else "(= pipelined)")
-            t.line("| %s | %s | %s | %.2f | %.2f (%.2fx) | %s | %s | %.1f |" % (
+            pub_cells = ("%.2f | %.1fx" % (row["published_software_s"],
+                                           row["speedup_over_published"])
+                         if row["speedup_over_published"] != "" else "- | -")
+            t.line("| %s | %s | %s | %.2f | %.2f (%.2fx) | %s | %s | %.1f | %s |" % (
                 r["platform"], r["model"], st, bound, row["flows_s"], row["flows_s"] / bound,
-                " | ".join(cells), stg, row["reported_reshard_s"]))
+                " | ".join(cells), stg, row["reported_reshard_s"], pub_cells))
     write_csv(os.path.join(a.out, "executor.csv"), rows)
     t.line("(x: ratio to the bound; wall %.0f s)" % (time.time() - t0))
     t.save()
