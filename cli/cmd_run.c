@@ -47,9 +47,14 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   g_autofree char *quant = rf_quant_describe(pb);
   if (quant) printf("# quant: %s\n", quant);
   if (hosts_note) printf("# hosts: %s\n", hosts_note);
+  char ops[32];
+  if (o->max_ops == RF_SCHEDULE_AUTO_OPS)
+    g_strlcpy(ops, "from the topology", sizeof ops);
+  else
+    g_snprintf(ops, sizeof ops, "%d", o->max_ops);
   printf("# staging %" G_GUINT64_FORMAT " B per rank, direction and lane, %d lane%s (groups in "
-         "flight), max %d ops per group",
-         o->staging_bytes, o->slots, o->slots == 1 ? "" : "s", o->max_ops);
+         "flight), max ops per group %s",
+         o->staging_bytes, o->slots, o->slots == 1 ? "" : "s", ops);
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved\n");
     return;
@@ -243,9 +248,9 @@ static gboolean check_options(RunCmd *c, GError **error) {
                 "--iters must be in 1..1000000 and --warmup in 0..1000000");
     return FALSE;
   }
-  if (!(o->timeout_s > 0 && o->timeout_s <= 1e6) || o->max_ops < 1) {
+  if (!(o->timeout_s > 0 && o->timeout_s <= 1e6) || o->max_ops < 0 || o->max_ops == 1) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "--timeout must be in (0, 1e6] seconds and --max-ops >= 1");
+                "--timeout must be in (0, 1e6] seconds and --max-ops >= 2 (0: from the topology)");
     return FALSE;
   }
   if (o->slots < 1 || o->slots > RF_SCHEDULE_MAX_SLOTS) {
@@ -384,7 +389,9 @@ int rf_cmd_run(int argc, char **argv) {
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &c.staging_mib,
        "Staging bound per rank and direction in MiB (default 64)", "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->max_ops,
-       "Send + receive operations of a rank per group (default 32)", "N"},
+       "Send + receive operations of a rank per group (default 0: from the topology, 32 for staged "
+       "schedules, 2 x 4 x (1 + NVLink share) for pipelined ones: 40 DGX H100, 80 GB200)",
+       "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &o->slots,
        "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
        "unpacking overlap the transfers (default 2; 1: one group at a time)",

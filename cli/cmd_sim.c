@@ -407,7 +407,9 @@ int rf_cmd_sim(int argc, char **argv) {
        "(default 64)",
        "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &exec_max_ops,
-       "refit executor variant: refit run's operations per rank and group (default 32)", "N"},
+       "refit executor variant: refit run's operations per rank and group (default 0: from the "
+       "topology, as refit run)",
+       "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &exec_slots,
        "refit executor variant: refit run's staging lanes, groups in flight (default 2)", "N"},
       {"staged", 0, 0, G_OPTION_ARG_NONE, &exec_staged,
@@ -441,11 +443,13 @@ int rf_cmd_sim(int argc, char **argv) {
                 "--hybrid-overlap and --hybrid-sequential exclude each other");
     goto out;
   }
-  if (!(exec_staging_mib > 0 && exec_staging_mib <= 1 << 20) || exec_max_ops < 2 ||
-      exec_slots < 1 || exec_slots > RF_SCHEDULE_MAX_SLOTS) { /* refuses nan too */
+  if (!(exec_staging_mib > 0 && exec_staging_mib <= 1 << 20) ||
+      (exec_max_ops < 2 && exec_max_ops != RF_SCHEDULE_AUTO_OPS) || exec_slots < 1 ||
+      exec_slots > RF_SCHEDULE_MAX_SLOTS) { /* refuses nan too */
     g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
-                "--staging-mib must be in (0, %d], --max-ops >= 2 and --slots in 1..%d", 1 << 20,
-                RF_SCHEDULE_MAX_SLOTS);
+                "--staging-mib must be in (0, %d], --max-ops >= 2 (0: from the topology) and "
+                "--slots in 1..%d",
+                1 << 20, RF_SCHEDULE_MAX_SLOTS);
     goto out;
   }
   if (timeline && !timeline_check(timeline, &e)) goto out;

@@ -219,6 +219,11 @@ uint64_t rf_schedule_nvlink_share(const RfPlan *plan) {
   return (uint64_t)CLAMP(x, 1, RF_SCHEDULE_MAX_NVLINK_SHARE);
 }
 
+int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined) {
+  if (!pipelined) return RF_SCHEDULE_STAGED_MAX_OPS;
+  return 2 * RF_SCHEDULE_CUTS * (1 + (int)rf_schedule_nvlink_share(plan));
+}
+
 /* Pipelined placement, round after round. In each round every message, in priority order, puts
  * in those of its segments that are ready (every segment they wait for sits in an earlier round)
  * while both ends have room: a segment may go before an earlier one of its message, so a fan-out
@@ -237,7 +242,7 @@ static int cmp_key(const void *a, const void *b, void *ud) {
 
 static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
                             RfScheduleProgress progress, void *progress_ud) {
-  const uint64_t B = s->seg_bytes;
+  const uint64_t B = s->room_bytes, C = s->seg_bytes;
   const uint64_t Bn = B * rf_schedule_nvlink_share(plan); /* a round's room over NVLink */
   DepGraph d;
   dep_graph_build(&d, s, plan);
@@ -282,8 +287,8 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
       const int need = msg->src == msg->dst ? 2 : 1;
       for (uint64_t g = cur[m]; g < s->seg_first[m + 1]; g++) {
         if (s->seg_round[g] >= 0 || d.npre[g] || s->seg_dep[g] >= r) continue;
-        const uint64_t lo = (g - s->seg_first[m]) * B;
-        const uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
+        const uint64_t lo = (g - s->seg_first[m]) * C;
+        const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
         if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops) break;
         if (us->send + b > room || ud->recv + b > room) {
           if (us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room) break;
@@ -298,8 +303,8 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
         s->send_max[msg->src] = MAX(s->send_max[msg->src], os[0].send + os[1].send);
         s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], od[0].recv + od[1].recv);
         s->seg_round[g] = r;
-        rem[4 * msg->src + 2 * cls] -= MIN(B, msg->bytes - lo);
-        rem[4 * msg->dst + 2 * cls + 1] -= MIN(B, msg->bytes - lo);
+        rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
+        rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
         for (uint64_t k = d.first[g]; k < d.first[g + 1]; k++) {
           d.npre[d.next[k]]--;
           s->seg_dep[d.next[k]] = MAX(s->seg_dep[d.next[k]], r);
@@ -328,8 +333,14 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
                               void *progress_ud, GError **error) {
   const gboolean pipelined = (flags & RF_SCHEDULE_PIPELINED) != 0;
   const gboolean sizes_only = (flags & RF_SCHEDULE_SIZES_ONLY) && !pipelined;
-  const uint64_t B = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
-  if (B == 0 || max_ops < 2 || nranks < 1) {
+  const uint64_t room = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
+  /* pipelined: segments of a quarter of the room (at least one aligned unit) */
+  const uint64_t B =
+      pipelined
+          ? MAX(RF_SCHEDULE_ALIGN, room / RF_SCHEDULE_CUTS / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN)
+          : room;
+  if (max_ops == RF_SCHEDULE_AUTO_OPS) max_ops = rf_schedule_max_ops(plan, pipelined);
+  if (room == 0 || max_ops < 2 || nranks < 1) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "schedule: staging bound %" G_GUINT64_FORMAT
                 " B is below one %u B segment, or fewer than 2 operations per round",
@@ -342,6 +353,7 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
     return NULL;
   }
   g_autoptr(RfSchedule) s = g_new0(RfSchedule, 1);
+  s->room_bytes = room;
   s->seg_bytes = B;
   s->slots = slots;
   s->max_ops = max_ops;

@@ -2,12 +2,14 @@
  * real/ runs it and sim/ simulates it (`refit sim --software refit --software-variant executor`);
  * neither invents an order of its own.
  *
- * Every message is cut into segments of at most the staging bound. Each segment goes first-fit
- * into the earliest round of its stage where both ends still have staging room and operation
- * slots; a round is one group of sends and receives (collective: every rank meets its peers in
- * the same round), and rounds never span stages. A round uses one staging slot of each rank
- * taking part: the lane, (round - first round of its stage) mod slots. With more than one slot a
- * rank keeps up to `slots` rounds in flight:
+ * Every message is cut into segments of at most the staging bound (pipelined: a quarter of it,
+ * RF_SCHEDULE_CUTS, so that a round's room fills up: with whole-bound segments a rank receiving
+ * 40 MiB pieces against a 64 MiB bound took one per round and stayed 62% full). Each segment goes
+ * first-fit into the earliest round of its stage where both ends still have staging room and
+ * operation slots; a round is one group of sends and receives (collective: every rank meets its
+ * peers in the same round), and rounds never span stages. A round uses one staging slot of each
+ * rank taking part: the lane, (round - first round of its stage) mod slots. With more than one slot
+ * a rank keeps up to `slots` rounds in flight:
  *
  *   PACK r    copy the round's send boxes into the lane's send staging (copy stream)
  *   POST r    start its sends and receives (communication stream; after PACK r)
@@ -44,10 +46,16 @@
 /* pipelined rounds: most staging bounds of NVLink room a round takes beside one of network */
 #define RF_SCHEDULE_MAX_NVLINK_SHARE 16
 
+/* pipelined rounds: segments of 1 / RF_SCHEDULE_CUTS of the staging bound */
+#define RF_SCHEDULE_CUTS 4
+
 /* refit run's defaults (--staging-mib, --max-ops, --slots), which the simulator's executor
- * model and the plan's memory estimate assume too */
+ * model and the plan's memory estimate assume too. A max_ops of RF_SCHEDULE_AUTO_OPS (the
+ * default) takes rf_schedule_max_ops() of the plan. */
 #define RF_SCHEDULE_DEFAULT_STAGING_BYTES (UINT64_C(64) << 20)
-#define RF_SCHEDULE_DEFAULT_MAX_OPS 32
+#define RF_SCHEDULE_AUTO_OPS 0
+#define RF_SCHEDULE_DEFAULT_MAX_OPS RF_SCHEDULE_AUTO_OPS
+#define RF_SCHEDULE_STAGED_MAX_OPS 32 /* staged schedules: whole-bound segments */
 #define RF_SCHEDULE_DEFAULT_SLOTS 2
 
 /* rf_schedule_build flags */
@@ -65,9 +73,11 @@ typedef struct {
 } RfSchedOp;
 
 typedef struct {
-  uint64_t seg_bytes; /* staging bound: the largest segment, and a lane's size cap */
-  int slots;          /* staging lanes per rank and direction (1: rounds in series) */
-  int max_ops;        /* sends + receives of a rank per round */
+  uint64_t room_bytes; /* staging bound: a round's network room per rank, direction and lane */
+  uint64_t seg_bytes;  /* the largest segment: room_bytes (staged), room_bytes / RF_SCHEDULE_CUTS
+                          (pipelined); segment k of a message starts at byte k x seg_bytes */
+  int slots;           /* staging lanes per rank and direction (1: rounds in series) */
+  int max_ops;         /* sends + receives of a rank per round (as used: never AUTO) */
   int nranks;
   uint64_t nmsgs, nsegs;
   uint64_t *seg_first; /* nmsgs + 1: segments of message m are seg_first[m] .. [m + 1) */
@@ -83,7 +93,8 @@ typedef struct {
 typedef void (*RfScheduleProgress)(uint64_t done, uint64_t total, void *ud);
 
 /* The schedule of plan over nranks ranks with a staging bound (bytes per rank, direction and
- * lane), at most max_ops operations per rank and round, and slots lanes (1 .. 8). flags:
+ * lane), at most max_ops operations per rank and round (RF_SCHEDULE_AUTO_OPS: from the plan),
+ * and slots lanes (1 .. 8). flags:
  * RF_SCHEDULE_SIZES_ONLY, only the staging maxima and round counts (seg_round NULL);
  * RF_SCHEDULE_PIPELINED (above). NULL + error (RF_ERROR_VERIFY) when the plan names a rank outside
  * the world or its messages are not sorted by stage; RF_ERROR_INPUT for a bound below one aligned
@@ -94,6 +105,10 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
 /* Pipelined rounds: the NVLink room of a round, in staging bounds (above); 1 without a
  * topology. */
 uint64_t rf_schedule_nvlink_share(const RfPlan *plan);
+/* The operation bound RF_SCHEDULE_AUTO_OPS stands for: staged, RF_SCHEDULE_STAGED_MAX_OPS;
+ * pipelined, a full round of full segments both ways, 2 x RF_SCHEDULE_CUTS x (1 + the NVLink
+ * share): 40 on DGX H100, 80 on GB200 NVL72 (NCCL takes up to 2,048 calls in one group). */
+int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined);
 /* The strategies whose plans refit's executor pipelines across stages (m2n, p2p). */
 gboolean rf_schedule_pipelines(const RfPlan *plan);
 void rf_schedule_free(RfSchedule *s);

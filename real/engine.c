@@ -869,13 +869,15 @@ RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error) {
                       opt->backend ? opt->backend : "");
     return NULL;
   }
-  if (opt->staging_bytes < STAGE_ALIGN || opt->max_ops < 2 || opt->iters < 1 || opt->warmup < 0 ||
-      !(opt->timeout_s > 0) || opt->slots < 1 || opt->slots > RF_SCHEDULE_MAX_SLOTS ||
-      !(opt->op_delay_s >= 0)) {
-    rf_real_set_err(error, RF_ERROR_INPUT,
-                    "real executor: staging >= %u bytes, max ops >= 2, slots 1..%d, iters >= 1, "
-                    "warmup >= 0 and timeout > 0 are required",
-                    STAGE_ALIGN, RF_SCHEDULE_MAX_SLOTS);
+  if (opt->staging_bytes < STAGE_ALIGN ||
+      (opt->max_ops < 2 && opt->max_ops != RF_SCHEDULE_AUTO_OPS) || opt->iters < 1 ||
+      opt->warmup < 0 || !(opt->timeout_s > 0) || opt->slots < 1 ||
+      opt->slots > RF_SCHEDULE_MAX_SLOTS || !(opt->op_delay_s >= 0)) {
+    rf_real_set_err(
+        error, RF_ERROR_INPUT,
+        "real executor: staging >= %u bytes, max ops >= 2 (or 0), slots 1..%d, iters >= 1, "
+        "warmup >= 0 and timeout > 0 are required",
+        STAGE_ALIGN, RF_SCHEDULE_MAX_SLOTS);
     return NULL;
   }
   if (opt->iters > RF_REAL_MAX_ITERS || opt->warmup > RF_REAL_MAX_ITERS) {

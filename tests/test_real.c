@@ -717,7 +717,8 @@ static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_
   RfSchedule *sg =
       rf_schedule_build(plan, nranks, B, max_ops, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
   g_assert_no_error(e);
-  const uint64_t room[2] = {sg->seg_bytes, sg->seg_bytes * rf_schedule_nvlink_share(plan)};
+  const uint64_t room[2] = {sg->room_bytes, sg->room_bytes * rf_schedule_nvlink_share(plan)};
+  g_assert_cmpuint(sg->seg_bytes, <=, MAX(RF_SCHEDULE_ALIGN, sg->room_bytes / RF_SCHEDULE_CUTS));
   const size_t cells = (size_t)sg->nrounds * nranks * 2;
   uint64_t *snd = g_new0(uint64_t, cells ? cells : 1), *rcv = g_new0(uint64_t, cells ? cells : 1);
   int *ops = g_new0(int, (size_t)sg->nrounds *nranks + 1);
@@ -743,7 +744,7 @@ static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_
     g_assert_cmpuint(rcv[i], <=, room[i % 2]);
   }
   for (size_t i = 0; i < (size_t)sg->nrounds * nranks; i++)
-    g_assert_cmpint(ops[i], <=, max_ops);
+    g_assert_cmpint(ops[i], <=, max_ops ? max_ops : rf_schedule_max_ops(plan, TRUE));
   /* dependencies, by brute force: every piece the sender got at an earlier stage that real/'s
    * box cover may read (same part, meeting the box, in plan order up to the first holding all
    * of it; without a problem: the same piece) arrived in an earlier round */
@@ -811,10 +812,11 @@ static void test_schedule_pipelined(void) {
 }
 
 /* A golden pipelined schedule, by hand: ranks 0 and 3 inject pieces P1 and P0 (one staging bound
- * each) into rank 1 over the network, which fans both out to rank 2 over NVLink in one message
- * (P0 first). Rank 1's network room takes one per round: P1 (the lower message) in round 0, P0
- * in round 1. The fan-out's P1 segment goes in round 1, ahead of its P0 segment (round 2): out of
- * order, not behind a piece still on its way. Three rounds, not four. */
+ * each, four segments of a quarter) into rank 1 over the network, which fans both out to rank 2
+ * over NVLink in one message (P0 first). Rank 1's network room takes one piece per round: P1 (the
+ * lower message) in round 0, P0 in round 1. The fan-out's P1 segments go in round 1, ahead of its
+ * P0 segments (round 2): out of order, not behind a piece still on its way. Three rounds, not
+ * four. */
 static void test_schedule_out_of_order(void) {
   const uint64_t B = 4096;
   RfPiece pieces[2] = {{.part = 0, .bytes = B}, {.part = 0, .bytes = B}};
@@ -838,12 +840,17 @@ static void test_schedule_out_of_order(void) {
   RfSchedule *sg = rf_schedule_build(&plan, 4, B, 32, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
   g_assert_no_error(e);
   g_assert_cmpint(sg->nrounds, ==, 3);
-  g_assert_cmpint(sg->seg_round[0], ==, 0); /* P1 into rank 1 */
-  g_assert_cmpint(sg->seg_round[1], ==, 1); /* P0 into rank 1 */
-  g_assert_cmpint(sg->seg_round[2], ==, 2); /* fan-out of P0 */
-  g_assert_cmpint(sg->seg_dep[2], ==, 1);
-  g_assert_cmpint(sg->seg_round[3], ==, 1); /* fan-out of P1, ahead of it */
-  g_assert_cmpint(sg->seg_dep[3], ==, 0);
+  g_assert_cmpuint(sg->seg_bytes, ==, B / RF_SCHEDULE_CUTS);
+  g_assert_cmpuint(sg->nsegs, ==, 4 * RF_SCHEDULE_CUTS);
+  for (int k = 0; k < RF_SCHEDULE_CUTS; k++) {
+    g_assert_cmpint(sg->seg_round[k], ==, 0);                    /* P1 into rank 1 */
+    g_assert_cmpint(sg->seg_round[RF_SCHEDULE_CUTS + k], ==, 1); /* P0 into rank 1 */
+    const uint64_t f = 2 * RF_SCHEDULE_CUTS;                     /* the fan-out's first segment */
+    g_assert_cmpint(sg->seg_round[f + k], ==, 2);                /* fan-out of P0 */
+    g_assert_cmpint(sg->seg_dep[f + k], ==, 1);
+    g_assert_cmpint(sg->seg_round[f + RF_SCHEDULE_CUTS + k], ==, 1); /* of P1, ahead of it */
+    g_assert_cmpint(sg->seg_dep[f + RF_SCHEDULE_CUTS + k], ==, 0);
+  }
   rf_schedule_free(sg);
   check_pipelined(&plan, 4, B, 32);
 }
