@@ -99,6 +99,7 @@ static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
  * received, (rank, part). t is in plan order (by stage). */
 typedef struct {
   uint64_t key, t, g0, g1;
+  uint64_t w; /* the piece's first byte in its message */
 } Arrival;
 
 static int cmp_u64x2(const void *a, const void *b) {
@@ -122,8 +123,12 @@ static uint64_t arrival_key(int rank, uint32_t part) {
  * brought its sender, at an earlier stage, a piece the pack may read: the candidates real/'s box
  * cover takes (lists.c, rank_sources), i.e. the pieces of the same part meeting its box, in plan
  * order up to the first that holds all of it (without a problem to name the parts' ranks: the
- * same piece). As lists of dependents (CSR: dependents of segment g are next[first[g] ..
- * first[g + 1])) and a count of prerequisites. */
+ * same piece). When that first candidate is the very box sent on (m2n's forwarding and fan-out
+ * of a piece as it came), byte k of the piece sent is byte k of the piece held (both row-major
+ * in the one box), so a segment waits only for the segments that brought its own bytes: a
+ * piece goes on as its first segments land, not once all of it has (chunk-pipelined). As lists
+ * of dependents (CSR: dependents of segment g are next[first[g] .. first[g + 1])) and a count of
+ * prerequisites. */
 typedef struct {
   uint64_t *first, *next;
   uint32_t *npre;
@@ -139,7 +144,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t b = piece_bytes(plan, t);
       if (!b) continue;
-      Arrival x = {m, t, 0, 0};
+      Arrival x = {m, t, 0, 0, w};
       xfer_segs(s, m, w, b, &x.g0, &x.g1);
       g_array_append_val(xs, x);
       w += b;
@@ -170,17 +175,36 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
       else
         hi = mid;
     }
+    gboolean first_met = TRUE;
     for (guint i = lo; i < xs->len && av[i].key == key; i++) {
       if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
       const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
       RfBox in;
       if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
+      const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
+      if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
+        /* the same box: segment g needs the arriving segments of its own bytes */
+        const uint64_t C = s->seg_bytes, b = pc->bytes;
+        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
+          const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
+          const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
+          const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
+          const uint64_t m_in = av[i].g0 - (av[i].w / C); /* seg_first of the arriving message */
+          for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
+               ga++) {
+            uint64_t p[2] = {ga, g};
+            g_array_append_vals(pairs, p, 1);
+          }
+        }
+        break;
+      }
+      first_met = FALSE;
       for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
         for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
           uint64_t p[2] = {ga, g};
           g_array_append_vals(pairs, p, 1);
         }
-      if (!model || rf_box_contains(held, &pc->box, ndim)) break;
+      if (whole) break;
     }
   }
   uint64_t *pv = (uint64_t *)(void *)pairs->data, np2 = 0;

@@ -6,8 +6,9 @@
  * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
  *   (topology HBM x `efficiency.hbm`): the actor sleeps, its groups in flight keep moving;
  * - POST r: the host posts the group (`latency.message_s`), then one asynchronous send per
- *   segment to its destination rank and the receives of the round (a mailbox per rank and round,
- *   so a round matches only its own messages). The groups of a rank run one after another, as
+ *   destination rank and phase (the segments it takes there in the round, together: below) and
+ *   the receives of the round (a mailbox per rank and round, so a round matches only its own
+ *   messages). The groups of a rank run one after another, as
  *   NCCL groups on real/'s one communication stream do: round r's transfers start when the
  *   rank's rounds before it are done; the copies of other lanes overlap them;
  * - WAIT r: until the round's sends and receives are done;
@@ -101,8 +102,13 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   }
   for (int r = 0; r < pb->nranks; r++)
     e->round_first[r + 1] += e->round_first[r];
-  /* 2. copies, receives and the send counts, then the sends */
-  for (int r = 0; r < s->nrounds; r++)
+  /* 2. copies, receives and the send counts, then the sends. The segments one rank sends
+   * another in one round (of one phase) travel as one simulated message: they share the same
+   * links from the same start, so under max-min sharing their sum ends when the last of them
+   * would (the round waits for all); a quarter of the comms for SimGrid to solve. */
+  g_autoptr(GHashTable) pair = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
+  for (int r = 0; r < s->nrounds; r++) {
+    g_hash_table_remove_all(pair);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
@@ -111,9 +117,13 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       a->need = MAX(a->need, segs[i].dep);
       b->unpack_s += (double)segs[i].bytes / copy_Bps;
       if (m->dst == m->src) continue;
+      XKey k = {m->src, m->dst, m->phase};
+      if (g_hash_table_contains(pair, &k)) continue;
+      g_hash_table_add(pair, g_memdup2(&k, sizeof k));
       a->nsend++;
       b->nrecv++;
     }
+  }
   uint64_t ns = 0;
   for (uint64_t i = 0; i < nu; i++) {
     e->rounds[i].send_first = (uint32_t)ns;
@@ -121,14 +131,24 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->rounds[i].nsend = 0;
   }
   e->sends = g_new(SimExecSend, ns + 1);
-  for (int r = 0; r < s->nrounds; r++)
+  g_autoptr(GHashTable) at = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
+  for (int r = 0; r < s->nrounds; r++) {
+    g_hash_table_remove_all(at);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
+      XKey k = {m->src, m->dst, m->phase};
+      gpointer pos = g_hash_table_lookup(at, &k);
+      if (pos) { /* the send of this pair and phase in this round: one more segment */
+        e->sends[GPOINTER_TO_UINT(pos) - 1].bytes += (double)segs[i].bytes;
+        continue;
+      }
       SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
-      e->sends[a->send_first + a->nsend++] =
-          (SimExecSend){m->dst, m->phase, {0}, (double)segs[i].bytes};
+      const uint32_t j = a->send_first + a->nsend++;
+      e->sends[j] = (SimExecSend){m->dst, m->phase, {0}, (double)segs[i].bytes};
+      g_hash_table_insert(at, g_memdup2(&k, sizeof k), GUINT_TO_POINTER(j + 1));
     }
+  }
   /* 3. the programs */
   g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
   g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
