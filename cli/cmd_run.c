@@ -376,7 +376,7 @@ int rf_cmd_run(int argc, char **argv) {
   RfRealOptions *o = &c.o;
   rf_real_options_init(o);
   char *backend = NULL;
-  c.staging_mib = 64.0;
+  c.staging_mib = RF_SCHEDULE_DEFAULT_STAGING_BYTES / 1048576.0;
   c.drop = G_MININT;
   GOptionEntry entries[] = {
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend,
@@ -387,7 +387,7 @@ int rf_cmd_run(int argc, char **argv) {
       {"iters", 'n', 0, G_OPTION_ARG_INT, &o->iters,
        "Timed refits, one training step each (default 5)", "N"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &c.staging_mib,
-       "Staging bound per rank and direction in MiB (default 64)", "MIB"},
+       "Staging bound per rank and direction in MiB (default 32)", "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->max_ops,
        "Send + receive operations of a rank per group (default 0: from the topology, 32 for staged "
        "schedules, 2 x 4 x (1 + NVLink share) for pipelined ones: 40 DGX H100, 80 GB200)",

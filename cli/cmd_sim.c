@@ -404,7 +404,7 @@ int rf_cmd_sim(int argc, char **argv) {
        "NAME"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &exec_staging_mib,
        "refit executor variant: refit run's staging bound per rank, direction and lane in MiB "
-       "(default 64)",
+       "(default 32)",
        "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &exec_max_ops,
        "refit executor variant: refit run's operations per rank and group (default 0: from the "

@@ -52,7 +52,7 @@
 /* refit run's defaults (--staging-mib, --max-ops, --slots), which the simulator's executor
  * model and the plan's memory estimate assume too. A max_ops of RF_SCHEDULE_AUTO_OPS (the
  * default) takes rf_schedule_max_ops() of the plan. */
-#define RF_SCHEDULE_DEFAULT_STAGING_BYTES (UINT64_C(64) << 20)
+#define RF_SCHEDULE_DEFAULT_STAGING_BYTES (UINT64_C(32) << 20)
 #define RF_SCHEDULE_AUTO_OPS 0
 #define RF_SCHEDULE_DEFAULT_MAX_OPS RF_SCHEDULE_AUTO_OPS
 #define RF_SCHEDULE_STAGED_MAX_OPS 32 /* staged schedules: whole-bound segments */

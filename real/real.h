@@ -42,8 +42,8 @@ typedef struct {
   int lane;
 } RfRealTrace;
 
-/* Defaults: host backend, 1 warm-up, 5 iterations, 64 MiB staging, 32 ops, 2 staging lanes,
- * 60 s timeout. */
+/* Defaults: host backend, 1 warm-up, 5 iterations, 32 MiB staging, ops from the topology, 2 staging
+ * lanes, 60 s timeout. */
 void rf_real_options_init(RfRealOptions *o);
 
 /* TRUE when the named backend was compiled in ("host" always, "cuda" with CUDA + NCCL). */
