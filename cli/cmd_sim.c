@@ -336,8 +336,8 @@ static void print_summary(const Row *rows, int nrows) {
 /* One row per strategy: plan, simulate. A failed row keeps its error; with one strategy it is
  * the command's error (FALSE). */
 static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
-                              RfSoftware sw, RfSwVariant swv, const RfStrategy *strategies, int ns,
-                              Row *rows, GError **error) {
+                              RfSoftware sw, RfSwVariant swv, const RfCalibration *cal,
+                              const RfStrategy *strategies, int ns, Row *rows, GError **error) {
   for (int i = 0; i < ns; i++) {
     Row *r = &rows[i];
     r->strategy = strategies[i];
@@ -346,7 +346,8 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     RfPlan *plan = rf_plan_args_build(pa, pb, strategies[i], ns > 1, &r->error);
     if (plan) {
       r->plan = plan->stats;
-      rf_memory_of_plan(plan, &r->mem);
+      /* refit run's memory at the executor's staging bound and lanes (--staging-mib, --slots) */
+      rf_memory_of_plan_staging(plan, (uint64_t)cal->exec_staging_bytes, cal->exec_slots, &r->mem);
     }
     if (plan && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
       rf_plan_free(plan);
@@ -483,7 +484,7 @@ int rf_cmd_sim(int argc, char **argv) {
                "no software latency)\n",
                pb->topo->name);
   rows = g_new0(Row, ns);
-  if (!simulate_rows(&pa, pb, ex, sw, swv, strategies, ns, rows, &e)) goto out;
+  if (!simulate_rows(&pa, pb, ex, sw, swv, &cal, strategies, ns, rows, &e)) goto out;
   for (int i = 0; pb->nlost > 0 && i < ns; i++) {
     rows[i].lost = TRUE;
     rf_recovery_cost(pb, rows[i].strategy, &cal, &rows[i].rec);

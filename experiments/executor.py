@@ -10,7 +10,7 @@ experiments/results/reproduce.csv, written by `sh experiments/main.sh`), with th
 
 usage: /usr/bin/python3 experiments/executor.py [--build DIR | --refit PATH] [--slots 1,2,4]
        [--out experiments/results]
-writes OUT/executor.{csv,txt}; progress on stderr (about 6 minutes on 2 cores).
+writes OUT/executor.{csv,txt}; progress on stderr (about 10 minutes on 2 cores).
 """
 import argparse
 import csv

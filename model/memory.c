@@ -50,6 +50,12 @@ static gpointer rank_part(int rank, uint32_t part) {
 }
 
 void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
+  rf_memory_of_plan_staging(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, RF_SCHEDULE_DEFAULT_SLOTS,
+                            out);
+}
+
+void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
+                               RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
   int n = pb->nranks;
@@ -105,12 +111,11 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
       hold = (uint64_t)peak;
       g_array_free(ev[r], TRUE);
     }
-    const uint64_t cap = RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+    const uint64_t cap = staging_bytes;
     uint64_t staging = 0;
     for (int c = 0; c < 2; c++) {
       const uint64_t room = c ? cap * rf_schedule_nvlink_share(plan) : cap;
-      staging += RF_SCHEDULE_DEFAULT_SLOTS *
-                 (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
+      staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
     }
     out->hold_bytes = MAX(out->hold_bytes, hold);
     out->staging_bytes = MAX(out->staging_bytes, staging);

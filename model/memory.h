@@ -32,8 +32,12 @@ typedef struct {
 
 /* Weights of the inference side of pb (extra fields 0, peak = weights). Cost: buffers x ranks. */
 void rf_memory_weights(const RfProblem *pb, RfMemory *out);
-/* Weights plus the plan's holding and staging estimate (above). Cost: transfers + ranks. */
+/* Weights plus the plan's holding and staging estimate (above), at refit run's default staging
+ * bound and lanes. Cost: transfers + ranks. */
 void rf_memory_of_plan(const RfPlan *plan, RfMemory *out);
+/* The same for a staging bound (bytes per rank, direction and lane) and a number of lanes. */
+void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
+                               RfMemory *out);
 /* TRUE when the topology gives a GPU memory and peak_bytes exceeds it. */
 gboolean rf_memory_exceeds(const RfMemory *m);
 /* One line: "inference GPU: weights W GB + refit extra E GB (holding H, staging S) = P GB of

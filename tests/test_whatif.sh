@@ -33,6 +33,9 @@ expect_err "plan strict" "exceeds the GPU memory (--strict)" "$REFIT" plan -m ti
 expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" -s m2n --strict -q
 expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
 grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 8.24 GB (holding 7.636, staging 0.604) = 23.52 GB of 80 GB$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
+# sim counts the staging of the executor it is given (--staging-mib 64: twice the default's)
+expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64
+grep -q "^#  inference GPU: weights 15.29 GB + refit extra 8.844 GB (holding 7.636, staging 1.208) = 24.13 GB of 80 GB$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
 
 # --- advise with a published-software model: every feasible candidate simulated, said in JSON
 expect_ok "advise software" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 4,8 -T dgx-h100 \
