@@ -477,6 +477,7 @@ int rf_cmd_sim(int argc, char **argv) {
   so.group = group;
   so.max_hosts_pairs = max_flows;
   so.keep_platform = keep;
+  so.progress = !a.quiet;
   ex = rf_sim_executor_new(&so);
   if (!ex->prepare(ex, pb, &e)) goto out;
   if (neutral && !a.quiet) /* a note, once the topology is known to be usable */

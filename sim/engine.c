@@ -84,7 +84,21 @@ static struct {
   sg_mailbox_t *mb; /* [lane * nhosts + host] */
   sg_link_t *links; /* generated links, by index */
   SimOutcome out;
+  int progress_rank;   /* the rank whose groups the progress line counts (-1: none) */
+  gint64 wall0, shown; /* monotonic time at the start and of the last line */
 } S;
+
+#define PROGRESS_EVERY_US 10000000 /* 10 s */
+
+/* After a group of the progress rank: a line on stderr every 10 s of wall time. */
+static void show_progress(int done, int n) {
+  gint64 now = g_get_monotonic_time();
+  if (now - S.shown < PROGRESS_EVERY_US) return;
+  S.shown = now;
+  fprintf(stderr, "refit sim: executor: rank %d at group %d of %d, %.3f s simulated (%.0f s)\n",
+          S.progress_rank, done, n, simgrid_get_clock(), (now - S.wall0) / 1e6);
+  fflush(stderr);
+}
 
 static int token = 1;
 
@@ -236,6 +250,7 @@ static void rank_actor(int argc, char **argv) {
       double now = MAX(done_at[lane], posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)
         mark_phase(e->sends[r->send_first + k].phase, posted[lane], now);
+      if (rank == S.progress_rank) show_progress(cur[lane] + 1, nr);
       break;
     }
     case RF_SOP_UNPACK: {
@@ -252,6 +267,14 @@ static void rank_actor(int argc, char **argv) {
 }
 
 static void spawn_rank_actors(const SimProgram *p) {
+  S.progress_rank = -1;
+  S.wall0 = S.shown = g_get_monotonic_time();
+  uint64_t most = 0; /* progress: the rank with the most groups */
+  for (int r = 0; p->progress && r < p->exec->nranks; r++)
+    if (p->exec->host[r] >= 0 && p->exec->round_first[r + 1] - p->exec->round_first[r] > most) {
+      most = p->exec->round_first[r + 1] - p->exec->round_first[r];
+      S.progress_rank = r;
+    }
   for (int r = 0; r < p->exec->nranks; r++) {
     if (p->exec->host[r] < 0 || p->exec->prog_first[r] == p->exec->prog_first[r + 1]) continue;
     char name[32], hn[32];

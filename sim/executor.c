@@ -210,6 +210,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   g_autoptr(SimProgram) p = build_fitting(plan, &st->calib, st->opt.group, max_flows, error);
   if (!p) return FALSE;
   SimOutcome oc;
+  p->progress = st->opt.progress;
   gint64 te = g_get_monotonic_time();
   gboolean ran = sim_engine_run(p, st->opt.keep_platform, &oc, error);
   if (g_getenv("REFIT_SIM_VERBOSE"))

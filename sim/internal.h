@@ -104,6 +104,7 @@ typedef struct {
   double sw_software_s; /* serial software time the model put in steps */
   double sw_calls;      /* reshard calls */
   SimExec *exec;        /* refit's executor: rank programs (NULL: steps and lanes) */
+  gboolean progress;    /* the executor's simulation prints progress on stderr (long runs) */
 } SimProgram;
 
 /* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL

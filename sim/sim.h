@@ -138,6 +138,8 @@ typedef struct {
   int max_hosts_pairs;    /* coarsen GPUs into groups above this many distinct flows (0: 15000) */
   int group;              /* force GPUs per simulated host (0: automatic, 1: never coarsen) */
   gboolean keep_platform; /* keep the generated XML (path printed on stderr) */
+  gboolean progress;      /* refit's executor model: a progress line on stderr every 10 s of a
+                             simulation longer than 10 s */
 } RfSimOptions;
 
 /* Per-link accounting of a run (for the report). */
