@@ -248,6 +248,46 @@ int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined) {
   return 2 * RF_SCHEDULE_CUTS * (1 + (int)rf_schedule_nvlink_share(plan));
 }
 
+/* ids[0 .. n) sorted by key[id], largest first, ties in their order (for ids in ascending
+ * order: the lower message first): a stable LSD radix sort on the complemented keys, 8 bits a pass,
+ * passes whose digit never varies skipped. tmp: room for n ids. */
+static void sort_by_key_desc(uint64_t *ids, uint64_t *tmp, uint64_t n, const uint64_t *key) {
+  uint64_t any = 0, all = ~UINT64_C(0);
+  for (uint64_t i = 0; i < n; i++) {
+    any |= ~key[ids[i]];
+    all &= ~key[ids[i]];
+  }
+  const uint64_t varies = any ^ all;
+  uint64_t *a = ids, *b = tmp;
+  for (int shift = 0; shift < 64; shift += 8) {
+    if (!((varies >> shift) & 0xff)) continue;
+    uint64_t count[257] = {0};
+    for (uint64_t i = 0; i < n; i++)
+      count[((~key[a[i]] >> shift) & 0xff) + 1]++;
+    for (int d = 0; d < 256; d++)
+      count[d + 1] += count[d];
+    for (uint64_t i = 0; i < n; i++)
+      b[count[(~key[a[i]] >> shift) & 0xff]++] = a[i];
+    uint64_t *t = a;
+    a = b;
+    b = t;
+  }
+  if (a != ids) memcpy(ids, a, n * sizeof *ids);
+}
+
+/* The message of segment g (binary search over seg_first). */
+static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
+  uint64_t lo = 0, hi = s->nmsgs; /* the m with seg_first[m] <= g < seg_first[m + 1] */
+  while (hi - lo > 1) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (s->seg_first[mid] <= g)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /* Pipelined placement, round after round. In each round every message, in priority order, puts
  * in those of its segments that are ready (every segment they wait for sits in an earlier round)
  * while both ends have room: a segment may go before an earlier one of its message, so a fan-out
@@ -257,13 +297,8 @@ int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined) {
  * renewed every round: network messages first, then the message whose busier end (sender's sends or
  * receiver's receives of its class) has the most bytes left, so that the ranks that bound the
  * refit are fed every round (rounds run nearly in lockstep: a round waits for its slowest
- * peer). */
-static int cmp_key(const void *a, const void *b, void *ud) {
-  const uint64_t *key = ud, i = *(const uint64_t *)a, j = *(const uint64_t *)b;
-  if (key[i] != key[j]) return (key[i] < key[j]) - (key[i] > key[j]);
-  return (i > j) - (i < j);
-}
-
+ * peer); equal keys, the lower message first. Messages without a ready segment sit out the
+ * round's sort. */
 static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
                             RfScheduleProgress progress, void *progress_ud) {
   const uint64_t B = s->room_bytes, C = s->seg_bytes;
@@ -292,25 +327,42 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     rem[4 * msg->src + 2 * c] += msg->bytes;
     rem[4 * msg->dst + 2 * c + 1] += msg->bytes;
   }
+  /* Segments ready (every prerequisite placed in an earlier round) and not placed, per message:
+   * a message without any is left out of the round's sort and scan (it could place nothing). A
+   * segment whose last prerequisite is placed in round r is ready from round r + 1 (`later`). */
+  g_autofree uint32_t *nready = g_new0(uint32_t, plan->nmsgs ? plan->nmsgs : 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
+      nready[m] += d.npre[g] == 0;
+  g_autoptr(GArray) later = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autofree uint64_t *cand = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
+  g_autofree uint64_t *sorted = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
   for (; nopen; r++) {
-    uint64_t keep = 0;
+    uint64_t keep = 0, ncand = 0;
     for (uint64_t i = 0; i < nopen; i++) {
+      if (!nready[open[i]]) continue;
       const RfMessage *msg = &plan->msgs[open[i]];
       const int c = (msg->flags & RF_XFER_NET) ? 0 : 1;
       key[open[i]] =
           ((uint64_t)(1 - c) << 62) | MAX(rem[4 * msg->src + 2 * c], rem[4 * msg->dst + 2 * c + 1]);
+      cand[ncand++] = open[i];
     }
-    g_qsort_with_data(open, (gint)nopen, sizeof(uint64_t), cmp_key, key);
-    for (uint64_t i = 0; i < nopen; i++) {
-      const uint64_t m = open[i];
+    sort_by_key_desc(cand, sorted, ncand, key); /* cand is in ascending message order */
+    for (uint64_t i = 0; i < ncand; i++) {
+      const uint64_t m = cand[i];
       const RfMessage *msg = &plan->msgs[m];
       const int cls = (msg->flags & RF_XFER_NET) ? 0 : 1;
       const uint64_t room = cls ? Bn : B;
       Slot *us = &use[2 * msg->src + cls], *ud = &use[2 * msg->dst + cls];
       Slot *os = &use[2 * msg->src], *od = &use[2 * msg->dst]; /* operations: class 0 counts */
       const int need = msg->src == msg->dst ? 2 : 1;
-      for (uint64_t g = cur[m]; g < s->seg_first[m + 1]; g++) {
+      if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops ||
+          us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room)
+        continue; /* an end is full: its first ready segment would stop it (below) */
+      uint32_t unseen = nready[m]; /* ready segments not yet looked at: none left, stop */
+      for (uint64_t g = cur[m]; g < s->seg_first[m + 1] && unseen; g++) {
         if (s->seg_round[g] >= 0 || d.npre[g] || s->seg_dep[g] >= r) continue;
+        unseen--;
         const uint64_t lo = (g - s->seg_first[m]) * C;
         const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
         if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops) break;
@@ -327,10 +379,11 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
         s->send_max[msg->src] = MAX(s->send_max[msg->src], os[0].send + os[1].send);
         s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], od[0].recv + od[1].recv);
         s->seg_round[g] = r;
+        nready[m]--;
         rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
         rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
         for (uint64_t k = d.first[g]; k < d.first[g + 1]; k++) {
-          d.npre[d.next[k]]--;
+          if (!--d.npre[d.next[k]]) g_array_append_val(later, d.next[k]);
           s->seg_dep[d.next[k]] = MAX(s->seg_dep[d.next[k]], r);
         }
         placed++;
@@ -338,6 +391,9 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
       while (cur[m] < s->seg_first[m + 1] && s->seg_round[cur[m]] >= 0)
         cur[m]++;
     }
+    for (guint i = 0; i < later->len; i++) /* ready from the next round: their messages */
+      nready[seg_message(s, g_array_index(later, uint64_t, i))]++;
+    g_array_set_size(later, 0);
     for (uint64_t i = 0; i < nopen; i++)
       if (cur[open[i]] < s->seg_first[open[i] + 1]) open[keep++] = open[i];
     nopen = keep;
