@@ -11,11 +11,16 @@
 #include "predict.h"
 #include "quant.h"
 #include "report.h"
+#include "schedule.h"
 
 typedef struct {
   RfStrategy strategy;
   RfPlanStats stats;
   RfMemory mem;
+  gboolean scheduled, pipelined; /* --schedule: refit run's schedule of the plan */
+  int groups, max_ops;
+  uint64_t segments;
+  double lockstep_s;
 } PlanRow;
 
 typedef struct {
@@ -58,6 +63,16 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_add_int_value(b, (gint64)s->max_nvlink_bytes);
   json_builder_set_member_name(b, "link_bound_s");
   json_builder_add_double_value(b, s->link_bound_s);
+  if (r->scheduled) {
+    json_builder_set_member_name(b, "schedule_groups");
+    json_builder_add_int_value(b, r->groups);
+    json_builder_set_member_name(b, "schedule_segments");
+    json_builder_add_int_value(b, (gint64)r->segments);
+    json_builder_set_member_name(b, "schedule_max_ops");
+    json_builder_add_int_value(b, r->max_ops);
+    json_builder_set_member_name(b, "schedule_lockstep_s");
+    json_builder_add_double_value(b, r->lockstep_s);
+  }
   json_builder_set_member_name(b, "physical_bound_s");
   json_builder_add_double_value(b, s->domain_bound_s);
   json_builder_set_member_name(b, "infer_weights_bytes");
@@ -128,6 +143,15 @@ int rf_cmd_plan(int argc, char **argv) {
   g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
   g_option_context_set_main_group(ctx, rf_args_group(&a));
   g_option_context_add_main_entries(ctx, entries, NULL);
+  gboolean schedule = FALSE;
+  const GOptionEntry more[] = {
+      {"schedule", 0, 0, G_OPTION_ARG_NONE, &schedule,
+       "Also build the schedule refit run executes (default staging, lanes and operation bound) "
+       "and print its groups, segments and lockstep time: the sum over groups of the slowest "
+       "rank's bytes at line rate (a statistic of the schedule, not a prediction)",
+       NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_option_context_add_main_entries(ctx, more, NULL);
   GError *e = NULL;
   RfProblem *pb = NULL;
   RfStrategy st[RF_STRATEGY_COUNT];
@@ -151,7 +175,26 @@ int rf_cmd_plan(int argc, char **argv) {
     if (!plan) goto out;
     rows[i].strategy = st[i];
     rows[i].stats = plan->stats;
+    rows[i].scheduled = FALSE;
     rf_memory_of_plan(plan, &rows[i].mem);
+    if (schedule) {
+      const gboolean pipe = rf_schedule_pipelines(plan);
+      RfSchedule *sg = rf_schedule_build(plan, pb->nranks, RF_SCHEDULE_DEFAULT_STAGING_BYTES,
+                                         RF_SCHEDULE_DEFAULT_MAX_OPS, RF_SCHEDULE_DEFAULT_SLOTS,
+                                         pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
+      if (!sg) {
+        rf_plan_free(plan);
+        g_prefix_error(&e, "%s: ", rf_strategy_name(st[i]));
+        goto out;
+      }
+      rows[i].scheduled = TRUE;
+      rows[i].pipelined = pipe;
+      rows[i].groups = sg->nrounds;
+      rows[i].segments = sg->nsegs;
+      rows[i].max_ops = sg->max_ops;
+      rows[i].lockstep_s = rf_schedule_lockstep_s(sg, plan);
+      rf_schedule_free(sg);
+    }
     rf_plan_free(plan);
     if (!rf_memory_check(&rows[i].mem, "refit plan", pa.strict, a.json ? a.quiet : TRUE, &e)) {
       g_prefix_error(&e, "%s: ", rf_strategy_name(st[i]));
@@ -169,6 +212,16 @@ int rf_cmd_plan(int argc, char **argv) {
              rf_memory_exceeds(&rows[i].mem) ? "  EXCEEDS GPU MEMORY" : "");
       g_free(m);
     }
+    for (int i = 0; i < nst; i++)
+      if (rows[i].scheduled)
+        printf("# %s schedule (refit run: %d MiB staging, %d lanes, %s): %d groups of up to %d "
+               "operations, %" G_GUINT64_FORMAT " segments; lockstep %.4f s at line rate "
+               "(%.2fx lower_bd)\n",
+               rf_strategy_name(st[i]), (int)(RF_SCHEDULE_DEFAULT_STAGING_BYTES >> 20),
+               RF_SCHEDULE_DEFAULT_SLOTS, rows[i].pipelined ? "pipelined" : "staged",
+               rows[i].groups, rows[i].max_ops, (guint64)rows[i].segments, rows[i].lockstep_s,
+               rows[i].stats.lower_bound_s > 0 ? rows[i].lockstep_s / rows[i].stats.lower_bound_s
+                                               : 0);
     if (pa.verify) printf("# verified: every destination element received exactly once; OK\n");
   }
 out:

@@ -288,6 +288,55 @@ static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
   return lo;
 }
 
+double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  if (!t || !s->seg_round || t->nic_Gbps <= 0 || t->nvlink_GBps <= 0) return 0;
+  const double nic = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1), nvl = t->nvlink_GBps * 1e9;
+  /* segments by round (counting sort) */
+  g_autofree uint64_t *first = g_new0(uint64_t, (size_t)s->nrounds + 1);
+  for (uint64_t g = 0; g < s->nsegs; g++)
+    first[s->seg_round[g] + 1]++;
+  for (int r = 0; r < s->nrounds; r++)
+    first[r + 1] += first[r];
+  g_autofree uint64_t *order = g_new(uint64_t, s->nsegs ? s->nsegs : 1);
+  {
+    g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
+    for (uint64_t g = 0; g < s->nsegs; g++)
+      order[w[s->seg_round[g]]++] = g;
+  }
+  g_autofree double *tm = g_new0(double, 4 * (size_t)s->nranks); /* net out, in, NVLink out, in */
+  g_autoptr(GArray) touched = g_array_new(FALSE, FALSE, sizeof(int));
+  double sum = 0;
+  for (int r = 0; r < s->nrounds; r++) {
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
+      const uint64_t g = order[i], m = seg_message(s, g);
+      const RfMessage *msg = &plan->msgs[m];
+      if (msg->src == msg->dst) continue;
+      const uint64_t lo = (g - s->seg_first[m]) * s->seg_bytes;
+      const double b = (double)MIN(s->seg_bytes, msg->bytes - lo);
+      const int net = (msg->flags & RF_XFER_NET) != 0;
+      double *a = &tm[4 * msg->src + (net ? 0 : 2)], *z = &tm[4 * msg->dst + (net ? 1 : 3)];
+      if (!tm[4 * msg->src] && !tm[4 * msg->src + 1] && !tm[4 * msg->src + 2] &&
+          !tm[4 * msg->src + 3])
+        g_array_append_val(touched, msg->src);
+      *a += b / (net ? nic : nvl);
+      if (!tm[4 * msg->dst] && !tm[4 * msg->dst + 1] && !tm[4 * msg->dst + 2] &&
+          !tm[4 * msg->dst + 3])
+        g_array_append_val(touched, msg->dst);
+      *z += b / (net ? nic : nvl);
+    }
+    double slowest = 0;
+    for (guint k = 0; k < touched->len; k++) {
+      double *q = &tm[4 * g_array_index(touched, int, k)];
+      slowest = MAX(slowest, MAX(MAX(q[0], q[1]), MAX(q[2], q[3])));
+      q[0] = q[1] = q[2] = q[3] = 0;
+    }
+    g_array_set_size(touched, 0);
+    sum += slowest;
+  }
+  return sum;
+}
+
 /* Pipelined placement, round after round. In each round every message, in priority order, puts
  * in those of its segments that are ready (every segment they wait for sits in an earlier round)
  * while both ends have room: a segment may go before an earlier one of its message, so a fan-out

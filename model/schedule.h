@@ -109,6 +109,12 @@ uint64_t rf_schedule_nvlink_share(const RfPlan *plan);
  * pipelined, a full round of full segments both ways, 2 x RF_SCHEDULE_CUTS x (1 + the NVLink
  * share): 40 on DGX H100, 80 on GB200 NVL72 (NCCL takes up to 2,048 calls in one group). */
 int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined);
+/* The schedule's lockstep time: the sum over rounds of the slowest rank's time in the round, a
+ * rank's time being the largest of its bytes sent and received over the network at its NICs'
+ * line rate and over NVLink at the NVLink rate. What the groups would take one after another,
+ * each as long as its busiest member at line rate with no other loss: a statistic of the
+ * schedule, not a prediction (refit sim simulates it). 0 without a topology. */
+double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan);
 /* The strategies whose plans refit's executor pipelines across stages (m2n, p2p). */
 gboolean rf_schedule_pipelines(const RfPlan *plan);
 void rf_schedule_free(RfSchedule *s);

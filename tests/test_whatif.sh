@@ -37,6 +37,20 @@ grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 8.24 GB (holding 7
 expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64
 grep -q "^#  inference GPU: weights 15.29 GB + refit extra 8.844 GB (holding 7.636, staging 1.208) = 24.13 GB of 80 GB$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
 
+# --- plan --schedule: refit run's schedule of every strategy; its lockstep time (groups one after
+# another, each as long as its busiest rank at line rate) is never below the plan's lower bound
+expect_ok "plan schedule" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s all --schedule --json -q
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "plan --schedule"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["strategies"]:
+    assert r["schedule_groups"] > 0 and r["schedule_segments"] >= r["messages"], r
+    assert r["schedule_lockstep_s"] >= r["lower_bound_s"] * (1 - 1e-9), r
+    assert r["schedule_max_ops"] == (32 if r["strategy"] in ("gather-broadcast", "hybrid") else 40), r
+PY
+expect_ok "plan schedule table" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --schedule
+grep -q "^# m2n schedule (refit run: 32 MiB staging, 2 lanes, pipelined): [0-9]* groups of up to 40 operations, [0-9]* segments; lockstep [0-9.]* s at line rate" "$TMP/out" || bad "plan --schedule line: $(grep schedule "$TMP/out")"
+
 # --- advise with a published-software model: every feasible candidate simulated, said in JSON
 expect_ok "advise software" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 4,8 -T dgx-h100 \
   -j 2 -q --json -s hybrid --software nemo-rl --software-variant python-fallback
