@@ -288,16 +288,20 @@ static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
   return lo;
 }
 
-double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
-  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
-  if (!t || !s->seg_round || t->nic_Gbps <= 0 || t->nvlink_GBps <= 0) return 0;
-  const double nic = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1), nvl = t->nvlink_GBps * 1e9;
-  /* segments by round (counting sort) */
-  g_autofree uint64_t *first = g_new0(uint64_t, (size_t)s->nrounds + 1);
+uint64_t *rf_schedule_round_offsets(const RfSchedule *s) {
+  uint64_t *first = g_new0(uint64_t, (size_t)s->nrounds + 1);
   for (uint64_t g = 0; g < s->nsegs; g++)
     first[s->seg_round[g] + 1]++;
   for (int r = 0; r < s->nrounds; r++)
     first[r + 1] += first[r];
+  return first;
+}
+
+double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  if (!t || !s->seg_round || t->nic_Gbps <= 0 || t->nvlink_GBps <= 0) return 0;
+  const double nic = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1), nvl = t->nvlink_GBps * 1e9;
+  g_autofree uint64_t *first = rf_schedule_round_offsets(s);
   g_autofree uint64_t *order = g_new(uint64_t, s->nsegs ? s->nsegs : 1);
   {
     g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));

@@ -109,6 +109,9 @@ uint64_t rf_schedule_nvlink_share(const RfPlan *plan);
  * pipelined, a full round of full segments both ways, 2 x RF_SCHEDULE_CUTS x (1 + the NVLink
  * share): 40 on DGX H100, 80 on GB200 NVL72 (NCCL takes up to 2,048 calls in one group). */
 int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined);
+/* Segments by round (a counting sort): offsets[r] .. offsets[r + 1] are round r's place in a
+ * list of the segments in round order; nrounds + 1 entries, caller frees. */
+uint64_t *rf_schedule_round_offsets(const RfSchedule *s);
 /* The schedule's lockstep time: the sum over rounds of the slowest rank's time in the round, a
  * rank's time being the largest of its bytes sent and received over the network at its NICs'
  * line rate and over NVLink at the NVLink rate. What the groups would take one after another,

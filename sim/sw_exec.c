@@ -187,12 +187,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   }
   const int ngpus = x->ngpus;
   const double copy_Bps = pb->topo->hbm_GBps * 1e9 * cal->hbm_efficiency;
-  /* segments by round (counting sort) */
-  g_autofree uint64_t *first = g_new0(uint64_t, (size_t)s->nrounds + 1);
-  for (uint64_t g = 0; g < s->nsegs; g++)
-    first[s->seg_round[g] + 1]++;
-  for (int r = 0; r < s->nrounds; r++)
-    first[r + 1] += first[r];
+  g_autofree uint64_t *first = rf_schedule_round_offsets(s); /* segments by round */
   g_autofree Seg *segs = g_new(Seg, s->nsegs ? s->nsegs : 1);
   {
     g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
