@@ -103,9 +103,9 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   for (int r = 0; r < pb->nranks; r++)
     e->round_first[r + 1] += e->round_first[r];
   /* 2. copies, receives and the send counts, then the sends. The segments one rank sends
-   * another in one round (of one phase) travel as one simulated message: they share the same
-   * links from the same start, so under max-min sharing their sum ends when the last of them
-   * would (the round waits for all); a quarter of the comms for SimGrid to solve. */
+   * another in one round (of one phase) travel as one simulated message: NCCL runs the
+   * operations to one peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so
+   * they take one share of a NIC beside the other peers' traffic, not one share each. */
   g_autoptr(GHashTable) pair = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
   for (int r = 0; r < s->nrounds; r++) {
     g_hash_table_remove_all(pair);
