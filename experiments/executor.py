@@ -3,24 +3,39 @@
 (`--software refit`, what the strategy could do) beside the schedule `refit run` executes
 (`--software-variant executor`: every rank's program of pack / post / wait / unpack, groups in
 flight on staging lanes, stages pipelined; and `--staged`, m2n's stages one after another),
-against the physical network bound (the plan's lower bound), NVIDIA's reported reshard time and
+against the physical network bound (the plan's lower bound) and the schedule's lockstep time
+(`refit plan --schedule`: the sum over groups of the slowest rank's bytes at line rate, what the
+schedule would take with no loss but its groups'), NVIDIA's reported reshard time and
 the published-software model's prediction of it (the hybrid row of
 experiments/results/reproduce.csv, written by `sh experiments/main.sh`), with the speedup of the
 2-lane executor over that prediction.
 
 usage: /usr/bin/python3 experiments/executor.py [--build DIR | --refit PATH] [--slots 1,2,4]
        [--out experiments/results]
-writes OUT/executor.{csv,txt}; progress on stderr (about 10 minutes on 2 cores).
+writes OUT/executor.{csv,txt}; progress on stderr (about 11 minutes on 2 cores).
 """
 import argparse
 import csv
+import json
 import os
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
 from reproduce import TABLE, read_table  # noqa: E402
+
+
+def lockstep(refit, model, train, infer, topology, strategies):
+    """{strategy: lockstep time of refit run's schedule} from `refit plan --schedule`."""
+    cmd = [refit, "plan", "-q", "--json", "--schedule", "-m", model, "-t", train, "-i", infer,
+           "-T", topology, "-s", ",".join(strategies)]
+    env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit("refit plan failed: %s\n%s" % (" ".join(cmd), out.stderr.strip()))
+    return {x["strategy"]: x["schedule_lockstep_s"] for x in json.loads(out.stdout)["strategies"]}
 
 
 def main():
@@ -35,7 +50,8 @@ def main():
     strategies = a.strategies.split(",")
     os.makedirs(a.out, exist_ok=True)
     t = Table(os.path.join(a.out, "executor.txt"))
-    head = "| platform | model | strategy | bound (s) | flow model (s) | " + " | ".join(
+    head = "| platform | model | strategy | bound (s) | schedule lockstep (s) | flow model (s) | " + \
+        " | ".join(
         "executor, %d lane%s (s)" % (s, "" if s == 1 else "s") for s in slots) + \
         " | executor staged, 2 lanes (s) | reported reshard (s) | published-software" \
         " prediction (s) | speedup over it |"
@@ -54,6 +70,7 @@ def main():
         sys.stderr.write("executor: %s %s (%.0f s)\n" % (r["platform"], r["model"], time.time() - t0))
         args = (refit, r["model"], r["train_layout"], r["infer_layout"], r["platform"], strategies)
         flows, _ = sim(*args)
+        lock = lockstep(*args)
         ex = {s: sim(*args, extra=["--software", "refit", "--software-variant", "executor",
                                    "--slots", str(s)])[0] for s in slots}
         staged = sim(refit, r["model"], r["train_layout"], r["infer_layout"], r["platform"],
@@ -71,6 +88,7 @@ def main():
             row["published_software_s"] = pub if pub is not None else ""
             row["speedup_over_published"] = (pub / row["executor_2_s"]
                                              if pub is not None and "executor_2_s" in row else "")
+            row["lockstep_s"] = lock[st]
             rows.append(row)
             cells = ["%.2f (%.2fx)" % (row["executor_%d_s" % s], row["executor_%d_s" % s] / bound)
                      for s in slots]
@@ -79,8 +97,9 @@ def main():
             pub_cells = ("%.2f | %.1fx" % (row["published_software_s"],
                                            row["speedup_over_published"])
                          if row["speedup_over_published"] != "" else "- | -")
-            t.line("| %s | %s | %s | %.2f | %.2f (%.2fx) | %s | %s | %.1f | %s |" % (
-                r["platform"], r["model"], st, bound, row["flows_s"], row["flows_s"] / bound,
+            t.line("| %s | %s | %s | %.2f | %.2f (%.2fx) | %.2f (%.2fx) | %s | %s | %.1f | %s |" % (
+                r["platform"], r["model"], st, bound, lock[st], lock[st] / bound, row["flows_s"],
+                row["flows_s"] / bound,
                 " | ".join(cells), stg, row["reported_reshard_s"], pub_cells))
     write_csv(os.path.join(a.out, "executor.csv"), rows)
     t.line("(x: ratio to the bound; wall %.0f s)" % (time.time() - t0))
