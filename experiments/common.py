@@ -45,14 +45,19 @@ def refit_path(a):
     return a.refit or os.path.join(a.build, "cli", "refit")
 
 
-def sim(refit, model, train, infer, topology, strategies, extra=()):
-    """Predictions of `refit sim` as {strategy: result}, and the wall time of the call."""
-    cmd = [refit, "sim", "-q", "--json", "-m", model, "-t", train, "-i", infer, "-T", topology,
+def refit_rows(refit, command, model, train, infer, topology, strategies, extra=()):
+    """The JSON rows of `refit COMMAND` (sim, plan) as {strategy: row}, and the call's wall time."""
+    cmd = [refit, command, "-q", "--json", "-m", model, "-t", train, "-i", infer, "-T", topology,
            "-s", ",".join(strategies)] + list(extra)
     env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
     t0 = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
-        sys.exit("refit sim failed: %s\n%s" % (" ".join(cmd), out.stderr.strip()))
+        sys.exit("refit %s failed: %s\n%s" % (command, " ".join(cmd), out.stderr.strip()))
     d = json.loads(out.stdout)
     return {r["strategy"]: r for r in d["strategies"]}, time.time() - t0
+
+
+def sim(refit, model, train, infer, topology, strategies, extra=()):
+    """Predictions of `refit sim` as {strategy: result}, and the wall time of the call."""
+    return refit_rows(refit, "sim", model, train, infer, topology, strategies, extra)

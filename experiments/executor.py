@@ -16,26 +16,19 @@ writes OUT/executor.{csv,txt}; progress on stderr (about 11 minutes on 2 cores).
 """
 import argparse
 import csv
-import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
+from common import ROOT, Table, add_refit_args, refit_path, refit_rows, sim, write_csv  # noqa: E402
 from reproduce import TABLE, read_table  # noqa: E402
 
 
 def lockstep(refit, model, train, infer, topology, strategies):
     """{strategy: lockstep time of refit run's schedule} from `refit plan --schedule`."""
-    cmd = [refit, "plan", "-q", "--json", "--schedule", "-m", model, "-t", train, "-i", infer,
-           "-T", topology, "-s", ",".join(strategies)]
-    env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit("refit plan failed: %s\n%s" % (" ".join(cmd), out.stderr.strip()))
-    return {x["strategy"]: x["schedule_lockstep_s"] for x in json.loads(out.stdout)["strategies"]}
+    plans, _ = refit_rows(refit, "plan", model, train, infer, topology, strategies, ["--schedule"])
+    return {st: x["schedule_lockstep_s"] for st, x in plans.items()}
 
 
 def main():
