@@ -185,11 +185,11 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
       if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
         /* the same box: segment g needs the arriving segments of its own bytes */
         const uint64_t C = s->seg_bytes, b = pc->bytes;
+        const uint64_t m_in = av[i].g0 - av[i].w / C; /* seg_first of the arriving message */
         for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
           const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
           const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
           const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
-          const uint64_t m_in = av[i].g0 - (av[i].w / C); /* seg_first of the arriving message */
           for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
                ga++) {
             uint64_t p[2] = {ga, g};

@@ -18,20 +18,21 @@ typedef struct {
   int warmup;             /* untimed refits before the timed ones */
   int iters;              /* timed refits; each one is a new training step */
   uint64_t staging_bytes; /* bound on the send (and on the receive) staging of one rank */
-  int max_ops;     /* send + receive operations of one rank in one group (0: rf_schedule_max_ops) */
-  int slots;       /* staging lanes: groups a rank keeps in flight (1: one at a time) */
-  gboolean staged; /* m2n / p2p too: one plan stage after another (no pipelining) */
-  double timeout_s;   /* no progress for this long: the stage has failed */
-  int fail_rank;      /* test hook: this rank stops responding at fail_stage (-1: none) */
-  int fail_stage;     /* plan stage index, or -1 with fail_label */
-  char *fail_label;   /* test hook: the first plan stage of this kind ("fanout"), or NULL */
-  gboolean fail_kill; /* test hook: SIGKILL itself mid-stage in the last refit, not hang */
-  gboolean plan_only; /* memory per rank only: no buffers, no data moved, every rank here */
-  int corrupt_rank;   /* test hook: this rank loses one received chunk in the last refit of
-                       * each run (-1: none) */
-  double op_delay_s;  /* test hook (host): every copy list and group lasts at least this */
-  GArray *trace;      /* test hook: the schedule ops (RfRealTrace) each rank issued in the
-                       * last refit, in order; NULL: not recorded */
+  int max_ops;            /* send + receive operations of one rank in one group; 0 (the
+                           * default): rf_schedule_max_ops of the plan */
+  int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time) */
+  gboolean staged;        /* m2n / p2p too: one plan stage after another (no pipelining) */
+  double timeout_s;       /* no progress for this long: the stage has failed */
+  int fail_rank;          /* test hook: this rank stops responding at fail_stage (-1: none) */
+  int fail_stage;         /* plan stage index, or -1 with fail_label */
+  char *fail_label;       /* test hook: the first plan stage of this kind ("fanout"), or NULL */
+  gboolean fail_kill;     /* test hook: SIGKILL itself mid-stage in the last refit, not hang */
+  gboolean plan_only;     /* memory per rank only: no buffers, no data moved, every rank here */
+  int corrupt_rank;       /* test hook: this rank loses one received chunk in the last refit of
+                           * each run (-1: none) */
+  double op_delay_s;      /* test hook (host): every copy list and group lasts at least this */
+  GArray *trace;          /* test hook: the schedule ops (RfRealTrace) each rank issued in the
+                           * last refit, in order; NULL: not recorded */
 } RfRealOptions;
 
 /* One schedule operation a rank issued (RfRealOptions.trace). */
