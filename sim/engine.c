@@ -95,8 +95,9 @@ static void show_progress(int done, int n) {
   gint64 now = g_get_monotonic_time();
   if (now - S.shown < PROGRESS_EVERY_US) return;
   S.shown = now;
-  fprintf(stderr, "refit sim: executor: rank %d at group %d of %d, %.3f s simulated (%.0f s)\n",
-          S.progress_rank, done, n, simgrid_get_clock(), (now - S.wall0) / 1e6);
+  fprintf(stderr, "refit sim: executor: %s %d at group %d of %d, %.3f s simulated (%.0f s)\n",
+          S.p->exec->group > 1 ? "host" : "rank", S.progress_rank, done, n, simgrid_get_clock(),
+          (now - S.wall0) / 1e6);
   fflush(stderr);
 }
 
@@ -177,7 +178,8 @@ static void host_actor(int argc, char **argv) {
   }
 }
 
-/* refit's executor: rank `rank` runs its program of the schedule (sim/sw_exec.c). */
+/* refit's executor: actor `rank` runs its program of the schedule (sim/sw_exec.c): one rank's,
+ * or on a coarse platform the one program of the ranks of one simulated host. */
 static void mark_phase(int ph, double start, double end) {
   if (!S.out.used[ph] || start < S.out.start_s[ph]) S.out.start_s[ph] = start;
   S.out.used[ph] = 1;

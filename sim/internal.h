@@ -24,6 +24,10 @@ typedef struct {
 
 #define SIM_MAX_STEPS                                                                              \
   16384 /* software models: a few per pipeline stage; refit's executor: one per group */
+/* refit's executor simulation: exact (an actor per rank) up to this many ranks; above, hosts of
+ * up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the exact model) */
+#define SIM_EXEC_EXACT_RANKS 1024
+#define SIM_EXEC_COARSE_GROUP 8
 #define SIM_MAX_LANES 8      /* concurrent streams (lanes) of a program */
 #define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */
 
@@ -65,6 +69,7 @@ typedef struct {
   RfSchedOp *prog;      /* every rank's program */
   double launch_s;      /* host time to post one group */
   double setup_s;       /* per refit, before the first operation (calibration fixed_s) */
+  int group;            /* GPUs per simulated host: 1, an actor per rank; more, per host */
 } SimExec;
 
 typedef struct {

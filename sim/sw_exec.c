@@ -13,7 +13,14 @@
  *   rank's rounds before it are done; the copies of other lanes overlap them;
  * - WAIT r: until the round's sends and receives are done;
  * - UNPACK r: the copy of the bytes it received, at the device copy rate.
- * A self-send (source rank = destination rank) is a pack and an unpack, no transfer. The steps
+ * A self-send (source rank = destination rank) is a pack and an unpack, no transfer.
+ *
+ * That is the exact model (group 1). Its cost is SimGrid's: every message start and end
+ * re-solves the sharing of all messages in flight, so it grows with ranks x messages (DeepSeek-V3
+ * on 512 GB200 ranks: 441 k messages, 74 s). A coarse platform (group g > 1, g GPUs of a domain
+ * per simulated host) runs one actor per host: the union of its ranks' programs, the ranks of a
+ * host taking each round together (coupled: a round waits for the slowest of them, which makes
+ * the coarse model slower than the exact one, never faster by design). The steps
  * (one per round, on its lane) and their flows only name the rounds for the timeline and give the
  * platform its routes; the actors do not use them. */
 #include "error.h"
@@ -55,12 +62,13 @@ static int cmp_rkey(const void *a, const void *b) {
   return (x->round > y->round) - (x->round < y->round);
 }
 
-/* Index of (rank, round) in the exec's rounds (it is there). */
-static uint64_t rank_round(const SimExec *e, int rank, int round) {
-  uint64_t lo = e->round_first[rank], hi = e->round_first[rank + 1];
+/* Index of (unit, round) in rounds, whose units start at first[] (the pair is there). */
+static uint64_t unit_round(const uint64_t *first, const SimExecRound *rounds, int unit,
+                           int round) {
+  uint64_t lo = first[unit], hi = first[unit + 1];
   while (hi - lo > 1) {
     uint64_t mid = (lo + hi) / 2;
-    if (e->rounds[mid].round <= round)
+    if (rounds[mid].round <= round)
       lo = mid;
     else
       hi = mid;
@@ -68,18 +76,48 @@ static uint64_t rank_round(const SimExec *e, int rank, int round) {
   return lo;
 }
 
-/* Every rank's rounds, sends and program. */
+/* The (unit, round) pairs of keys[0 .. nk), sorted and unique, as rounds indexed by unit
+ * (first[u] .. first[u + 1]); sorts keys in place. */
+static void index_rounds(RKey *keys, uint64_t nk, int nunits, int step0, uint64_t **first,
+                         SimExecRound **rounds) {
+  if (nk > 1) qsort(keys, nk, sizeof(RKey), cmp_rkey);
+  uint64_t nu = 0;
+  for (uint64_t i = 0; i < nk; i++)
+    if (!nu || cmp_rkey(&keys[nu - 1], &keys[i])) keys[nu++] = keys[i];
+  *first = g_new0(uint64_t, (size_t)nunits + 1);
+  *rounds = g_new0(SimExecRound, nu + 1);
+  for (uint64_t i = 0; i < nu; i++) {
+    (*first)[keys[i].rank + 1]++;
+    (*rounds)[i].round = keys[i].round;
+    (*rounds)[i].step = step0 + keys[i].round;
+    (*rounds)[i].need = -1;
+  }
+  for (int u = 0; u < nunits; u++)
+    (*first)[u + 1] += (*first)[u];
+}
+
+/* The actors' rounds, sends and programs. An actor runs one rank (group 1: exact), or, on a
+ * coarser platform, every rank of one simulated host together (a "unit"): the union of their
+ * rounds, each round's copies as long as its longest (the GPUs copy at once, each on its own
+ * engine), the latest need, and one send per destination host and phase carrying all the
+ * bytes its ranks send there (host links are the sum of their GPUs', scaled in sw_exec_build so
+ * that none is faster than its busiest GPU over the run). */
 static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *segs,
-                           const uint64_t *first, const int *slot_host, int group, double copy_Bps,
-                           double launch_s, int step0) {
+                           const uint64_t *first, const int *slot_host, int group, int nhosts,
+                           double copy_Bps, double launch_s, int step0) {
   const RfProblem *pb = plan->problem;
   SimExec *e = g_new0(SimExec, 1);
-  e->nranks = pb->nranks;
+  const gboolean units = group > 1;
+  e->nranks = units ? nhosts : pb->nranks;
+  e->group = group;
   e->launch_s = launch_s;
-  e->host = g_new(int, pb->nranks);
+  e->host = g_new(int, e->nranks);
+  g_autofree int *unit = g_new(int, pb->nranks);
   for (int r = 0; r < pb->nranks; r++)
-    e->host[r] = pb->gpu[r] >= 0 ? slot_host[pb->gpu[r] / group] : -1;
-  /* 1. the (rank, round) pairs, sorted and unique */
+    unit[r] = !units ? r : pb->gpu[r] >= 0 ? slot_host[pb->gpu[r] / group] : -1;
+  for (int u = 0; u < e->nranks; u++)
+    e->host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / group] : -1;
+  /* 1. the (rank, round) pairs and each rank's copies and needs */
   g_autofree RKey *keys = g_new(RKey, 2 * s->nsegs + 1);
   uint64_t nk = 0;
   for (int r = 0; r < s->nrounds; r++)
@@ -88,43 +126,55 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       keys[nk++] = (RKey){m->src, r};
       if (m->dst != m->src) keys[nk++] = (RKey){m->dst, r};
     }
-  if (nk > 1) qsort(keys, nk, sizeof(RKey), cmp_rkey);
-  uint64_t nu = 0;
-  for (uint64_t i = 0; i < nk; i++)
-    if (!nu || cmp_rkey(&keys[nu - 1], &keys[i])) keys[nu++] = keys[i];
-  e->round_first = g_new0(uint64_t, (size_t)pb->nranks + 1);
-  e->rounds = g_new0(SimExecRound, nu + 1);
-  for (uint64_t i = 0; i < nu; i++) {
-    e->round_first[keys[i].rank + 1]++;
-    e->rounds[i].round = keys[i].round;
-    e->rounds[i].step = step0 + keys[i].round;
-    e->rounds[i].need = -1;
+  uint64_t *rfirst;
+  SimExecRound *rr;
+  index_rounds(keys, nk, pb->nranks, step0, &rfirst, &rr);
+  for (int r = 0; r < s->nrounds; r++)
+    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
+      const RfMessage *m = &plan->msgs[segs[i].msg];
+      SimExecRound *a = &rr[unit_round(rfirst, rr, m->src, r)];
+      SimExecRound *b = &rr[unit_round(rfirst, rr, m->dst, r)];
+      a->pack_s += (double)segs[i].bytes / copy_Bps;
+      a->need = MAX(a->need, segs[i].dep);
+      b->unpack_s += (double)segs[i].bytes / copy_Bps;
+    }
+  if (!units) {
+    e->round_first = rfirst;
+    e->rounds = rr;
+  } else { /* the units' rounds: the longest copy and the latest need of their ranks' */
+    nk = 0;
+    for (int r = 0; r < pb->nranks; r++)
+      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++)
+        keys[nk++] = (RKey){unit[r], rr[i].round};
+    index_rounds(keys, nk, e->nranks, step0, &e->round_first, &e->rounds);
+    for (int r = 0; r < pb->nranks; r++)
+      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++) {
+        SimExecRound *u = &e->rounds[unit_round(e->round_first, e->rounds, unit[r], rr[i].round)];
+        u->pack_s = MAX(u->pack_s, rr[i].pack_s);
+        u->unpack_s = MAX(u->unpack_s, rr[i].unpack_s);
+        u->need = MAX(u->need, rr[i].need);
+      }
+    g_free(rfirst);
+    g_free(rr);
   }
-  for (int r = 0; r < pb->nranks; r++)
-    e->round_first[r + 1] += e->round_first[r];
-  /* 2. copies, receives and the send counts, then the sends. The segments one rank sends
-   * another in one round (of one phase) travel as one simulated message: NCCL runs the
-   * operations to one peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so
-   * they take one share of a NIC beside the other peers' traffic, not one share each. */
+  /* 2. receives and the send counts, then the sends. The segments one actor sends another in
+   * one round (of one phase) travel as one simulated message: NCCL runs the operations to one
+   * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one
+   * share of a NIC beside the other peers' traffic, not one share each. */
   g_autoptr(GHashTable) pair = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
   for (int r = 0; r < s->nrounds; r++) {
     g_hash_table_remove_all(pair);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
-      SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
-      SimExecRound *b = &e->rounds[rank_round(e, m->dst, r)];
-      a->pack_s += (double)segs[i].bytes / copy_Bps;
-      a->need = MAX(a->need, segs[i].dep);
-      b->unpack_s += (double)segs[i].bytes / copy_Bps;
       if (m->dst == m->src) continue;
-      XKey k = {m->src, m->dst, m->phase};
+      XKey k = {unit[m->src], unit[m->dst], m->phase};
       if (g_hash_table_contains(pair, &k)) continue;
       g_hash_table_add(pair, g_memdup2(&k, sizeof k));
-      a->nsend++;
-      b->nrecv++;
+      e->rounds[unit_round(e->round_first, e->rounds, k.src, r)].nsend++;
+      e->rounds[unit_round(e->round_first, e->rounds, k.dst, r)].nrecv++;
     }
   }
-  uint64_t ns = 0;
+  uint64_t ns = 0, nu = e->round_first[e->nranks];
   for (uint64_t i = 0; i < nu; i++) {
     e->rounds[i].send_first = (uint32_t)ns;
     ns += e->rounds[i].nsend;
@@ -137,15 +187,15 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
-      XKey k = {m->src, m->dst, m->phase};
+      XKey k = {unit[m->src], unit[m->dst], m->phase};
       gpointer pos = g_hash_table_lookup(at, &k);
       if (pos) { /* the send of this pair and phase in this round: one more segment */
         e->sends[GPOINTER_TO_UINT(pos) - 1].bytes += (double)segs[i].bytes;
         continue;
       }
-      SimExecRound *a = &e->rounds[rank_round(e, m->src, r)];
+      SimExecRound *a = &e->rounds[unit_round(e->round_first, e->rounds, k.src, r)];
       const uint32_t j = a->send_first + a->nsend++;
-      e->sends[j] = (SimExecSend){m->dst, m->phase, {0}, (double)segs[i].bytes};
+      e->sends[j] = (SimExecSend){k.dst, m->phase, {0}, (double)segs[i].bytes};
       g_hash_table_insert(at, g_memdup2(&k, sizeof k), GUINT_TO_POINTER(j + 1));
     }
   }
@@ -153,20 +203,26 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
   g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
   g_autoptr(GArray) needs = g_array_new(FALSE, FALSE, sizeof(int));
-  e->prog_first = g_new0(uint64_t, (size_t)pb->nranks + 1);
-  for (int r = 0; r < pb->nranks; r++) {
+  e->prog_first = g_new0(uint64_t, (size_t)e->nranks + 1);
+  for (int u = 0; u < e->nranks; u++) {
     g_array_set_size(mine, 0);
     g_array_set_size(needs, 0);
-    for (uint64_t i = e->round_first[r]; i < e->round_first[r + 1]; i++) {
+    for (uint64_t i = e->round_first[u]; i < e->round_first[u + 1]; i++) {
       g_array_append_val(mine, e->rounds[i].round);
       g_array_append_val(needs, e->rounds[i].need);
     }
     rf_schedule_rank_program(s, (const int *)(void *)mine->data, (const int *)(void *)needs->data,
                              (int)mine->len, prog);
-    e->prog_first[r + 1] = prog->len;
+    e->prog_first[u + 1] = prog->len;
   }
   e->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
   return e;
+}
+
+/* The coarse platform's load (sim_group_scales): GPU g's bytes on host link k over the run. */
+static double exec_load(const SimProgram *p, const void *ud, int s, int g, int k) {
+  (void)p;
+  return s < 0 ? ((const double *)ud)[(size_t)g * SIM_HOST_LINKS + k] : 0;
 }
 
 gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
@@ -237,8 +293,24 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       p->frac[st][l] = p->phase_bytes[l] > 0 ? p->frac[st][l] / p->phase_bytes[l] : 0;
   p->sw_software_s = soft;
   p->sw_calls = s->nrounds;
-  p->exec = exec_build(s, plan, segs, first, slot_host, p->group, copy_Bps, cal->message_latency_s,
-                       step0);
+  p->exec = exec_build(s, plan, segs, first, slot_host, p->group, p->nhosts, copy_Bps,
+                       cal->message_latency_s, step0);
+  if (p->group > 1) { /* host links: each as busy as its busiest GPU's over the run */
+    g_autofree double *load = g_new0(double, (size_t)ngpus * SIM_HOST_LINKS + 1);
+    const int G = pb->topo->gpus_per_domain;
+    for (uint64_t i = 0; i < s->nsegs; i++) {
+      const RfMessage *msg = &plan->msgs[segs[i].msg];
+      const int sg = pb->gpu[msg->src], dg = pb->gpu[msg->dst];
+      if (sg == dg || sg < 0 || dg < 0) continue;
+      const gboolean net = sg / G != dg / G;
+      const double b = (double)segs[i].bytes;
+      load[(size_t)sg * SIM_HOST_LINKS + SIM_LINK_HBM] += b;
+      load[(size_t)dg * SIM_HOST_LINKS + SIM_LINK_HBM] += b;
+      load[(size_t)sg * SIM_HOST_LINKS + (net ? SIM_LINK_NICUP : SIM_LINK_NVUP)] += b;
+      load[(size_t)dg * SIM_HOST_LINKS + (net ? SIM_LINK_NICDN : SIM_LINK_NVDN)] += b;
+    }
+    sim_group_scales(p, ngpus, exec_load, load);
+  }
   p->exec->setup_s = cal->fixed_s;
   return TRUE;
 }

@@ -183,13 +183,14 @@ static const char *const families[] = {
 static char *family_config(const char *f) {
   if (strcmp(f, "fp8")) return read_config(f);
   char *text = read_config("model/configs/tiny-mla.json");
-  char *end = strrchr(text, '}');
-  *end = 0;
-  char *out = g_strdup_printf("%s, \"quantization_config\": {\"quant_method\": \"fp8\", "
-                              "\"fmt\": \"e4m3\", \"weight_block_size\": [16, 16]}}",
-                              text);
+  GString *out = g_string_new(text);
   g_free(text);
-  return out;
+  while (out->len > 0 && out->str[out->len - 1] != '}')
+    g_string_truncate(out, out->len - 1);
+  g_string_truncate(out, out->len - 1); /* the closing brace */
+  g_string_append(out, ", \"quantization_config\": {\"quant_method\": \"fp8\", "
+                       "\"fmt\": \"e4m3\", \"weight_block_size\": [16, 16]}}");
+  return g_string_free(out, FALSE);
 }
 
 static void test_family(gconstpointer data) {

@@ -522,6 +522,50 @@ static void test_exec_same_program_as_real(void) {
   rf_problem_free(pb);
 }
 
+/* The executor on a coarse platform (two GPUs per simulated host, one actor per host) on the
+ * golden cluster (10 GB/s NICs, domains of two GPUs): 100 MB sharded over GPUs 0 and 1 to
+ * (a) GPUs 2 and 3, sharded alike: 50 MB on each GPU's NIC, 5 ms; the host's NIC carries 100 MB
+ * at twice the rate; (b) GPU 2 alone: 100 MB into its NIC, 10 ms; the host NIC is scaled to its
+ * busiest GPU's (half its sum). Both take what the exact platform (one actor per rank) takes, from
+ * a program of two actors. */
+static void test_exec_coarse(void) {
+  const char *dsts[] = {"\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"S0\"]",
+                        "\"mesh\":[1],\"ranks\":[2],\"placements\":[\"R\"]"};
+  const double want[] = {5e-3, 10e-3};
+  for (int c = 0; c < 2; c++) {
+    g_autofree char *json = g_strdup_printf(
+        "{\"tensors\":[{\"name\":\"w\",\"shape\":[50000000],\"dtype\":\"bf16\","
+        "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},\"dst\":{%s}}]}",
+        dsts[c]);
+    GError *e = NULL;
+    RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 2), &e);
+    g_assert_no_error(e);
+    RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+    g_assert_no_error(e);
+    RfCalibration cal;
+    golden_calib(&cal);
+    cal.software = RF_SOFTWARE_REFIT;
+    cal.variant = RF_VARIANT_EXECUTOR;
+    cal.fixed_s = 0;
+    g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
+    g_autoptr(SimProgram) p = sim_program_build(x, &cal, 2, &e);
+    g_assert_no_error(e);
+    g_assert_cmpint(p->exec->nranks, ==, 2);
+    g_assert_cmpint(p->exec->group, ==, 2);
+    RfResult r;
+    const double t1 = simulate(plan, &cal, 1, &r);
+    rf_result_clear(&r);
+    const double t2 = simulate(plan, &cal, 2, &r);
+    rf_result_clear(&r);
+    g_assert_cmpfloat(t1, >=, want[c]);
+    g_assert_cmpfloat(t1, <, want[c] * 1.02);
+    g_assert_cmpfloat_with_epsilon(t2, t1, 1e-6 * t1);
+    rf_calibration_clear(&cal);
+    rf_plan_free(plan);
+    rf_problem_free(pb);
+  }
+}
+
 /* NeMo RL, two PP stages of one 50 MB call each (GPU 0 and GPU 1 to GPU 2), 10 ms of Python per
  * call. Two streams: stream 0 runs its host time (0-10 ms) then its put (5 ms); stream 1 is
  * issued after stage 0's host time, runs its own (10-20 ms), then its put (20-25 ms): 25 ms.
@@ -746,6 +790,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
   g_test_add_func("/sim/executor/lanes", test_exec_lanes);
   g_test_add_func("/sim/executor/same-program-as-real", test_exec_same_program_as_real);
+  g_test_add_func("/sim/executor/coarse", test_exec_coarse);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
