@@ -19,8 +19,10 @@
  * re-solves the sharing of all messages in flight, so it grows with ranks x messages (DeepSeek-V3
  * on 512 GB200 ranks: 441 k messages, 74 s). A coarse platform (group g > 1, g GPUs of a domain
  * per simulated host) runs one actor per host: the union of its ranks' programs, the ranks of a
- * host taking each round together (coupled: a round waits for the slowest of them, which makes
- * the coarse model slower than the exact one, never faster by design). The steps
+ * host taking each round together (coupled: a round waits for the slowest of them; on the four
+ * reported configurations the coarse model of 8 GPUs per host comes out 0.2-8.4% slower than the
+ * exact one, experiments/executor_scale.py). `refit sim` picks it above SIM_EXEC_EXACT_RANKS
+ * ranks (sim/executor.c). The steps
  * (one per round, on its lane) and their flows only name the rounds for the timeline and give the
  * platform its routes; the actors do not use them. */
 #include "error.h"
