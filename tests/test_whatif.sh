@@ -51,6 +51,21 @@ PY
 expect_ok "plan schedule table" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --schedule
 grep -q "^# m2n schedule (refit run: 32 MiB staging, 2 lanes, pipelined): [0-9]* groups of up to 40 operations, [0-9]* segments; lockstep [0-9.]* s at line rate" "$TMP/out" || bad "plan --schedule line: $(grep schedule "$TMP/out")"
 
+# --- refit's executor simulated on a coarse platform (--group; above 1,024 ranks by default):
+# one actor per host of 4 GPUs, within a few percent of the exact model (docs/sim.md)
+for g in 1 4; do
+  expect_ok "sim executor group $g" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n \
+    --software refit --software-variant executor --group $g --json -q
+  cp "$TMP/out" "$TMP/exec$g.json"
+done
+/usr/bin/python3 - "$TMP/exec1.json" "$TMP/exec4.json" <<'PY' || bad "sim executor --group"
+import json, sys
+e, c = (json.load(open(p))["strategies"][0] for p in sys.argv[1:3])
+assert e["sim_group"] == 1 and c["sim_group"] == 4 and c["sim_hosts"] * 4 <= e["sim_hosts"] + 3, (e, c)
+assert abs(c["predicted_s"] / e["predicted_s"] - 1) < 0.10, (e["predicted_s"], c["predicted_s"])
+assert c["predicted_s"] >= c["lower_bound_s"], c
+PY
+
 # --- advise with a published-software model: every feasible candidate simulated, said in JSON
 expect_ok "advise software" "$REFIT" advise -m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 4,8 -T dgx-h100 \
   -j 2 -q --json -s hybrid --software nemo-rl --software-variant python-fallback
