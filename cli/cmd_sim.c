@@ -387,7 +387,8 @@ int rf_cmd_sim(int argc, char **argv) {
        "FILE.png"},
       {"group", 0, 0, G_OPTION_ARG_INT, &group,
        "GPUs per simulated host (default: 1, coarser only above --max-flows; refit's executor: "
-       "1 up to 1024 ranks, above that the largest of at most 8 dividing the domain)", "N"},
+       "1 up to 1024 ranks, above that the largest of at most 8 dividing the domain)",
+       "N"},
       {"max-flows", 0, 0, G_OPTION_ARG_INT, &max_flows,
        "Coarsen GPUs into hosts until at most N distinct flows (default 15000)", "N"},
       {"hybrid-overlap", 0, 0, G_OPTION_ARG_NONE, &overlap,

@@ -65,8 +65,7 @@ static int cmp_rkey(const void *a, const void *b) {
 }
 
 /* Index of (unit, round) in rounds, whose units start at first[] (the pair is there). */
-static uint64_t unit_round(const uint64_t *first, const SimExecRound *rounds, int unit,
-                           int round) {
+static uint64_t unit_round(const uint64_t *first, const SimExecRound *rounds, int unit, int round) {
   uint64_t lo = first[unit], hi = first[unit + 1];
   while (hi - lo > 1) {
     uint64_t mid = (lo + hi) / 2;
@@ -298,7 +297,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   p->exec = exec_build(s, plan, segs, first, slot_host, p->group, p->nhosts, copy_Bps,
                        cal->message_latency_s, step0);
   if (p->group > 1) { /* host links: each as busy as its busiest GPU's over the run */
-    g_autofree double *load = g_new0(double, (size_t)ngpus * SIM_HOST_LINKS + 1);
+    g_autofree double *load = g_new0(double, (size_t)ngpus *SIM_HOST_LINKS + 1);
     const int G = pb->topo->gpus_per_domain;
     for (uint64_t i = 0; i < s->nsegs; i++) {
       const RfMessage *msg = &plan->msgs[segs[i].msg];
