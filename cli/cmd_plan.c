@@ -83,6 +83,8 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_add_int_value(b, (gint64)r->mem.peak_bytes);
   json_builder_set_member_name(b, "memory_exceeded");
   json_builder_add_boolean_value(b, rf_memory_exceeds(&r->mem));
+  json_builder_set_member_name(b, "memory_from");
+  json_builder_add_string_value(b, r->scheduled ? "schedule" : "plan");
   json_builder_set_member_name(b, "phases");
   json_builder_begin_array(b);
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
@@ -148,7 +150,8 @@ int rf_cmd_plan(int argc, char **argv) {
       {"schedule", 0, 0, G_OPTION_ARG_NONE, &schedule,
        "Also build the schedule refit run executes (default staging, lanes and operation bound) "
        "and print its groups, segments and lockstep time: the sum over groups of the slowest "
-       "rank's bytes at line rate (a statistic of the schedule, not a prediction)",
+       "rank's bytes at line rate (a statistic of the schedule, not a prediction); the memory "
+       "line then counts the holding store and staging refit run's schedule needs, by round",
        NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_add_main_entries(ctx, more, NULL);
@@ -193,6 +196,7 @@ int rf_cmd_plan(int argc, char **argv) {
       rows[i].segments = sg->nsegs;
       rows[i].max_ops = sg->max_ops;
       rows[i].lockstep_s = rf_schedule_lockstep_s(sg, plan);
+      rf_memory_of_schedule(plan, sg, &rows[i].mem); /* what refit run would hold, by round */
       rf_schedule_free(sg);
     }
     rf_plan_free(plan);
@@ -208,7 +212,8 @@ int rf_cmd_plan(int argc, char **argv) {
   } else {
     for (int i = 0; i < nst; i++) {
       char *m = rf_memory_format(&rows[i].mem);
-      printf("# %s %s%s\n", rf_strategy_name(st[i]), m,
+      printf("# %s %s%s%s\n", rf_strategy_name(st[i]), m,
+             rows[i].scheduled ? " (refit run's schedule)" : "",
              rf_memory_exceeds(&rows[i].mem) ? "  EXCEEDS GPU MEMORY" : "");
       g_free(m);
     }

@@ -111,7 +111,8 @@ static void print_row(FILE *f, const Row *r) {
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
   fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
   char *mem = rf_memory_format(&r->mem);
-  fprintf(f, "#  %s%s\n", mem, rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
+  fprintf(f, "#  %s%s%s\n", mem, r->stats.have_exec_mem ? " (refit run's schedule)" : "",
+          rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
   g_free(mem);
 }
 
@@ -200,6 +201,8 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_set_member_name(b, "export_pace_s");
   json_builder_add_double_value(b, r->stats.export_pace_s);
   json_memory(b, &r->mem);
+  json_builder_set_member_name(b, "memory_from");
+  json_builder_add_string_value(b, r->stats.have_exec_mem ? "schedule" : "plan");
   if (r->lost) json_recovery(b, r);
   json_builder_set_member_name(b, "stages");
   json_builder_begin_array(b);
@@ -358,6 +361,8 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
       if (ex->run(ex, plan, &r->res, &r->error)) {
         r->ok = TRUE;
         copy_stats(&r->stats, rf_sim_executor_stats(ex));
+        /* the executor model built refit run's schedule: its memory, by round */
+        if (r->stats.have_exec_mem) r->mem = r->stats.exec_mem;
       }
       rf_plan_free(plan);
     }

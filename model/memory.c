@@ -1,4 +1,5 @@
 #include "memory.h"
+#include "dtensor.h"
 #include "schedule.h"
 
 #include <string.h>
@@ -133,6 +134,150 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_free(max_out);
   g_free(max_in);
   g_hash_table_destroy(last_send);
+}
+
+/* Rounds of the segments of message m that cover its bytes [lo, lo + len): first and last. */
+static void covering_rounds(const RfSchedule *sg, uint64_t m, uint64_t lo, uint64_t len, int *first,
+                            int *last) {
+  const uint64_t g0 = sg->seg_first[m], B = sg->seg_bytes;
+  const uint64_t a = g0 + lo / B, b = g0 + (len ? (lo + len - 1) / B : lo / B);
+  *first = INT32_MAX;
+  *last = -1;
+  for (uint64_t g = a; g <= b && g < sg->seg_first[m + 1]; g++) {
+    *first = MIN(*first, sg->seg_round[g]);
+    *last = MAX(*last, sg->seg_round[g]);
+  }
+}
+
+void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
+  const RfProblem *pb = plan->problem;
+  rf_memory_weights(pb, out);
+  if (!sg->seg_round) return;
+  const int n = pb->nranks;
+  gboolean *infer = g_new0(gboolean, n);
+  for (int i = 0; i < pb->dst.nranks; i++)
+    infer[pb->dst.ranks[i]] = TRUE;
+  /* per rank and round: bytes staged each way (the largest round, times the lanes) */
+  GHashTable *use = g_hash_table_new_full(key_hash, g_direct_equal, NULL, g_free);
+  uint64_t *stage_out = g_new0(uint64_t, n), *stage_in = g_new0(uint64_t, n);
+  for (int dir = 0; dir < 2; dir++) {
+    g_hash_table_remove_all(use);
+    for (uint64_t m = 0; m < plan->nmsgs; m++) {
+      const RfMessage *msg = &plan->msgs[m];
+      const int r = dir ? msg->dst : msg->src;
+      if (!infer[r]) continue;
+      for (uint64_t g = sg->seg_first[m]; g < sg->seg_first[m + 1]; g++) {
+        const uint64_t lo = (g - sg->seg_first[m]) * sg->seg_bytes;
+        gpointer key = rank_part(r, (uint32_t)sg->seg_round[g]); /* (rank, round) */
+        uint64_t *v = g_hash_table_lookup(use, key);
+        if (!v) {
+          v = g_new0(uint64_t, 1);
+          g_hash_table_insert(use, key, v);
+        }
+        *v += MIN(sg->seg_bytes, msg->bytes - lo);
+        uint64_t *mx = dir ? &stage_in[r] : &stage_out[r];
+        *mx = MAX(*mx, *v);
+      }
+    }
+  }
+  g_hash_table_destroy(use);
+  /* every transfer's first and last round (its bytes at its place in its message; staged
+   * schedules: its stage) */
+  int32_t *xf = g_new(int32_t, plan->nxfers + 1), *xl = g_new(int32_t, plan->nxfers + 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    uint64_t w = 0;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
+      int f = plan->xfers[t].stage, l = f; /* staged: real/ keeps pieces by stage */
+      if (sg->pipelined) covering_rounds(sg, m, w, bytes, &f, &l);
+      xf[t] = f;
+      xl[t] = l;
+      w += bytes;
+    }
+  }
+  /* The holding store as real/ lays it out (real/lists.c): an inference rank sends a piece from
+   * the pieces of its part it received at earlier stages, the first one holding all of the
+   * piece, or else every one meeting it; a received piece it sends from is held from its first
+   * round to the last round of those sends. Transfers are sorted by stage. */
+  int32_t *last_use = g_new(int32_t, plan->nxfers + 1);
+  GHashTable *got =
+      g_hash_table_new_full(key_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
+  for (uint64_t t = 0; t < plan->nxfers; t++) {
+    const RfTransfer *x = &plan->xfers[t];
+    const RfPiece *pc = &plan->pieces[x->piece];
+    const int ndim = pb->model->parts[pc->part].ndim;
+    last_use[t] = -1;
+    if (infer[x->src]) {
+      GArray *g = g_hash_table_lookup(got, rank_part(x->src, pc->part));
+      gboolean whole = FALSE;
+      for (guint k = 0; g && k < g->len && !whole; k++) { /* one holding all of it */
+        const uint64_t u = g_array_index(g, uint64_t, k);
+        if (plan->xfers[u].stage >= x->stage) break;
+        if (rf_box_contains(&plan->pieces[plan->xfers[u].piece].box, &pc->box, ndim)) {
+          last_use[u] = MAX(last_use[u], xl[t]);
+          whole = TRUE;
+        }
+      }
+      for (guint k = 0; g && k < g->len && !whole; k++) { /* else every one meeting it */
+        const uint64_t u = g_array_index(g, uint64_t, k);
+        RfBox in;
+        if (plan->xfers[u].stage >= x->stage) break;
+        if (rf_box_intersect(&plan->pieces[plan->xfers[u].piece].box, &pc->box, ndim, &in))
+          last_use[u] = MAX(last_use[u], xl[t]);
+      }
+    }
+    if (infer[x->dst]) {
+      gpointer k = rank_part(x->dst, pc->part);
+      GArray *g = g_hash_table_lookup(got, k);
+      if (!g) {
+        g = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        g_hash_table_insert(got, k, g);
+      }
+      g_array_append_val(g, t);
+    }
+  }
+  g_hash_table_destroy(got);
+  GArray **ev = g_new0(GArray *, n);
+  for (uint64_t t = 0; t < plan->nxfers; t++) {
+    if (last_use[t] < 0) continue;
+    const int r = plan->xfers[t].dst;
+    const int64_t bytes = (int64_t)plan->pieces[plan->xfers[t].piece].bytes;
+    if (!ev[r]) ev[r] = g_array_new(FALSE, FALSE, sizeof(Event));
+    Event a = {xf[t], bytes}, b = {MAX(last_use[t], xf[t]) + 1, -bytes};
+    g_array_append_val(ev[r], a);
+    g_array_append_val(ev[r], b);
+  }
+  g_free(xf);
+  g_free(xl);
+  g_free(last_use);
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    const int r = pb->dst.ranks[i];
+    uint64_t hold = 0;
+    if (ev[r]) {
+      g_array_sort(ev[r], event_cmp);
+      int64_t live = 0, peak = 0;
+      for (guint j = 0; j < ev[r]->len; j++) {
+        live += g_array_index(ev[r], Event, j).delta;
+        if (live > peak) peak = live;
+      }
+      hold = (uint64_t)peak;
+      g_array_free(ev[r], TRUE);
+    }
+    const uint64_t staging = (uint64_t)sg->slots * (stage_out[r] + stage_in[r]);
+    out->hold_bytes = MAX(out->hold_bytes, hold);
+    out->staging_bytes = MAX(out->staging_bytes, staging);
+    out->extra_bytes = MAX(out->extra_bytes, hold + staging);
+    const uint64_t total = out->weights_bytes + hold + staging;
+    if (total > out->peak_bytes) {
+      out->peak_bytes = total;
+      out->peak_rank = r;
+    }
+  }
+  g_free(ev);
+  g_free(infer);
+  g_free(stage_out);
+  g_free(stage_in);
 }
 
 gboolean rf_memory_exceeds(const RfMemory *m) {

@@ -17,6 +17,7 @@
 
 #include "layout.h"
 #include "plan.h"
+#include "schedule.h"
 #include <stdint.h>
 
 typedef struct {
@@ -38,6 +39,12 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out);
 /* The same for a staging bound (bytes per rank, direction and lane) and a number of lanes. */
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
                                RfMemory *out);
+/* The same from the schedule refit run executes (rounds instead of stages): a relayed piece
+ * is held from the first round its bytes arrive to the last round its rank packs a piece of its
+ * part; staging is the lanes times the rank's fullest round each way. What `refit run --memory`
+ * computes per rank with its allocator, without the allocator's fragmentation. Cost: transfers +
+ * segments. */
+void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out);
 /* TRUE when the topology gives a GPU memory and peak_bytes exceeds it. */
 gboolean rf_memory_exceeds(const RfMemory *m);
 /* One line: "inference GPU: weights W GB + refit extra E GB (holding H, staging S) = P GB of

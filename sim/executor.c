@@ -118,6 +118,8 @@ static void fill_stats(SimState *st, const SimProgram *p, const RfProblem *pb) {
   RfSimStats *s = &st->stats;
   s->hosts = p->nhosts;
   s->group = p->group;
+  s->have_exec_mem = p->exec != NULL;
+  if (p->exec) s->exec_mem = p->exec_mem;
   s->flows = p->flows->len;
   s->export_latency_s = p->export_latency_s;
   s->export_tensors = p->export_tensors;

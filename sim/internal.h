@@ -109,6 +109,7 @@ typedef struct {
   double sw_software_s; /* serial software time the model put in steps */
   double sw_calls;      /* reshard calls */
   SimExec *exec;        /* refit's executor: rank programs (NULL: steps and lanes) */
+  RfMemory exec_mem;    /* refit's executor: the inference memory of its schedule */
   gboolean progress;    /* the executor's simulation prints progress on stderr (long runs) */
 } SimProgram;
 

@@ -11,6 +11,7 @@
 #define RF_SIM_H
 
 #include "executor.h"
+#include "memory.h"
 #include "plan.h"
 #include <glib.h>
 #include <stddef.h>
@@ -166,6 +167,9 @@ typedef struct {
   double m2n_tensors; /* checkpoint tensors moved by m2n / p2p */
   /* software models: reshard calls and the serial software time the model put in steps */
   double sw_calls, sw_software_s;
+  /* refit's executor model: the inference memory of the schedule it simulated (by round) */
+  gboolean have_exec_mem;
+  RfMemory exec_mem;
 } RfSimStats;
 
 /* The SimGrid executor. opt may be NULL (calibration of the problem's topology). */

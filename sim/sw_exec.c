@@ -26,6 +26,7 @@
  * (one per round, on its lane) and their flows only name the rounds for the timeline and give the
  * platform its routes; the actors do not use them. */
 #include "error.h"
+#include "memory.h"
 #include "schedule.h"
 #include "sw.h"
 
@@ -313,5 +314,6 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
     sim_group_scales(p, ngpus, exec_load, load);
   }
   p->exec->setup_s = cal->fixed_s;
+  rf_memory_of_schedule(plan, s, &p->exec_mem);
   return TRUE;
 }

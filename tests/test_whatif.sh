@@ -46,10 +46,13 @@ d = json.load(open(sys.argv[1]))
 for r in d["strategies"]:
     assert r["schedule_groups"] > 0 and r["schedule_segments"] >= r["messages"], r
     assert r["schedule_lockstep_s"] >= r["lower_bound_s"] * (1 - 1e-9), r
+    assert r["memory_from"] == "schedule", r
     assert r["schedule_max_ops"] == (32 if r["strategy"] in ("gather-broadcast", "hybrid") else 40), r
 PY
 expect_ok "plan schedule table" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --schedule
 grep -q "^# m2n schedule (refit run: 32 MiB staging, 2 lanes, pipelined): [0-9]* groups of up to 40 operations, [0-9]* segments; lockstep [0-9.]* s at line rate" "$TMP/out" || bad "plan --schedule line: $(grep schedule "$TMP/out")"
+# by round, m2n's holding store is about half the stage estimate above (7.636 GB)
+grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.664 GB (holding 4.16, staging 0.5033) = 19.95 GB of 80 GB (refit run's schedule)$" "$TMP/out" || bad "plan --schedule memory line: $(grep inference "$TMP/out")"
 
 # --- refit's executor simulated on a coarse platform (--group; above 1,024 ranks by default):
 # one actor per host of 4 GPUs, within a few percent of the exact model (docs/sim.md)
@@ -64,6 +67,9 @@ e, c = (json.load(open(p))["strategies"][0] for p in sys.argv[1:3])
 assert e["sim_group"] == 1 and c["sim_group"] == 4 and c["sim_hosts"] * 4 <= e["sim_hosts"] + 3, (e, c)
 assert abs(c["predicted_s"] / e["predicted_s"] - 1) < 0.10, (e["predicted_s"], c["predicted_s"])
 assert c["predicted_s"] >= c["lower_bound_s"], c
+# the executor model's memory line is refit run's schedule's (by round): m2n holds less than the
+# plan's stage estimate (the flow model's line)
+assert e["memory_from"] == "schedule" and e["refit_extra_bytes"] == c["refit_extra_bytes"], (e, c)
 PY
 
 # --- advise with a published-software model: every feasible candidate simulated, said in JSON
