@@ -50,6 +50,33 @@ static gpointer rank_part(int rank, uint32_t part) {
   return GSIZE_TO_POINTER((((gsize)(guint32)rank << 32) | part) + 1);
 }
 
+/* The peak of live bytes over a rank's holding events (frees their array). */
+static uint64_t events_peak(GArray *ev) {
+  if (!ev) return 0;
+  g_array_sort(ev, event_cmp);
+  int64_t live = 0, peak = 0;
+  for (guint j = 0; j < ev->len; j++) {
+    live += g_array_index(ev, Event, j).delta;
+    if (live > peak) peak = live;
+  }
+  g_array_free(ev, TRUE);
+  return (uint64_t)peak;
+}
+
+/* Counts rank r's holding and staging into out: the largest of each, of their sum, and the
+ * largest weights plus this rank's extra (ranks of one layout hold nearly equal weights, and a
+ * second pass over every buffer per rank would cost buffers x ranks again). */
+static void count_rank(RfMemory *out, int r, uint64_t hold, uint64_t staging) {
+  out->hold_bytes = MAX(out->hold_bytes, hold);
+  out->staging_bytes = MAX(out->staging_bytes, staging);
+  out->extra_bytes = MAX(out->extra_bytes, hold + staging);
+  const uint64_t total = out->weights_bytes + hold + staging;
+  if (total > out->peak_bytes) {
+    out->peak_bytes = total;
+    out->peak_rank = r;
+  }
+}
+
 void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
   rf_memory_of_plan_staging(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, RF_SCHEDULE_DEFAULT_SLOTS,
                             out);
@@ -100,34 +127,14 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     g_array_append_val(ev[x->dst], b);
   }
   for (int i = 0; i < pb->dst.nranks; i++) {
-    int r = pb->dst.ranks[i];
-    uint64_t hold = 0;
-    if (ev[r]) {
-      g_array_sort(ev[r], event_cmp);
-      int64_t live = 0, peak = 0;
-      for (guint j = 0; j < ev[r]->len; j++) {
-        live += g_array_index(ev[r], Event, j).delta;
-        if (live > peak) peak = live;
-      }
-      hold = (uint64_t)peak;
-      g_array_free(ev[r], TRUE);
-    }
+    const int r = pb->dst.ranks[i];
     const uint64_t cap = staging_bytes;
     uint64_t staging = 0;
     for (int c = 0; c < 2; c++) {
       const uint64_t room = c ? cap * rf_schedule_nvlink_share(plan) : cap;
       staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
     }
-    out->hold_bytes = MAX(out->hold_bytes, hold);
-    out->staging_bytes = MAX(out->staging_bytes, staging);
-    out->extra_bytes = MAX(out->extra_bytes, hold + staging);
-    /* the largest weights plus this rank's extra: ranks of one layout hold nearly equal
-     * weights, and a second pass over every buffer per rank would cost buffers x ranks again */
-    uint64_t total = out->weights_bytes + hold + staging;
-    if (total > out->peak_bytes) {
-      out->peak_bytes = total;
-      out->peak_rank = r;
-    }
+    count_rank(out, r, events_peak(ev[r]), staging);
   }
   g_free(ev);
   g_free(infer);
@@ -253,26 +260,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
   g_free(last_use);
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
-    uint64_t hold = 0;
-    if (ev[r]) {
-      g_array_sort(ev[r], event_cmp);
-      int64_t live = 0, peak = 0;
-      for (guint j = 0; j < ev[r]->len; j++) {
-        live += g_array_index(ev[r], Event, j).delta;
-        if (live > peak) peak = live;
-      }
-      hold = (uint64_t)peak;
-      g_array_free(ev[r], TRUE);
-    }
-    const uint64_t staging = (uint64_t)sg->slots * (stage_out[r] + stage_in[r]);
-    out->hold_bytes = MAX(out->hold_bytes, hold);
-    out->staging_bytes = MAX(out->staging_bytes, staging);
-    out->extra_bytes = MAX(out->extra_bytes, hold + staging);
-    const uint64_t total = out->weights_bytes + hold + staging;
-    if (total > out->peak_bytes) {
-      out->peak_bytes = total;
-      out->peak_rank = r;
-    }
+    count_rank(out, r, events_peak(ev[r]), (uint64_t)sg->slots * (stage_out[r] + stage_in[r]));
   }
   g_free(ev);
   g_free(infer);
