@@ -477,13 +477,16 @@ int rf_cmd_run(int argc, char **argv) {
   rc = report(&c, rows, w.world, hosts_note, root);
 out:
   fflush(stdout);
+  /* the error line before MPI ends: the other ranks leave (non-zero) once the world ends, and
+   * mpirun's default policy then kills what is left, rank 0 included */
+  if (e) rc = rf_cmd_exit("refit run", g_steal_pointer(&e), say);
+  fflush(stderr);
   for (int i = 0; rows && i < c.ns; i++)
     row_clear(&rows[i]);
   g_free(rows);
   if (ex) ex->destroy(ex);
   rf_problem_free(c.pb);
   if (started) rf_real_world_end();
-  if (e) rc = rf_cmd_exit("refit run", e, say);
   g_option_context_free(ctx);
   rf_args_clear(&c.a);
   g_free(o->fail_label);
