@@ -143,19 +143,6 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_hash_table_destroy(last_send);
 }
 
-/* Rounds of the segments of message m that cover its bytes [lo, lo + len): first and last. */
-static void covering_rounds(const RfSchedule *sg, uint64_t m, uint64_t lo, uint64_t len, int *first,
-                            int *last) {
-  const uint64_t g0 = sg->seg_first[m], B = sg->seg_bytes;
-  const uint64_t a = g0 + lo / B, b = g0 + (len ? (lo + len - 1) / B : lo / B);
-  *first = INT32_MAX;
-  *last = -1;
-  for (uint64_t g = a; g <= b && g < sg->seg_first[m + 1]; g++) {
-    *first = MIN(*first, sg->seg_round[g]);
-    *last = MAX(*last, sg->seg_round[g]);
-  }
-}
-
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
@@ -197,7 +184,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
       int f = plan->xfers[t].stage, l = f; /* staged: real/ keeps pieces by stage */
-      if (sg->pipelined) covering_rounds(sg, m, w, bytes, &f, &l);
+      if (sg->pipelined) rf_schedule_byte_rounds(sg, m, w, bytes, &f, &l);
       xf[t] = f;
       xl[t] = l;
       w += bytes;

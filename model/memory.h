@@ -39,11 +39,13 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out);
 /* The same for a staging bound (bytes per rank, direction and lane) and a number of lanes. */
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
                                RfMemory *out);
-/* The same from the schedule refit run executes (rounds instead of stages): a relayed piece
- * is held from the first round its bytes arrive to the last round its rank packs a piece of its
- * part; staging is the lanes times the rank's fullest round each way. What `refit run --memory`
- * computes per rank with its allocator, without the allocator's fragmentation. Cost: transfers +
- * segments. */
+/* The same from the schedule refit run executes (pipelined: rounds instead of stages): a
+ * received piece that a later send of its rank reads (real/'s rule: the first received piece of
+ * the part holding all of the sent box, else every one meeting it) is held from the first round
+ * its bytes arrive to the last round of those sends; staging is the lanes times the rank's
+ * fullest round each way. What `refit run --memory` lays out per rank, less its allocator's
+ * alignment and fragmentation. Cost: transfers + segments, and the received pieces of a part
+ * scanned per send of it. */
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out);
 /* TRUE when the topology gives a GPU memory and peak_bytes exceeds it. */
 gboolean rf_memory_exceeds(const RfMemory *m);

@@ -288,6 +288,18 @@ static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
   return lo;
 }
 
+void rf_schedule_byte_rounds(const RfSchedule *s, uint64_t m, uint64_t lo, uint64_t len, int *first,
+                             int *last) {
+  const uint64_t g0 = s->seg_first[m], B = s->seg_bytes;
+  const uint64_t a = g0 + lo / B, b = g0 + (len ? (lo + len - 1) / B : lo / B);
+  *first = G_MAXINT;
+  *last = -1;
+  for (uint64_t g = a; g <= b && g < s->seg_first[m + 1]; g++) {
+    *first = MIN(*first, s->seg_round[g]);
+    *last = MAX(*last, s->seg_round[g]);
+  }
+}
+
 uint64_t *rf_schedule_round_offsets(const RfSchedule *s) {
   uint64_t *first = g_new0(uint64_t, (size_t)s->nrounds + 1);
   for (uint64_t g = 0; g < s->nsegs; g++)

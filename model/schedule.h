@@ -109,6 +109,10 @@ uint64_t rf_schedule_nvlink_share(const RfPlan *plan);
  * pipelined, a full round of full segments both ways, 2 x RF_SCHEDULE_CUTS x (1 + the NVLink
  * share): 40 on DGX H100, 80 on GB200 NVL72 (NCCL takes up to 2,048 calls in one group). */
 int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined);
+/* The first and last round of the segments of message m that carry its bytes [lo, lo + len)
+ * (len 0: the segment at lo): where a transfer at byte lo of its message moves. */
+void rf_schedule_byte_rounds(const RfSchedule *s, uint64_t m, uint64_t lo, uint64_t len, int *first,
+                             int *last);
 /* Segments by round (a counting sort): offsets[r] .. offsets[r + 1] are round r's place in a
  * list of the segments in round order; nrounds + 1 entries, caller frees. */
 uint64_t *rf_schedule_round_offsets(const RfSchedule *s);

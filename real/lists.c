@@ -319,7 +319,7 @@ static void xfer_rounds(Build *b) {
   for (uint64_t i = 0; i < b->nx; i++)
     b->xr_first[i] = b->xr_last[i] = -1;
   const uint64_t *ms = st->rank_msgs + st->rank_msg_first[b->me];
-  const uint64_t nm = st->rank_msg_first[b->me + 1] - st->rank_msg_first[b->me], B = sg->seg_bytes;
+  const uint64_t nm = st->rank_msg_first[b->me + 1] - st->rank_msg_first[b->me];
   for (uint64_t k = 0; k < nm; k++) {
     const uint64_t m = ms[k];
     const RfMessage *msg = &plan->msgs[m];
@@ -328,12 +328,8 @@ static void xfer_rounds(Build *b) {
       const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
       const int64_t i = bytes ? local_xfer(b, t) : -1;
       if (i >= 0) {
-        int lo = G_MAXINT, hi = -1;
-        for (uint64_t g = sg->seg_first[m] + w / B; g <= sg->seg_first[m] + (w + bytes - 1) / B;
-             g++) {
-          lo = MIN(lo, sg->seg_round[g]);
-          hi = MAX(hi, sg->seg_round[g]);
-        }
+        int lo, hi;
+        rf_schedule_byte_rounds(sg, m, w, bytes, &lo, &hi);
         b->xr_first[i] = lo;
         b->xr_last[i] = hi;
       }

@@ -96,7 +96,7 @@ static void show_progress(int done, int n) {
   if (now - S.shown < PROGRESS_EVERY_US) return;
   S.shown = now;
   fprintf(stderr, "refit sim: executor: %s %d at group %d of %d, %.3f s simulated (%.0f s)\n",
-          S.p->exec->group > 1 ? "host" : "rank", S.progress_rank, done, n, simgrid_get_clock(),
+          S.p->group > 1 ? "host" : "rank", S.progress_rank, done, n, simgrid_get_clock(),
           (now - S.wall0) / 1e6);
   fflush(stderr);
 }

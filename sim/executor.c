@@ -54,7 +54,6 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
   g_autoptr(SimProtos) x = sim_protos_build(plan, cal);
   gint64 t1 = g_get_monotonic_time();
   SimProgram *p = NULL;
-  /* refit's executor: one actor per rank on its own GPU's host */
   /* refit's executor: exact (one actor per rank) up to SIM_EXEC_EXACT_RANKS ranks; above, the
    * largest group of at most SIM_EXEC_COARSE_GROUP GPUs dividing the domain (sim/sw_exec.c) */
   if (cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR && forced <= 0) {

@@ -69,7 +69,6 @@ typedef struct {
   RfSchedOp *prog;      /* every rank's program */
   double launch_s;      /* host time to post one group */
   double setup_s;       /* per refit, before the first operation (calibration fixed_s) */
-  int group;            /* GPUs per simulated host: 1, an actor per rank; more, per host */
 } SimExec;
 
 typedef struct {
@@ -108,7 +107,8 @@ typedef struct {
   int sw_ngpus;
   double sw_software_s; /* serial software time the model put in steps */
   double sw_calls;      /* reshard calls */
-  SimExec *exec;        /* refit's executor: rank programs (NULL: steps and lanes) */
+  SimExec *exec;        /* refit's executor: rank programs, or per host when group > 1 (NULL:
+                           steps and lanes) */
   RfMemory exec_mem;    /* refit's executor: the inference memory of its schedule */
   gboolean progress;    /* the executor's simulation prints progress on stderr (long runs) */
 } SimProgram;

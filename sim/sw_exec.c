@@ -111,7 +111,6 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   SimExec *e = g_new0(SimExec, 1);
   const gboolean units = group > 1;
   e->nranks = units ? nhosts : pb->nranks;
-  e->group = group;
   e->launch_s = launch_s;
   e->host = g_new(int, e->nranks);
   g_autofree int *unit = g_new(int, pb->nranks);

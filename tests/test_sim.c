@@ -551,7 +551,7 @@ static void test_exec_coarse(void) {
     g_autoptr(SimProgram) p = sim_program_build(x, &cal, 2, &e);
     g_assert_no_error(e);
     g_assert_cmpint(p->exec->nranks, ==, 2);
-    g_assert_cmpint(p->exec->group, ==, 2);
+    g_assert_cmpint(p->group, ==, 2);
     RfResult r;
     const double t1 = simulate(plan, &cal, 1, &r);
     rf_result_clear(&r);
