@@ -28,7 +28,7 @@ typedef struct {
  * up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the exact model) */
 #define SIM_EXEC_EXACT_RANKS 1024
 #define SIM_EXEC_COARSE_GROUP 8
-#define SIM_MAX_LANES 8      /* concurrent streams (lanes) of a program */
+#define SIM_MAX_LANES 64     /* concurrent streams (lanes) of a program (nemo.streams <= 64) */
 #define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */
 
 /* Steps of a lane run one after another (all hosts of the lane meet at a barrier between two

@@ -616,6 +616,24 @@ static void test_sw_slot_shared_by_five(void) {
   rf_calibration_clear(&cal);
 }
 
+/* Twelve PP stages on twelve streams, each a call of 10 ms of kernel time (four barriers of
+ * 2.5 ms), with twelve staging slots: all run at once (10 ms). More streams than the eight the
+ * engine once held must not fold back onto eight lanes (that took 20 ms). */
+static void test_sw_twelve_streams(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_M2N_PACK;
+  cal.nemo_streams = 12;
+  cal.m2n_slots = 12;
+  cal.m2n_barrier_s = 0.0025;
+  RfResult r;
+  double t = sw_simulate("twelve-layers.json", "PP12", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.010, 1e-4);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
 /* M2N refuses a call past MAX_SOURCES: refit sim says so, it does not predict. */
 static void test_sw_limits_refuse(void) {
   RfCalibration cal;
@@ -793,6 +811,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
+  g_test_add_func("/sim/software/twelve_streams", test_sw_twelve_streams);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
