@@ -57,15 +57,16 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
           t->name, t->gpus_per_domain, t->nvlink_GBps, t->nics_per_gpu, t->nic_Gbps,
           t->fabric == RF_FABRIC_RAIL_OPTIMIZED ? "rail-optimized" : "fat-tree",
           t->oversubscription, t->hbm_GBps);
-  fprintf(f,
-          "# calibration %s: efficiency NIC %.3g NVLink %.3g HBM %.3g all-gather %.3g "
-          "broadcast %.3g; message %.3g s, collective %.3g s, chunk %.0f B; export %.3g s and m2n "
-          "%.3g s per tensor; bucket %.3g GB x %d; fixed %.3g s; hybrid %s\n",
-          source, c->nic_efficiency, c->nvlink_efficiency, c->hbm_efficiency,
-          c->allgather_efficiency, c->broadcast_efficiency, c->message_latency_s,
-          c->collective_base_s, c->chunk_bytes, c->export_tensor_overhead_s,
-          c->m2n_tensor_overhead_s, rf_calibration_bucket_bytes(c) / 1e9, c->buffers, c->fixed_s,
-          c->hybrid_overlap ? "concurrent" : "sequential");
+  fprintf(
+      f,
+      "# calibration %s: efficiency NIC %.3g NVLink %.3g HBM %.3g all-gather %.3g "
+      "broadcast %.3g; message %.3g s, collective %.3g s, chunk %.0f B; export %.3g s (host %s) "
+      "and m2n %.3g s per tensor; bucket %.3g GB x %d; fixed %.3g s; hybrid %s\n",
+      source, c->nic_efficiency, c->nvlink_efficiency, c->hbm_efficiency, c->allgather_efficiency,
+      c->broadcast_efficiency, c->message_latency_s, c->collective_base_s, c->chunk_bytes,
+      c->export_tensor_overhead_s, c->export_host_overlap ? "overlapped" : "in series",
+      c->m2n_tensor_overhead_s, rf_calibration_bucket_bytes(c) / 1e9, c->buffers, c->fixed_s,
+      c->hybrid_overlap ? "concurrent" : "sequential");
   fprintf(f, "# ranks %d (train %d, infer %d)\n", pb->nranks, pb->src.nranks, pb->dst.nranks);
   if (pb->placement_note) fprintf(f, "# placement: %s\n", pb->placement_note);
   g_autofree char *quant = rf_quant_describe(pb);

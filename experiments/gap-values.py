@@ -2,9 +2,10 @@
 """What value of an unpublished parameter would close each reported-table row outside 15%.
 
 For each row of the reported table (experiments/reported-refit.csv) that `refit sim` predicts
-more than 15% off, and for the parameter named as what holds it back (docs/sim.md), this finds
-by bisection over `refit sim` runs, each with a copy of the platform's calibration file where
-only that key is changed, the value that brings the row to the 15% boundary and to 0% error.
+more than 15% off, and for each parameter named as what holds it back (docs/sim.md), this finds
+the value that brings the row to the 15% boundary and to 0% error, over `refit sim` runs each with
+a copy of the platform's calibration file where only that key is changed: by bisection, or for an
+integer parameter by a scan of values (reporting also the closest prediction seen).
 Nothing here changes the default calibration: the values are findings (what the unpublished
 figure would have to be), not a fit.
 
@@ -25,26 +26,38 @@ from common import ROOT, Table, add_refit_args, refit_path, write_csv  # noqa: E
 
 PYFB = ["--software", "nemo-rl", "--software-variant", "python-fallback"]
 NEMO = ["--software", "nemo-rl"]
-# (platform, model, train, infer, strategy, software args, reported s, key, search range, why)
+H100_QWEN = ("dgx-h100", "qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16")
+H100_DSV3 = ("dgx-h100", "deepseek-v3", "PP16xEP16", "TP32xDP8")
+GB_DSV3 = ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8")
+GB_NEMO = ("gb200-nvl72", "nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8")
+STREAMS = "NRL_REFIT_NUM_STREAMS: generation streams, one PP stage each (code default 2; the " \
+    "design doc's knob for large PP)"
+
+
+def row(where, strategy, sw, reported, key, search, why):
+    """One search over a calibration key ([group] name): search is (lo, hi) for a bisection
+    (None: the current value), or a list of integers to scan in that order."""
+    return {"where": where, "strategy": strategy, "sw": sw, "reported": reported, "key": key,
+            "search": search, "why": why}
+
+
 ROWS = [
-    ("dgx-h100", "qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16", "hybrid", PYFB, 1.90,
-     "nemo.dispatch_s", (0.0, None),
-     "per-refit Ray dispatch + synchronize, fitted on Qwen3-30B runs (30-60 GPUs)"),
-    ("dgx-h100", "deepseek-v3", "PP16xEP16", "TP32xDP8", "gather-broadcast", NEMO, 14.9,
-     "export.tensor_overhead_s", (None, 1e-3),
-     "export software time per checkpoint tensor (public: DSV3 blog, 99 us)"),
-    ("dgx-h100", "deepseek-v3", "PP16xEP16", "TP32xDP8", "hybrid", PYFB, 2.60,
-     "nemo.dispatch_s", (0.0, None), "per-refit Ray dispatch + synchronize"),
-    ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8", "gather-broadcast", NEMO, 6.10,
-     "export.tensor_overhead_s", (0.0, None), "export software time per checkpoint tensor"),
-    ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8", "gather-broadcast", NEMO, 6.10,
-     "efficiency.broadcast_net", (None, 1.0),
-     "rank 0's broadcast rate across domains (H100 cluster figure assumed for GB200)"),
-    ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8", "hybrid", PYFB, 2.30,
-     "nemo.dispatch_s", (0.0, None), "per-refit Ray dispatch + synchronize"),
-    ("gb200-nvl72", "nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8", "hybrid", PYFB, 2.30,
-     "vllm.finalize_s", (None, 5.0),
-     "vLLM process_weights_after_loading (no public figure; 0, folded into dispatch)"),
+    row(H100_QWEN, "hybrid", PYFB, 1.90, "nemo.dispatch_s", (0.0, None),
+        "per-refit Ray dispatch + synchronize, fitted on Qwen3-30B runs (30-60 GPUs)"),
+    row(H100_QWEN, "hybrid", PYFB, 1.90, "nemo.streams", list(range(1, 9)), STREAMS),
+    row(H100_DSV3, "gather-broadcast", NEMO, 14.9, "export.tensor_overhead_s", (None, 1e-3),
+        "export host time per checkpoint tensor (public: DSV3 blog, 136 us)"),
+    row(H100_DSV3, "gather-broadcast", NEMO, 14.9, "export.host_overlap", [1, 0],
+        "0: a host sync per exported tensor (Megatron-Bridge before 9fc84370, NeMo RL before "
+        "73e0c09d), software and collectives in series"),
+    row(H100_DSV3, "hybrid", PYFB, 2.60, "nemo.dispatch_s", (0.0, None),
+        "per-refit Ray dispatch + synchronize"),
+    row(H100_DSV3, "hybrid", PYFB, 2.60, "nemo.streams", list(range(1, 17)), STREAMS),
+    row(GB_DSV3, "hybrid", PYFB, 2.30, "nemo.dispatch_s", (0.0, None),
+        "per-refit Ray dispatch + synchronize"),
+    row(GB_DSV3, "hybrid", PYFB, 2.30, "nemo.streams", list(range(1, 17)), STREAMS),
+    row(GB_NEMO, "hybrid", PYFB, 2.30, "vllm.finalize_s", (None, 5.0),
+        "vLLM process_weights_after_loading (no public figure; 0, folded into dispatch)"),
 ]
 
 
@@ -79,14 +92,14 @@ def current(src, key):
     sys.exit("gap-values: no [%s] %s in %s" % (group, name, src))
 
 
-def predict(refit, row, value, tmpdir):
-    plat, model, train, infer, strat, sw, _, key = row[:8]
+def predict(refit, r, value, tmpdir):
+    plat, model, train, infer = r["where"]
     src = os.path.join(ROOT, "sim", "calibration", plat + ".cal")
     fd, path = tempfile.mkstemp(suffix=".cal", dir=tmpdir)
     os.close(fd)
-    cal_with(src, key, value, path)
+    cal_with(src, r["key"], value, path)
     cmd = [refit, "sim", "-q", "--json", "-m", model, "-t", train, "-i", infer, "-T", plat,
-           "-s", strat, "-c", path] + sw
+           "-s", r["strategy"], "-c", path] + r["sw"]
     env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     os.unlink(path)
@@ -111,29 +124,43 @@ def solve(f, a, b, fa, fb, target, rtol=0.005, iters=14):
     return 0.5 * (a + b)
 
 
-def one(refit, row, tmpdir):
-    plat, reported, key, (lo, hi) = row[0], row[6], row[7], row[8]
+def one(refit, r, tmpdir):
+    plat, model = r["where"][:2]
+    reported, key, search = r["reported"], r["key"], r["search"]
     src = os.path.join(ROOT, "sim", "calibration", plat + ".cal")
     v0 = current(src, key)
-    lo = v0 if lo is None else lo
-    hi = v0 if hi is None else hi
     memo = {}
 
     def f(v):
         if v not in memo:
-            memo[v] = predict(refit, row, v, tmpdir)
+            memo[v] = predict(refit, r, v, tmpdir)
         return memo[v]
 
-    p0, plo, phi = f(v0), f(lo), f(hi)
-    bound = reported * (1.15 if p0 > reported else 0.85)
-    v15 = solve(f, lo, hi, plo, phi, bound)
-    vzero = solve(f, lo, hi, plo, phi, reported)
-    return {"platform": plat, "model": row[1], "strategy": row[4], "reported_s": reported,
+    p0 = f(v0)
+    over = p0 > reported
+    bound = reported * (1.15 if over else 0.85)
+    if isinstance(search, list):
+        # integer scan: the first value within 15% and the first past 0% (error changes sign)
+        rng = "%d..%d" % (search[0], search[-1]) if search == list(
+            range(search[0], search[-1] + 1)) else ",".join("%d" % v for v in search)
+        v15 = next((v for v in search if abs(f(v) - reported) <= 0.15 * reported), None)
+        vzero = next((v for v in search if (f(v) > reported) != over), None)
+    else:
+        lo = v0 if search[0] is None else search[0]
+        hi = v0 if search[1] is None else search[1]
+        rng = "[%g, %g]" % (lo, hi)
+        plo, phi = f(lo), f(hi)
+        v15 = solve(f, lo, hi, plo, phi, bound)
+        vzero = solve(f, lo, hi, plo, phi, reported)
+    best = min(memo, key=lambda v: abs(memo[v] - reported))
+    return {"platform": plat, "model": model, "strategy": r["strategy"], "reported_s": reported,
             "predicted_s": round(p0, 4), "error_pct": round(100 * (p0 - reported) / reported, 1),
-            "parameter": key, "current": v0, "range": "[%g, %g]" % (lo, hi),
+            "parameter": key, "current": v0, "range": rng,
             "value_15pct": None if v15 is None else float("%.4g" % v15),
             "value_0pct": None if vzero is None else float("%.4g" % vzero),
-            "what": row[9], "runs": len(memo)}
+            "closest_value": float("%.4g" % best), "closest_s": round(memo[best], 4),
+            "closest_error_pct": round(100 * (memo[best] - reported) / reported, 1),
+            "what": r["why"], "runs": len(memo)}
 
 
 def main():
@@ -147,17 +174,19 @@ def main():
         res = list(ex.map(lambda r: one(a.refit, r, tmp), ROWS))
     write_csv(os.path.join(a.out, "gap-values.csv"), res)
     t = Table(os.path.join(a.out, "gap-values.txt"))
-    t.line("# value of one parameter that closes each row outside 15% (bisection over refit sim; "
-           "the default calibration is unchanged)")
+    t.line("# value of one parameter that closes each row outside 15% (bisection, or a scan of "
+           "integer values, over refit sim; the default calibration is unchanged)")
     t.line("| platform | model | strategy | reported (s) | predicted (s) | error | parameter | "
-           "current | within 15% at | 0% at | searched |")
-    t.line("|---|---|---|---|---|---|---|---|---|---|---|")
+           "current | within 15% at | 0% at | closest seen | searched |")
+    t.line("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
-        t.line("| %s | %s | %s | %.2f | %.2f | %+.1f%% | `%s` | %g | %s | %s | %s |" % (
-            r["platform"], r["model"], r["strategy"], r["reported_s"], r["predicted_s"],
-            r["error_pct"], r["parameter"], r["current"],
-            "not in range" if r["value_15pct"] is None else "%g" % r["value_15pct"],
-            "not in range" if r["value_0pct"] is None else "%g" % r["value_0pct"], r["range"]))
+        t.line("| %s | %s | %s | %.2f | %.2f | %+.1f%% | `%s` | %g | %s | %s | %g: %.2f s "
+               "(%+.1f%%) | %s |" % (
+                   r["platform"], r["model"], r["strategy"], r["reported_s"], r["predicted_s"],
+                   r["error_pct"], r["parameter"], r["current"],
+                   "not in range" if r["value_15pct"] is None else "%g" % r["value_15pct"],
+                   "not in range" if r["value_0pct"] is None else "%g" % r["value_0pct"],
+                   r["closest_value"], r["closest_s"], r["closest_error_pct"], r["range"]))
     t.save()
 
 

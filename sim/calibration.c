@@ -19,6 +19,7 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->bucket_memory_fraction = 0.02;
   c->bucket_max_bytes = 5.0 * 1024 * 1024 * 1024;
   c->buffers = 2;
+  c->export_host_overlap = TRUE;
   c->nemo_streams = 2;
   c->m2n_slots = 4;
   c->m2n_max_sources = 16;
@@ -114,6 +115,7 @@ static const RfCalibrationKey KEYS[] = {
     {"latency", "chunk_bytes", RF_CAL_REAL, FIELD(chunk_bytes), 1, 1e12, 0, 0, FALSE},
     {"export", "tensor_overhead_s", RF_CAL_REAL, FIELD(export_tensor_overhead_s), 0, 1.0, 0.0, 1e-3,
      FALSE},
+    {"export", "host_overlap", RF_CAL_BOOL, FIELD(export_host_overlap), 0, 1, 0, 0, FALSE},
     {"m2n", "tensor_overhead_s", RF_CAL_REAL, FIELD(m2n_tensor_overhead_s), 0, 1.0, 0.0, 2e-4,
      TRUE},
     {"bucket", "gpu_memory_bytes", RF_CAL_REAL, FIELD(gpu_memory_bytes), 1e6, 1e15, 0, 0, FALSE},

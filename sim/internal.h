@@ -94,6 +94,7 @@ typedef struct {
   double inflate[RF_PHASE_COUNT]; /* simulated bytes per network payload byte, per phase */
   /* What the program assumed, for the report. */
   double export_latency_s; /* NCCL + per-tensor export latency, whole model */
+  double export_host_s;    /* of which per-tensor host (Python) time */
   double export_calls;     /* Megatron parameters exported (collective rounds) */
   double export_tensors;   /* checkpoint tensors exported */
   double export_pace_s;    /* duration the overlapped export + broadcast step is paced to */
@@ -126,7 +127,7 @@ typedef struct {
   double gb_bytes;
   double bcast_net_fraction, m2n_net_fraction;
   double inflate[RF_PHASE_COUNT];
-  double export_calls, export_tensors, export_latency_s;
+  double export_calls, export_tensors, export_latency_s, export_host_s;
   double m2n_tensors; /* checkpoint tensors moved by m2n / p2p messages */
 } SimProtos;
 

@@ -232,7 +232,8 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
   }
   x->export_calls = calls;
   x->export_tensors = tensors;
-  x->export_latency_s = lat + tensors * cal->export_tensor_overhead_s;
+  x->export_host_s = tensors * cal->export_tensor_overhead_s;
+  x->export_latency_s = lat + x->export_host_s;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -488,6 +489,7 @@ static SimProgram *program_new(const SimProtos *x, int group) {
   p->export_calls = x->export_calls;
   p->export_tensors = x->export_tensors;
   p->export_latency_s = x->export_latency_s;
+  p->export_host_s = x->export_host_s;
   p->m2n_tensors = x->m2n_tensors;
   p->gb_bytes = x->gb_bytes;
   return p;
@@ -610,14 +612,26 @@ static void add_gb_steps(SimProgram *p, const SimProtos *x, const RfCalibration 
   p->nbuckets = nb;
   double f1 = nb > 1 ? bucket / p->gb_bytes : 1.0;
   double flast = nb > 1 ? (p->gb_bytes - (nb - 1) * bucket) / p->gb_bytes : 1.0;
-  double serial = p->export_latency_s + p->gb_bytes / f->copy_Bps; /* latencies + pack */
+  /* GPU side of the export, uncontended: the collectives' NCCL latencies (one after another on
+   * the stream), the packing copies and the transfer on the busiest GPU link. Host side: the
+   * per-tensor Python time. With export.host_overlap (NeMo RL packed_tensor.py since 73e0c09d,
+   * Megatron-Bridge since 9fc84370: no host sync per tensor, one per packed buffer, two buffers)
+   * the host runs ahead and the export lasts the longer of the two; without it (a host sync per
+   * tensor, the older code) software time and collective alternate, and the two add up. */
+  double host = p->export_host_s,
+         gpu_serial = p->export_latency_s - host + p->gb_bytes / f->copy_Bps;
+  double unc = export_uncontended_s(x, f);
+  gboolean hov = cal->export_host_overlap;
+  double serial = hov ? MAX(host, gpu_serial) : host + gpu_serial;
   gboolean overlap = nb > 1 && cal->buffers >= 2;
   double fa = overlap ? f1 : 1.0, fc = overlap ? flast : 1.0;
-  /* Export is serial per tensor: software latency, then the collective. Uncontended, it lasts
-   * its latencies plus the transfer time of its busiest GPU link; in the overlapped middle step
-   * both the export flows and the broadcast flows that trail them are paced to that duration
+  /* The first bucket's export (the whole export with one bucket) takes its latencies and host
+   * time, overlapped or added as above, then its transfers: with host_overlap that errs slow by
+   * at most the first bucket's transfer time. In the overlapped middle step both the export
+   * flows and the broadcast flows that trail them are paced to the export's uncontended duration
    * (a rate bound per flow), and contention can only stretch it. */
-  double pace = overlap ? (1 - fa) * (serial + export_uncontended_s(x, f)) : 0;
+  double pace =
+      overlap ? (1 - fa) * (hov ? MAX(host, gpu_serial + unc) : host + gpu_serial + unc) : 0;
   p->export_pace_s = pace;
   int sa = sim_add_step(p, lane, "export-first", fa * serial, 0);
   int sb = overlap ? sim_add_step(p, lane, "export+broadcast", 0, 0) : -1;

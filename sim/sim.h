@@ -60,6 +60,7 @@ typedef struct {
   double collective_base_s;        /* base latency of one NCCL collective (export path) */
   double chunk_bytes;              /* pipelining granularity of NCCL (chain fill) */
   double export_tensor_overhead_s; /* per exported tensor, beyond NCCL latencies */
+  gboolean export_host_overlap;    /* export host time overlaps its collectives (per-buffer sync) */
   double m2n_tensor_overhead_s;    /* per tensor moved by m2n / p2p (reshard path software) */
   double gpu_memory_bytes;         /* for the bucket size */
   double bucket_memory_fraction;

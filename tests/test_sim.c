@@ -616,6 +616,68 @@ static void test_sw_slot_shared_by_five(void) {
   rf_calibration_clear(&cal);
 }
 
+/* The export's host time against its GPU time (export.host_overlap). 100 MB sharded over GPUs 0
+ * and 1 (each gathers the other's half, the export's transfers) broadcast to GPUs 2 and 3, one
+ * GPU per domain, in five 20 MB buckets: the middle step (the last four fifths of the export)
+ * is paced to 4/5 of the export's duration. With no host time that is 4/5 of its GPU time G
+ * (pace0). With host time H per tensor (one tensor here), overlapped (no host sync per tensor,
+ * one per buffer) it is 4/5 max(H, G); in series (a sync per tensor) 4/5 (H + G). */
+/* One run; the pace of its overlapped export step and its bucket count (executor stats). */
+static double export_pace(const RfPlan *plan, const RfCalibration *cal, double *nbuckets) {
+  RfSimOptions o = {0};
+  o.calib = *cal;
+  o.group = 1;
+  RfExecutor *ex = rf_sim_executor_new(&o);
+  GError *e = NULL;
+  g_assert_true(ex->prepare(ex, plan->problem, &e));
+  RfResult r;
+  g_assert_true(ex->run(ex, plan, &r, &e));
+  g_assert_no_error(e);
+  const RfSimStats *st = rf_sim_executor_stats(ex);
+  double pace = st->export_pace_s;
+  *nbuckets = st->nbuckets;
+  rf_result_clear(&r);
+  ex->destroy(ex);
+  return pace;
+}
+
+static void test_export_host_overlap(void) {
+  const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[50000000],\"dtype\":\"bf16\","
+                     "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                     "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 1), &e);
+  g_assert_no_error(e);
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_GATHER_BROADCAST, NULL, &e);
+  g_assert_no_error(e);
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.gpu_memory_bytes = 1e9; /* 2%: 20 MB buckets, five of them */
+  double nb = 0;
+  const double pace0 = export_pace(plan, &cal, &nb), frac = 0.8;
+  g_assert_cmpfloat(nb, ==, 5);
+  g_assert_cmpfloat(pace0, >, 0);
+  const double host[] = {0.5 * pace0 / frac, 3 * pace0 / frac}; /* below and above G */
+  for (int i = 0; i < 2; i++) {
+    cal.export_tensor_overhead_s = host[i];
+    cal.export_host_overlap = TRUE;
+    g_assert_cmpfloat_with_epsilon(export_pace(plan, &cal, &nb), MAX(frac * host[i], pace0), 1e-9);
+    RfResult r;
+    double t_overlap = simulate(plan, &cal, 1, &r);
+    rf_result_clear(&r);
+    cal.export_host_overlap = FALSE;
+    g_assert_cmpfloat_with_epsilon(export_pace(plan, &cal, &nb), frac * host[i] + pace0, 1e-9);
+    double t_series = simulate(plan, &cal, 1, &r);
+    rf_result_clear(&r);
+    g_test_message("host %.4g s: overlapped %.6g s, in series %.6g s", host[i], t_overlap,
+                   t_series);
+    g_assert_cmpfloat(t_overlap, <, t_series);
+  }
+  rf_calibration_clear(&cal);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 /* Twelve PP stages on twelve streams, each a call of 10 ms of kernel time (four barriers of
  * 2.5 ms), with twelve staging slots: all run at once (10 ms). More streams than the eight the
  * engine once held must not fold back onto eight lanes (that took 20 ms). */
@@ -812,6 +874,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/twelve_streams", test_sw_twelve_streams);
+  g_test_add_func("/sim/golden/export_host_overlap", test_export_host_overlap);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
