@@ -4,8 +4,10 @@
 For each row of the reported table (experiments/reported-refit.csv) that `refit sim` predicts
 more than 15% off, and for each parameter named as what holds it back (docs/sim.md), this finds
 the value that brings the row to the 15% boundary and to 0% error, over `refit sim` runs each with
-a copy of the platform's calibration file where only that key is changed: by bisection, or for an
-integer parameter by a scan of values (reporting also the closest prediction seen).
+a copy of the platform's calibration file where only that key is changed: by bisection between the
+current value and the key's physical bound, or for a whole-number key by running every value of a
+list (then: the first value in the list within 15%, the first within 1% as "0%"). The closest
+prediction among the runs made is reported beside them.
 Nothing here changes the default calibration: the values are findings (what the unpublished
 figure would have to be), not a fit.
 
@@ -137,15 +139,17 @@ def one(refit, r, tmpdir):
         return memo[v]
 
     p0 = f(v0)
-    over = p0 > reported
-    bound = reported * (1.15 if over else 0.85)
     if isinstance(search, list):
-        # integer scan: the first value within 15% and the first past 0% (error changes sign)
+        # integer scan, every value run: the first value (in scan order) within 15%, and the
+        # first within 1% (what "0%" means for a whole-number key)
         rng = "%d..%d" % (search[0], search[-1]) if search == list(
             range(search[0], search[-1] + 1)) else ",".join("%d" % v for v in search)
+        for v in search:
+            f(v)
         v15 = next((v for v in search if abs(f(v) - reported) <= 0.15 * reported), None)
-        vzero = next((v for v in search if (f(v) > reported) != over), None)
+        vzero = next((v for v in search if abs(f(v) - reported) <= 0.01 * reported), None)
     else:
+        bound = reported * (1.15 if p0 > reported else 0.85)
         lo = v0 if search[0] is None else search[0]
         hi = v0 if search[1] is None else search[1]
         rng = "[%g, %g]" % (lo, hi)

@@ -140,8 +140,8 @@ static void fill_stats(SimState *st, const SimProgram *p, const RfProblem *pb) {
 }
 
 /* What bounds the run: a link busy most of the time; else the software time (export latencies,
- * per-tensor costs) in series with the transfers; else the busiest link with the rest lost to
- * pipeline fill and contention. */
+ * per-tensor costs; the export's host time overlaps its transfers with export.host_overlap); else
+ * the busiest link with the rest lost to pipeline fill and contention. */
 static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
   const RfSimStats *s = &st->stats;
   double soft = st->calib.software != RF_SOFTWARE_REFIT
@@ -154,9 +154,12 @@ static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
   if (busy >= 0.8 * total_s)
     return g_strdup_printf("%s (busy %.0f%% of the run)", top, 100 * busy / total_s);
   if (soft >= 0.4 * total_s)
-    return g_strdup_printf("software time %.3g s (%.0f%%) in series with transfers; "
-                           "busiest link %s %.0f%%",
-                           soft, 100 * soft / total_s, top, 100 * busy / total_s);
+    return g_strdup_printf("software time %.3g s (%.0f%%, %s); busiest link %s %.0f%%", soft,
+                           100 * soft / total_s,
+                           st->calib.export_host_overlap && p->export_host_s > 0
+                               ? "the export's host time overlapping its transfers"
+                               : "in series with transfers",
+                           top, 100 * busy / total_s);
   return g_strdup_printf("%s (busy %.0f%%), pipeline fill and contention", top,
                          100 * busy / total_s);
 }
