@@ -50,8 +50,10 @@ static RfProblem *copy_problem_on(const char *topo, int64_t n, const char *src_r
   return pb;
 }
 
-/* Simulates plan with cal; asserts that prepare and run succeed. Returns the predicted time. */
-static double simulate(const RfPlan *plan, const RfCalibration *cal, int group, RfResult *res) {
+/* Simulates plan with cal; asserts that prepare and run succeed. Returns the predicted time;
+ * with stats, also the executor's statistics (scalars only: no busiest-link list). */
+static double simulate_stats(const RfPlan *plan, const RfCalibration *cal, int group, RfResult *res,
+                             RfSimStats *stats) {
   RfSimOptions o = {0};
   o.calib = *cal;
   o.group = group;
@@ -63,8 +65,17 @@ static double simulate(const RfPlan *plan, const RfCalibration *cal, int group, 
   ok = ex->run(ex, plan, res, &e);
   g_assert_no_error(e);
   g_assert_true(ok);
+  if (stats) {
+    *stats = *rf_sim_executor_stats(ex);
+    stats->top = NULL;
+    stats->ntop = 0;
+  }
   ex->destroy(ex);
   return res->total_s;
+}
+
+static double simulate(const RfPlan *plan, const RfCalibration *cal, int group, RfResult *res) {
+  return simulate_stats(plan, cal, group, res, NULL);
 }
 
 static void assert_rel(double got, double want) {
@@ -622,25 +633,6 @@ static void test_sw_slot_shared_by_five(void) {
  * is paced to 4/5 of the export's duration. With no host time that is 4/5 of its GPU time G
  * (pace0). With host time H per tensor (one tensor here), overlapped (no host sync per tensor,
  * one per buffer) it is 4/5 max(H, G); in series (a sync per tensor) 4/5 (H + G). */
-/* One run; the pace of its overlapped export step and its bucket count (executor stats). */
-static double export_pace(const RfPlan *plan, const RfCalibration *cal, double *nbuckets) {
-  RfSimOptions o = {0};
-  o.calib = *cal;
-  o.group = 1;
-  RfExecutor *ex = rf_sim_executor_new(&o);
-  GError *e = NULL;
-  g_assert_true(ex->prepare(ex, plan->problem, &e));
-  RfResult r;
-  g_assert_true(ex->run(ex, plan, &r, &e));
-  g_assert_no_error(e);
-  const RfSimStats *st = rf_sim_executor_stats(ex);
-  double pace = st->export_pace_s;
-  *nbuckets = st->nbuckets;
-  rf_result_clear(&r);
-  ex->destroy(ex);
-  return pace;
-}
-
 static void test_export_host_overlap(void) {
   const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[50000000],\"dtype\":\"bf16\","
                      "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
@@ -653,22 +645,24 @@ static void test_export_host_overlap(void) {
   RfCalibration cal;
   golden_calib(&cal);
   cal.gpu_memory_bytes = 1e9; /* 2%: 20 MB buckets, five of them */
-  double nb = 0;
-  const double pace0 = export_pace(plan, &cal, &nb), frac = 0.8;
-  g_assert_cmpfloat(nb, ==, 5);
+  RfResult r;
+  RfSimStats st;
+  simulate_stats(plan, &cal, 1, &r, &st);
+  rf_result_clear(&r);
+  const double pace0 = st.export_pace_s, frac = 0.8;
+  g_assert_cmpfloat(st.nbuckets, ==, 5);
   g_assert_cmpfloat(pace0, >, 0);
   const double host[] = {0.5 * pace0 / frac, 3 * pace0 / frac}; /* below and above G */
   for (int i = 0; i < 2; i++) {
     cal.export_tensor_overhead_s = host[i];
     cal.export_host_overlap = TRUE;
-    g_assert_cmpfloat_with_epsilon(export_pace(plan, &cal, &nb), MAX(frac * host[i], pace0), 1e-9);
-    RfResult r;
-    double t_overlap = simulate(plan, &cal, 1, &r);
+    double t_overlap = simulate_stats(plan, &cal, 1, &r, &st);
     rf_result_clear(&r);
+    g_assert_cmpfloat_with_epsilon(st.export_pace_s, MAX(frac * host[i], pace0), 1e-9);
     cal.export_host_overlap = FALSE;
-    g_assert_cmpfloat_with_epsilon(export_pace(plan, &cal, &nb), frac * host[i] + pace0, 1e-9);
-    double t_series = simulate(plan, &cal, 1, &r);
+    double t_series = simulate_stats(plan, &cal, 1, &r, &st);
     rf_result_clear(&r);
+    g_assert_cmpfloat_with_epsilon(st.export_pace_s, frac * host[i] + pace0, 1e-9);
     g_test_message("host %.4g s: overlapped %.6g s, in series %.6g s", host[i], t_overlap,
                    t_series);
     g_assert_cmpfloat(t_overlap, <, t_series);
