@@ -2,7 +2,7 @@
 # refit plan --strategy all on the four reported configurations (shared/reference/reported-refit.csv).
 set -eu
 REFIT=${1:-build}/cli/refit
-while IFS=, read -r platform model params train infer base reshard; do
+while IFS=, read -r platform model _ train infer _; do
   case "$platform" in \#*|platform) continue ;; esac
   echo
   "$REFIT" plan --model "$model" --train "$train" --infer "$infer" --topology "$platform" --strategy all

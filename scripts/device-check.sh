@@ -12,7 +12,7 @@
 # Budget: at most 200 + 90 + 45 + 30 + 120 s = about 8 minutes (each step has its own timeout). Without a GPU it stops after
 # saying so (exit 77). Usage: sh scripts/device-check.sh [BUILD_DIR]
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 out=${OUT:-./device-out}
 mkdir -p "$out"

@@ -12,7 +12,9 @@ targets=${*:-"json layout spec model safetensors topology calibration"}
 command -v clang >/dev/null || { echo "fuzz: clang is needed (apt-get install clang)"; exit 2; }
 cmake -S . -B build-fuzz -DREFIT_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ >build-fuzz.cmake.log 2>&1 || { cat build-fuzz.cmake.log; exit 1; }
-cmake --build build-fuzz -j"$(nproc)" --target $(for t in $targets; do printf 'fuzz_%s ' "$t"; done) \
+set --
+for t in $targets; do set -- "$@" "fuzz_$t"; done
+cmake --build build-fuzz -j"$(nproc)" --target "$@" \
   >build-fuzz.build.log 2>&1 || { tail -30 build-fuzz.build.log; exit 1; }
 seeds() { # TARGET: the files its corpus starts from
   case $1 in

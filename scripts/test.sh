@@ -1,17 +1,40 @@
 #!/bin/sh
-# The whole test suite on a fresh machine: install, build (plain and ASan/UBSan), run CTest on
-# both builds, and the unit tests under valgrind. Ends with one "N passed, N failed" line.
+# The whole test suite on a fresh machine: install, build (plain and ASan/UBSan), the static checks
+# (format, shellcheck, the dependency graph, docs/where.md), CTest on both builds, the unit tests
+# under valgrind, the fuzz targets. Ends with one "N passed, N failed" line.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
-echo "# clang-format (.clang-format)"
-# shellcheck disable=SC2046
-clang-format --dry-run --Werror $(git ls-files '*.c' '*.h' 2>/dev/null || find model sim real cli tests -name '*.[ch]')
 sh scripts/build.sh build
 sh scripts/build.sh build-asan -DREFIT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
+# Static checks: each counts as one test.
+st_pass=0
+st_fail=0
+static_check() { # NAME COMMAND...: run it, show its output on failure
+  name=$1
+  shift
+  if "$@" >"$log.st" 2>&1; then
+    echo "$name: clean"
+    st_pass=$((st_pass + 1))
+  else
+    cat "$log.st"
+    echo "$name: FAILED"
+    st_fail=$((st_fail + 1))
+    status=1
+  fi
+  rm -f "$log.st"
+}
+echo "# static checks"
+# shellcheck disable=SC2046
+static_check "clang-format (.clang-format: C, C++, CUDA)" \
+  clang-format --dry-run --Werror $(git ls-files '*.c' '*.h' '*.cpp' '*.cu')
+# shellcheck disable=SC2046
+static_check "shellcheck (warnings)" shellcheck -x -S warning .ci/run $(git ls-files '*.sh')
+static_check "dependency graph (scripts/check_deps.py)" python3 scripts/check_deps.py build
+static_check "docs/where.md (scripts/check_where.py)" python3 scripts/check_where.py
 run_ctest() { # DIR: ctest there, output shown and kept in $log
   rc=0
   (cd "$1" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j2) >"$log.ct" 2>&1 || rc=$?
@@ -62,7 +85,7 @@ fi
 cat "$log.cr"
 rm -f "$log.fz" "$log.cr"
 # ctest prints "N% tests passed, F tests failed out of T" and lists skipped tests.
-awk -v vp="$((vg_pass + fz_pass))" -v vf="$((vg_fail + fz_fail))" '
+awk -v vp="$((vg_pass + fz_pass + st_pass))" -v vf="$((vg_fail + fz_fail + st_fail))" '
   /tests passed, .* tests failed out of/ { total += $NF; failed += $(NF - 4) }
   /\(Skipped\)/ { skipped++ }
   END { printf "refit: %d passed, %d failed, %d skipped\n", total - failed - skipped + vp, failed + vf, skipped }

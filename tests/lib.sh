@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shared by the CLI shell tests (sourced): a scratch dir, pass / fail counters and the checks.
 # After sourcing: $TMP, ok, bad, expect_ok, expect_rc, expect_err; end with `finish [LABEL]`.
 TMP=$(mktemp -d)
