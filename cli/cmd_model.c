@@ -49,38 +49,26 @@ static int model_show(const char *name, gboolean json) {
   if (json) {
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "name");
-    json_builder_add_string_value(b, m->name);
-    json_builder_set_member_name(b, "family");
-    json_builder_add_string_value(b, m->family);
-    json_builder_set_member_name(b, "params");
-    json_builder_add_int_value(b, rf_model_params(m));
-    json_builder_set_member_name(b, "bytes");
-    json_builder_add_int_value(b, total);
-    json_builder_set_member_name(b, "checkpoint_bytes");
-    json_builder_add_int_value(b, rf_model_checkpoint_bytes(m));
+    rf_json_str(b, "name", m->name);
+    rf_json_str(b, "family", m->family);
+    rf_json_int(b, "params", rf_model_params(m));
+    rf_json_int(b, "bytes", total);
+    rf_json_int(b, "checkpoint_bytes", rf_model_checkpoint_bytes(m));
     if (m->quant) {
-      json_builder_set_member_name(b, "quantization");
-      json_builder_add_string_value(b, m->quant);
+      rf_json_str(b, "quantization", m->quant);
     }
-    json_builder_set_member_name(b, "tensors");
-    json_builder_add_int_value(b, rf_model_checkpoint_tensors(m));
-    json_builder_set_member_name(b, "layers");
-    json_builder_add_int_value(b, m->nlayers);
+    rf_json_int(b, "tensors", rf_model_checkpoint_tensors(m));
+    rf_json_int(b, "layers", m->nlayers);
     json_builder_set_member_name(b, "kinds");
     json_builder_begin_array(b);
     for (int k = 0; k <= RF_KIND_COUNT; k++) {
       uint64_t by = k < RF_KIND_COUNT ? kb[k] : mtp_b, nt = k < RF_KIND_COUNT ? kt[k] : mtp_t;
       if (!nt) continue;
       json_builder_begin_object(b);
-      json_builder_set_member_name(b, "kind");
-      json_builder_add_string_value(b, k < RF_KIND_COUNT ? rf_kind_name((RfKind)k) : "mtp");
-      json_builder_set_member_name(b, "tensors");
-      json_builder_add_int_value(b, (gint64)nt);
-      json_builder_set_member_name(b, "bytes");
-      json_builder_add_int_value(b, (gint64)by);
-      json_builder_set_member_name(b, "share");
-      json_builder_add_double_value(b, total ? (double)by / total : 0);
+      rf_json_str(b, "kind", k < RF_KIND_COUNT ? rf_kind_name((RfKind)k) : "mtp");
+      rf_json_int(b, "tensors", (gint64)nt);
+      rf_json_int(b, "bytes", (gint64)by);
+      rf_json_num(b, "share", total ? (double)by / total : 0);
       json_builder_end_object(b);
     }
     json_builder_end_array(b);

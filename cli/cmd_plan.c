@@ -30,72 +30,45 @@ typedef struct {
 
 static void json_head(JsonBuilder *b, const void *ud) {
   const PlanHead *h = ud;
-  json_builder_set_member_name(b, "model");
-  json_builder_add_string_value(b, h->model->name);
-  json_builder_set_member_name(b, "model_bytes");
-  json_builder_add_int_value(b, rf_model_bytes(h->model));
-  json_builder_set_member_name(b, "placement");
-  json_builder_add_string_value(b, h->placement);
+  rf_json_str(b, "model", h->model->name);
+  rf_json_int(b, "model_bytes", rf_model_bytes(h->model));
+  rf_json_str(b, "placement", h->placement);
 }
 
 static void json_row(JsonBuilder *b, int i, const void *rows) {
   const PlanRow *r = &((const PlanRow *)rows)[i];
   const RfPlanStats *s = &r->stats;
-  json_builder_set_member_name(b, "strategy");
-  json_builder_add_string_value(b, rf_strategy_name(r->strategy));
-  json_builder_set_member_name(b, "network_bytes");
-  json_builder_add_int_value(b, (gint64)s->network_bytes);
-  json_builder_set_member_name(b, "nvlink_bytes");
-  json_builder_add_int_value(b, (gint64)s->nvlink_bytes);
-  json_builder_set_member_name(b, "max_nic_bytes");
-  json_builder_add_int_value(b, (gint64)s->max_nic_bytes);
-  json_builder_set_member_name(b, "messages");
-  json_builder_add_int_value(b, (gint64)s->messages);
-  json_builder_set_member_name(b, "transfers");
-  json_builder_add_int_value(b, (gint64)s->transfers);
-  json_builder_set_member_name(b, "stages");
-  json_builder_add_int_value(b, s->stages);
-  json_builder_set_member_name(b, "payload_bytes");
-  json_builder_add_int_value(b, (gint64)s->payload_bytes);
-  json_builder_set_member_name(b, "lower_bound_s");
-  json_builder_add_double_value(b, s->lower_bound_s);
-  json_builder_set_member_name(b, "max_nvlink_bytes");
-  json_builder_add_int_value(b, (gint64)s->max_nvlink_bytes);
-  json_builder_set_member_name(b, "link_bound_s");
-  json_builder_add_double_value(b, s->link_bound_s);
+  rf_json_str(b, "strategy", rf_strategy_name(r->strategy));
+  rf_json_int(b, "network_bytes", (gint64)s->network_bytes);
+  rf_json_int(b, "nvlink_bytes", (gint64)s->nvlink_bytes);
+  rf_json_int(b, "max_nic_bytes", (gint64)s->max_nic_bytes);
+  rf_json_int(b, "messages", (gint64)s->messages);
+  rf_json_int(b, "transfers", (gint64)s->transfers);
+  rf_json_int(b, "stages", s->stages);
+  rf_json_int(b, "payload_bytes", (gint64)s->payload_bytes);
+  rf_json_num(b, "lower_bound_s", s->lower_bound_s);
+  rf_json_int(b, "max_nvlink_bytes", (gint64)s->max_nvlink_bytes);
+  rf_json_num(b, "link_bound_s", s->link_bound_s);
   if (r->scheduled) {
-    json_builder_set_member_name(b, "schedule_groups");
-    json_builder_add_int_value(b, r->groups);
-    json_builder_set_member_name(b, "schedule_segments");
-    json_builder_add_int_value(b, (gint64)r->segments);
-    json_builder_set_member_name(b, "schedule_max_ops");
-    json_builder_add_int_value(b, r->max_ops);
-    json_builder_set_member_name(b, "schedule_lockstep_s");
-    json_builder_add_double_value(b, r->lockstep_s);
+    rf_json_int(b, "schedule_groups", r->groups);
+    rf_json_int(b, "schedule_segments", (gint64)r->segments);
+    rf_json_int(b, "schedule_max_ops", r->max_ops);
+    rf_json_num(b, "schedule_lockstep_s", r->lockstep_s);
   }
-  json_builder_set_member_name(b, "physical_bound_s");
-  json_builder_add_double_value(b, s->domain_bound_s);
-  json_builder_set_member_name(b, "infer_weights_bytes");
-  json_builder_add_int_value(b, (gint64)r->mem.weights_bytes);
-  json_builder_set_member_name(b, "refit_extra_bytes");
-  json_builder_add_int_value(b, (gint64)r->mem.extra_bytes);
-  json_builder_set_member_name(b, "infer_peak_bytes");
-  json_builder_add_int_value(b, (gint64)r->mem.peak_bytes);
-  json_builder_set_member_name(b, "memory_exceeded");
-  json_builder_add_boolean_value(b, rf_memory_exceeds(&r->mem));
-  json_builder_set_member_name(b, "memory_from");
-  json_builder_add_string_value(b, r->scheduled ? "schedule" : "plan");
+  rf_json_num(b, "physical_bound_s", s->domain_bound_s);
+  rf_json_int(b, "infer_weights_bytes", (gint64)r->mem.weights_bytes);
+  rf_json_int(b, "refit_extra_bytes", (gint64)r->mem.extra_bytes);
+  rf_json_int(b, "infer_peak_bytes", (gint64)r->mem.peak_bytes);
+  rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(&r->mem));
+  rf_json_str(b, "memory_from", r->scheduled ? "schedule" : "plan");
   json_builder_set_member_name(b, "phases");
   json_builder_begin_array(b);
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
     if (!s->phase_network_bytes[ph]) continue;
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "phase");
-    json_builder_add_string_value(b, rf_phase_name((RfPhase)ph));
-    json_builder_set_member_name(b, "network_bytes");
-    json_builder_add_int_value(b, (gint64)s->phase_network_bytes[ph]);
-    json_builder_set_member_name(b, "max_nic_bytes");
-    json_builder_add_int_value(b, (gint64)s->phase_max_nic_bytes[ph]);
+    rf_json_str(b, "phase", rf_phase_name((RfPhase)ph));
+    rf_json_int(b, "network_bytes", (gint64)s->phase_network_bytes[ph]);
+    rf_json_int(b, "max_nic_bytes", (gint64)s->phase_max_nic_bytes[ph]);
     json_builder_end_object(b);
   }
   json_builder_end_array(b);

@@ -133,52 +133,45 @@ static void print_csv(const Row *rows, int n) {
 /* The members of one strategy: the simulator's names where they mean the same. */
 static void json_row(JsonBuilder *b, int idx, const void *rows) {
   const Row *r = &((const Row *)rows)[idx];
-#define MEMBER(name, call)                                                                         \
-  do {                                                                                             \
-    json_builder_set_member_name(b, (name));                                                       \
-    call;                                                                                          \
-  } while (0)
-  MEMBER("strategy", json_builder_add_string_value(b, rf_strategy_name(r->strategy)));
+  rf_json_str(b, "strategy", rf_strategy_name(r->strategy));
   if (!r->ok) {
-    MEMBER("error", json_builder_add_string_value(b, r->error->message));
+    rf_json_str(b, "error", r->error->message);
     return;
   }
   /* The simulator's fields where they mean the same, measured_s in place of predicted_s. */
-  MEMBER("executor", json_builder_add_string_value(b, r->res.executor));
-  MEMBER("measured_s", json_builder_add_double_value(b, r->res.total_s));
-  MEMBER("min_s", json_builder_add_double_value(b, r->res.min_s));
-  MEMBER("max_s", json_builder_add_double_value(b, r->res.max_s));
-  MEMBER("lower_bound_s", json_builder_add_double_value(b, r->res.lower_bound_s));
-  MEMBER("ratio_to_lower_bound",
-         json_builder_add_double_value(
-             b, r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0));
-  MEMBER("network_bytes", json_builder_add_int_value(b, (gint64)r->plan.network_bytes));
-  MEMBER("payload_bytes", json_builder_add_int_value(b, (gint64)r->plan.payload_bytes));
-  MEMBER("messages", json_builder_add_int_value(b, (gint64)r->plan.messages));
-  MEMBER("iterations", json_builder_add_int_value(b, r->spread.iters));
-  MEMBER("groups", json_builder_add_int_value(b, (gint64)r->spread.rounds));
-  MEMBER("holding_bytes", json_builder_add_int_value(b, (gint64)r->spread.hold_bytes));
-  MEMBER("staging_bytes", json_builder_add_int_value(b, (gint64)r->spread.staging_bytes));
-  MEMBER("source_bytes", json_builder_add_int_value(b, (gint64)r->spread.src_bytes));
-  MEMBER("destination_bytes", json_builder_add_int_value(b, (gint64)r->spread.dst_bytes));
-  MEMBER("rank_bytes", json_builder_add_int_value(b, (gint64)r->spread.rank_bytes));
-  MEMBER("wrong_elements", json_builder_add_int_value(b, (gint64)r->res.wrong_elements));
-  MEMBER("wrong_previous_elements", json_builder_add_int_value(b, (gint64)r->spread.wrong_old));
+  rf_json_str(b, "executor", r->res.executor);
+  rf_json_num(b, "measured_s", r->res.total_s);
+  rf_json_num(b, "min_s", r->res.min_s);
+  rf_json_num(b, "max_s", r->res.max_s);
+  rf_json_num(b, "lower_bound_s", r->res.lower_bound_s);
+  rf_json_num(b, "ratio_to_lower_bound",
+              r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0);
+  rf_json_int(b, "network_bytes", (gint64)r->plan.network_bytes);
+  rf_json_int(b, "payload_bytes", (gint64)r->plan.payload_bytes);
+  rf_json_int(b, "messages", (gint64)r->plan.messages);
+  rf_json_int(b, "iterations", r->spread.iters);
+  rf_json_int(b, "groups", (gint64)r->spread.rounds);
+  rf_json_int(b, "holding_bytes", (gint64)r->spread.hold_bytes);
+  rf_json_int(b, "staging_bytes", (gint64)r->spread.staging_bytes);
+  rf_json_int(b, "source_bytes", (gint64)r->spread.src_bytes);
+  rf_json_int(b, "destination_bytes", (gint64)r->spread.dst_bytes);
+  rf_json_int(b, "rank_bytes", (gint64)r->spread.rank_bytes);
+  rf_json_int(b, "wrong_elements", (gint64)r->res.wrong_elements);
+  rf_json_int(b, "wrong_previous_elements", (gint64)r->spread.wrong_old);
   json_builder_set_member_name(b, "stages");
   json_builder_begin_array(b);
   for (int i = 0; i < r->res.nstages; i++) {
     const RfStageTime *s = &r->res.stages[i];
     json_builder_begin_object(b);
-    MEMBER("name", json_builder_add_string_value(b, s->name));
-    MEMBER("start_s", json_builder_add_double_value(b, s->start_s));
-    MEMBER("end_s", json_builder_add_double_value(b, s->end_s));
-    MEMBER("bytes", json_builder_add_int_value(b, (gint64)s->bytes));
-    MEMBER("min_s", json_builder_add_double_value(b, r->spread.min_s[i]));
-    MEMBER("max_s", json_builder_add_double_value(b, r->spread.max_s[i]));
+    rf_json_str(b, "name", s->name);
+    rf_json_num(b, "start_s", s->start_s);
+    rf_json_num(b, "end_s", s->end_s);
+    rf_json_int(b, "bytes", (gint64)s->bytes);
+    rf_json_num(b, "min_s", r->spread.min_s[i]);
+    rf_json_num(b, "max_s", r->spread.max_s[i]);
     json_builder_end_object(b);
   }
   json_builder_end_array(b);
-#undef MEMBER
 }
 
 /* Options of `refit run`, every one checked before MPI starts. */

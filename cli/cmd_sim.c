@@ -119,104 +119,71 @@ static void print_row(FILE *f, const Row *r) {
 
 /* Members of one plan's inference memory (sim and plan write the same names). */
 static void json_memory(JsonBuilder *b, const RfMemory *m) {
-  json_builder_set_member_name(b, "infer_weights_bytes");
-  json_builder_add_int_value(b, (gint64)m->weights_bytes);
-  json_builder_set_member_name(b, "refit_extra_bytes");
-  json_builder_add_int_value(b, (gint64)m->extra_bytes);
-  json_builder_set_member_name(b, "infer_peak_bytes");
-  json_builder_add_int_value(b, (gint64)m->peak_bytes);
-  json_builder_set_member_name(b, "memory_exceeded");
-  json_builder_add_boolean_value(b, rf_memory_exceeds(m));
+  rf_json_int(b, "infer_weights_bytes", (gint64)m->weights_bytes);
+  rf_json_int(b, "refit_extra_bytes", (gint64)m->extra_bytes);
+  rf_json_int(b, "infer_peak_bytes", (gint64)m->peak_bytes);
+  rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(m));
 }
 
 /* --lost: the recovery members (the *_s of destroy-and-recreate are absent when the calibration
  * has no communicator-init figure: recovery_available false). */
 static void json_recovery(JsonBuilder *b, const Row *r) {
   const RfRecovery *v = &r->rec;
-  json_builder_set_member_name(b, "recovery_available");
-  json_builder_add_boolean_value(b, v->available);
-  json_builder_set_member_name(b, "recovery_communicators");
-  json_builder_add_int_value(b, v->ncomms);
-  json_builder_set_member_name(b, "recovery_comm_ranks_before");
-  json_builder_add_int_value(b, v->ranks_before);
-  json_builder_set_member_name(b, "recovery_comm_ranks_after");
-  json_builder_add_int_value(b, v->ranks_after);
-  json_builder_set_member_name(b, "recovery_extrapolated");
-  json_builder_add_boolean_value(b, v->extrapolated);
+  rf_json_bool(b, "recovery_available", v->available);
+  rf_json_int(b, "recovery_communicators", v->ncomms);
+  rf_json_int(b, "recovery_comm_ranks_before", v->ranks_before);
+  rf_json_int(b, "recovery_comm_ranks_after", v->ranks_after);
+  rf_json_bool(b, "recovery_extrapolated", v->extrapolated);
   if (!v->available) return;
   const char *names[] = {"recovery_recreate_s", "recovery_shrink_s", "recovery_recreate_total_s",
                          "recovery_shrink_total_s"};
   double vals[] = {v->recreate_s, v->shrink_s, v->recreate_s + r->res.total_s,
                    v->shrink_s + r->res.total_s};
   for (int i = 0; i < 4; i++) {
-    json_builder_set_member_name(b, names[i]);
-    json_builder_add_double_value(b, vals[i]);
+    rf_json_num(b, names[i], vals[i]);
   }
 }
 
 static void json_head(JsonBuilder *b, const void *ud) {
-  json_builder_set_member_name(b, "calibration");
-  json_builder_add_string_value(b, ud);
+  rf_json_str(b, "calibration", ud);
 }
 
 /* The members of one strategy (the run command writes the same names, measured_s for
  * predicted_s). */
 static void json_row(JsonBuilder *b, int i, const void *rows) {
   const Row *r = &((const Row *)rows)[i];
-  json_builder_set_member_name(b, "strategy");
-  json_builder_add_string_value(b, rf_strategy_name(r->strategy));
+  rf_json_str(b, "strategy", rf_strategy_name(r->strategy));
   if (!r->ok) {
-    json_builder_set_member_name(b, "error");
-    json_builder_add_string_value(b, r->error->message);
+    rf_json_str(b, "error", r->error->message);
     return;
   }
-  json_builder_set_member_name(b, "predicted_s");
-  json_builder_add_double_value(b, r->res.total_s);
-  json_builder_set_member_name(b, "lower_bound_s");
-  json_builder_add_double_value(b, r->res.lower_bound_s);
-  json_builder_set_member_name(b, "ratio_to_lower_bound");
-  json_builder_add_double_value(b, r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s
-                                                            : 0);
-  json_builder_set_member_name(b, "bound_by");
-  json_builder_add_string_value(b, r->res.bound_by ? r->res.bound_by : "");
-  json_builder_set_member_name(b, "network_bytes");
-  json_builder_add_int_value(b, (gint64)r->plan.network_bytes);
-  json_builder_set_member_name(b, "messages");
-  json_builder_add_int_value(b, (gint64)r->plan.messages);
-  json_builder_set_member_name(b, "sim_hosts");
-  json_builder_add_int_value(b, r->stats.hosts);
-  json_builder_set_member_name(b, "sim_group");
-  json_builder_add_int_value(b, r->stats.group);
-  json_builder_set_member_name(b, "sim_flows");
-  json_builder_add_int_value(b, (gint64)r->stats.flows);
-  json_builder_set_member_name(b, "software");
-  json_builder_add_string_value(b, rf_software_name(r->software));
-  json_builder_set_member_name(b, "software_variant");
-  json_builder_add_string_value(b, rf_variant_name(r->software, r->variant));
-  json_builder_set_member_name(b, "reshard_calls");
-  json_builder_add_double_value(b, r->stats.sw_calls);
-  json_builder_set_member_name(b, "software_s");
-  json_builder_add_double_value(b, r->stats.sw_software_s);
-  json_builder_set_member_name(b, "export_latency_s");
-  json_builder_add_double_value(b, r->stats.export_latency_s);
-  json_builder_set_member_name(b, "export_pace_s");
-  json_builder_add_double_value(b, r->stats.export_pace_s);
+  rf_json_num(b, "predicted_s", r->res.total_s);
+  rf_json_num(b, "lower_bound_s", r->res.lower_bound_s);
+  rf_json_num(b, "ratio_to_lower_bound",
+              r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0);
+  rf_json_str(b, "bound_by", r->res.bound_by ? r->res.bound_by : "");
+  rf_json_int(b, "network_bytes", (gint64)r->plan.network_bytes);
+  rf_json_int(b, "messages", (gint64)r->plan.messages);
+  rf_json_int(b, "sim_hosts", r->stats.hosts);
+  rf_json_int(b, "sim_group", r->stats.group);
+  rf_json_int(b, "sim_flows", (gint64)r->stats.flows);
+  rf_json_str(b, "software", rf_software_name(r->software));
+  rf_json_str(b, "software_variant", rf_variant_name(r->software, r->variant));
+  rf_json_num(b, "reshard_calls", r->stats.sw_calls);
+  rf_json_num(b, "software_s", r->stats.sw_software_s);
+  rf_json_num(b, "export_latency_s", r->stats.export_latency_s);
+  rf_json_num(b, "export_pace_s", r->stats.export_pace_s);
   json_memory(b, &r->mem);
-  json_builder_set_member_name(b, "memory_from");
-  json_builder_add_string_value(b, r->stats.have_exec_mem ? "schedule" : "plan");
+  rf_json_str(b, "memory_from", r->stats.have_exec_mem ? "schedule" : "plan");
   if (r->lost) json_recovery(b, r);
   json_builder_set_member_name(b, "stages");
   json_builder_begin_array(b);
   for (int i = 0; i < r->res.nstages; i++) {
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "name");
-    json_builder_add_string_value(b, r->res.stages[i].name);
-    json_builder_set_member_name(b, "start_s");
-    json_builder_add_double_value(b, r->res.stages[i].start_s);
-    json_builder_set_member_name(b, "end_s");
-    json_builder_add_double_value(b, r->res.stages[i].end_s);
-    json_builder_set_member_name(b, "bytes");
-    json_builder_add_int_value(b, (gint64)r->res.stages[i].bytes);
+    rf_json_str(b, "name", r->res.stages[i].name);
+    rf_json_num(b, "start_s", r->res.stages[i].start_s);
+    rf_json_num(b, "end_s", r->res.stages[i].end_s);
+    rf_json_int(b, "bytes", (gint64)r->res.stages[i].bytes);
     json_builder_end_object(b);
   }
   json_builder_end_array(b);
@@ -224,13 +191,9 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   json_builder_begin_array(b);
   for (int i = 0; i < r->stats.ntop; i++) {
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "name");
-    json_builder_add_string_value(b, r->stats.top[i].name);
-    json_builder_set_member_name(b, "bytes");
-    json_builder_add_double_value(b, r->stats.top[i].bytes);
-    json_builder_set_member_name(b, "utilization");
-    json_builder_add_double_value(b,
-                                  r->res.total_s > 0 ? r->stats.top[i].busy_s / r->res.total_s : 0);
+    rf_json_str(b, "name", r->stats.top[i].name);
+    rf_json_num(b, "bytes", r->stats.top[i].bytes);
+    rf_json_num(b, "utilization", r->res.total_s > 0 ? r->stats.top[i].busy_s / r->res.total_s : 0);
     json_builder_end_object(b);
   }
   json_builder_end_array(b);

@@ -208,20 +208,14 @@ static void print_json(const Report *r) {
   const Workload *w = r->w;
   JsonBuilder *b = json_builder_new();
   json_builder_begin_object(b);
-#define NUM(n, v)                                                                                  \
-  json_builder_set_member_name(b, n);                                                              \
-  json_builder_add_double_value(b, v)
-#define STR(n, v)                                                                                  \
-  json_builder_set_member_name(b, n);                                                              \
-  json_builder_add_string_value(b, v)
-  STR("workload", w->name ? w->name : "");
-  STR("source", w->source ? w->source : "");
-  STR("refit_from", r->refit_source);
-  STR("baseline", rf_strategy_name(r->base));
-  NUM("rollout_s", w->rollout_s);
-  NUM("train_s", w->train_s);
-  NUM("other_s", w->other_s);
-  NUM("colocated_refit_s", w->colocated_s);
+  rf_json_str(b, "workload", w->name ? w->name : "");
+  rf_json_str(b, "source", w->source ? w->source : "");
+  rf_json_str(b, "refit_from", r->refit_source);
+  rf_json_str(b, "baseline", rf_strategy_name(r->base));
+  rf_json_num(b, "rollout_s", w->rollout_s);
+  rf_json_num(b, "train_s", w->train_s);
+  rf_json_num(b, "other_s", w->other_s);
+  rf_json_num(b, "colocated_refit_s", w->colocated_s);
   json_builder_set_member_name(b, "rows");
   json_builder_begin_array(b);
   for (int mi = 0; mi < r->nmodes; mi++) {
@@ -232,12 +226,13 @@ static void print_json(const Report *r) {
       double f = m == MODE_COLOCATED ? w->colocated_s : r->f[s];
       double st = m == MODE_COLOCATED ? sb : step_time(w, m, r->f[s]);
       json_builder_begin_object(b);
-      STR("mode", MODE_NAMES[m]);
-      STR("strategy", m == MODE_COLOCATED ? "colocated" : rf_strategy_name((RfStrategy)s));
-      NUM("refit_s", f);
-      NUM("step_s", st);
-      NUM("refit_share", st > 0 ? f / st : 0);
-      NUM("speedup", m == MODE_COLOCATED ? 1.0 : st > 0 ? sb / st : 1);
+      rf_json_str(b, "mode", MODE_NAMES[m]);
+      rf_json_str(b, "strategy",
+                  m == MODE_COLOCATED ? "colocated" : rf_strategy_name((RfStrategy)s));
+      rf_json_num(b, "refit_s", f);
+      rf_json_num(b, "step_s", st);
+      rf_json_num(b, "refit_share", st > 0 ? f / st : 0);
+      rf_json_num(b, "speedup", m == MODE_COLOCATED ? 1.0 : st > 0 ? sb / st : 1);
       json_builder_set_member_name(b, "amdahl_ceiling"); /* null: a step that is all refit */
       if (m == MODE_COLOCATED || s0 > 0)
         json_builder_add_double_value(b, m == MODE_COLOCATED ? 1.0 : sb / s0);
@@ -248,8 +243,6 @@ static void print_json(const Report *r) {
   }
   json_builder_end_array(b);
   json_builder_end_object(b);
-#undef NUM
-#undef STR
   rf_json_print(b);
 }
 

@@ -44,24 +44,18 @@ static const char *fabric_name(const RfTopology *t) {
 static void show_json(const RfTopology *t, const char *cal_source) {
   JsonBuilder *b = json_builder_new();
   json_builder_begin_object(b);
-  json_builder_set_member_name(b, "name");
-  json_builder_add_string_value(b, t->name);
-  json_builder_set_member_name(b, "path");
-  json_builder_add_string_value(b, t->path);
-  json_builder_set_member_name(b, "description");
-  json_builder_add_string_value(b, t->description ? t->description : "");
-  json_builder_set_member_name(b, "fabric.kind");
-  json_builder_add_string_value(b, fabric_name(t));
+  rf_json_str(b, "name", t->name);
+  rf_json_str(b, "path", t->path);
+  rf_json_str(b, "description", t->description ? t->description : "");
+  rf_json_str(b, "fabric.kind", fabric_name(t));
   Key k[32];
   int n = topo_keys(t, k);
   for (int i = 0; i < n; i++) {
     char *name = g_strdup_printf("%s.%s", k[i].group, k[i].key);
-    json_builder_set_member_name(b, name);
-    json_builder_add_double_value(b, k[i].value);
+    rf_json_num(b, name, k[i].value);
     g_free(name);
   }
-  json_builder_set_member_name(b, "calibration");
-  json_builder_add_string_value(b, cal_source);
+  rf_json_str(b, "calibration", cal_source);
   json_builder_end_object(b);
   rf_json_print(b);
 }

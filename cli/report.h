@@ -5,6 +5,25 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+/* One member of the open object of b: its name, then its value (the one way cli/ writes JSON;
+ * nested objects and arrays: json_builder_set_member_name, then begin). */
+static inline void rf_json_str(JsonBuilder *b, const char *name, const char *v) {
+  json_builder_set_member_name(b, name);
+  json_builder_add_string_value(b, v);
+}
+static inline void rf_json_num(JsonBuilder *b, const char *name, double v) {
+  json_builder_set_member_name(b, name);
+  json_builder_add_double_value(b, v);
+}
+static inline void rf_json_int(JsonBuilder *b, const char *name, gint64 v) {
+  json_builder_set_member_name(b, name);
+  json_builder_add_int_value(b, v);
+}
+static inline void rf_json_bool(JsonBuilder *b, const char *name, gboolean v) {
+  json_builder_set_member_name(b, name);
+  json_builder_add_boolean_value(b, v);
+}
+
 /* Print the builder's document, pretty, with a newline, to stdout; unrefs the builder. */
 void rf_json_print(JsonBuilder *b);
 
