@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "real.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -25,7 +26,8 @@ static void usage(FILE *f) {
          "\n"
          "ARGS: --model NAME --train LAYOUT --infer LAYOUT | --spec FILE, [--topology NAME]\n"
          "      [--domain-size N] [--strategy gather-broadcast|p2p|m2n|hybrid|all] [--json]\n"
-         "'refit COMMAND --help' lists every option of a command.\n"
+         "'refit COMMAND --help' lists every option of a command; 'refit --version' the version\n"
+         "and the backends built.\n"
          "\n"
          "--json prints {\"strategies\": [...]}, one object per strategy; with one strategy its\n"
          "fields are also at the top level.\n"
@@ -41,6 +43,11 @@ int main(int argc, char **argv) {
       !strcmp(argv[1], "help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("refit %s (backends of refit run: host%s)\n", REFIT_VERSION,
+           rf_real_backend_built("cuda") ? ", cuda" : "; cuda not built");
+    return 0;
   }
   static const struct {
     const char *name;
