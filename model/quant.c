@@ -1,4 +1,4 @@
-/* Quantized inference targets: formats, the tensor rule, the quantizer, its reference, and the
+/* Quantized inference targets: formats, the quantizer, its reference, and the
  * quantized problem (scale parts placed like their weights). */
 #include "quant.h"
 #include "error.h"
@@ -52,33 +52,6 @@ RfDtype rf_quant_scale_dtype(RfQuantFormat f) {
 
 const char *rf_quant_scale_suffix(RfQuantFormat f) {
   return f == RF_QUANT_FP8_BLOCK ? "weight_scale_inv" : "weight_scale";
-}
-
-/* The rule of the published FP8 checkpoints (DeepSeek-V3, Qwen3 FP8): every nn.Linear weight of
- * attention, MLP and experts; vocabulary tables, norms, the router, convolutions and per-head
- * vectors stay BF16 (zoo.c reads the same rule back from checkpoints). */
-gboolean rf_quant_target(const RfTensor *t) {
-  switch (t->kind) {
-  case RF_KIND_EMBEDDING:
-  case RF_KIND_LM_HEAD:
-  case RF_KIND_NORM:
-  case RF_KIND_ROUTER:
-  case RF_KIND_MAMBA_CONV:
-  case RF_KIND_MAMBA_HEAD:
-  case RF_KIND_MAMBA_NORM:
-  case RF_KIND_KDA_CONV:
-  case RF_KIND_KDA_HEAD:
-  case RF_KIND_GDN_CONV:
-  case RF_KIND_GDN_HEAD:
-  case RF_KIND_ATTN_Q_NORM:
-  case RF_KIND_ATTN_K_NORM:
-  case RF_KIND_ATTN_SINK:
-  case RF_KIND_OTHER:
-    return FALSE;
-  default:
-    break;
-  }
-  return t->ndim == (t->nexperts ? 3 : 2) && g_str_has_suffix(t->name, ".weight");
 }
 
 /* ---- the quantizer ---------------------------------------------------------------------- */

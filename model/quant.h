@@ -7,8 +7,9 @@
  *   mxfp8      e4m3 weights in blocks of 32 along the reduction (input, last) dim, one e8m0
  *              (1 byte, power of two) `weight_scale` per block, shape out x ceil(in/32): the
  *              OCP Microscaling (MX) v1.0 format.
- * Only the matrices of attention / MLP / expert projections are quantized (rf_quant_target);
- * norms, the router, embeddings, lm_head, biases and per-head vectors stay in their dtype.
+ * Only the matrices of attention / MLP / expert projections are quantized (rf_quant_target in
+ * tensor.h); norms, the router, embeddings, lm_head, biases and per-head vectors stay in their
+ * dtype.
  *
  * Where: at the sender (each source rank quantizes its shards before the network: FP8 and the
  * scales move, about half the bytes) or at the receiver (BF16 moves, each destination rank
@@ -40,11 +41,6 @@ void rf_quant_block(RfQuantFormat f, int64_t *rows, int64_t *cols);
 RfDtype rf_quant_scale_dtype(RfQuantFormat f);
 /* Suffix that replaces "weight" in a scale tensor's name. */
 const char *rf_quant_scale_suffix(RfQuantFormat f);
-
-/* TRUE for a tensor the inference side stores quantized: a 2-D projection weight (3-D for
- * stacked experts) named "*.weight" whose kind is an attention / MLP / expert / MTP projection.
- * Everything else stays in its dtype (the table in docs/quant.md). */
-gboolean rf_quant_target(const RfTensor *t);
 
 /* ---- the quantizer (production path) -------------------------------------------------- */
 
