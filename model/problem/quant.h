@@ -19,7 +19,7 @@
 #ifndef RF_QUANT_H
 #define RF_QUANT_H
 
-#include "plan.h"
+#include "layout.h"
 #include "zoo.h"
 #include <glib.h>
 #include <stdint.h>
@@ -104,10 +104,9 @@ gboolean rf_quant_part_quantized(const RfProblem *pb, uint32_t part);
  * NULL when not quantized. Caller frees. */
 char *rf_quant_describe(const RfProblem *pb);
 
-/* HBM bytes (read + written) of the quantize pass of every global rank into bytes[pb->nranks]
- * (may be NULL): at the sender, the source shards of target parts a rank sends from in the plan
- * (training dtype read, e4m3 and scales written); at the receiver, the destination shards.
- * Returns the max over ranks and its rank in *rank (may be NULL); 0 when not quantized. */
-uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *bytes, int *rank);
+/* HBM bytes (read + written) of the quantize pass over box (global coordinates of the part) of
+ * quantized weight part pi: the training dtype read, one e4m3 byte per element and the block
+ * scales the box starts written. pb must be quantized (pb->quant set). */
+uint64_t rf_quant_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *box);
 
 #endif

@@ -422,8 +422,7 @@ char *rf_quant_describe(const RfProblem *pb) {
                              : "e4m3, 32 along the input, e8m0 weight_scale");
 }
 
-/* Bytes the quantize pass reads and writes for a box of weight part pi. */
-static uint64_t pass_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *box) {
+uint64_t rf_quant_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *box) {
   const RfProblemQuant *q = pb->quant;
   const RfPart *part = &pb->model->parts[pi];
   const RfTensor *t = &pb->model->tensors[part->tensor];
@@ -434,47 +433,4 @@ static uint64_t pass_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *bo
   }
   return elems * (uint64_t)(rf_dtype_size(q->train_dtype[pi]) + 1) +
          scales * (uint64_t)rf_dtype_size(rf_quant_scale_dtype(q->format));
-}
-
-uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *bytes, int *rank) {
-  const RfProblemQuant *q = pb->quant;
-  uint64_t *by = g_new0(uint64_t, pb->nranks);
-  gboolean sender = q && q->at == RF_QUANT_AT_SENDER;
-  /* at the sender: which (rank, part) pairs send a piece of a quantized part */
-  GHashTable *sends = g_hash_table_new(g_int64_hash, g_int64_equal);
-  g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(gint64));
-  if (sender)
-    for (uint64_t i = 0; i < plan->nxfers; i++) {
-      uint32_t part = plan->pieces[plan->xfers[i].piece].part;
-      if (q->weight_part[part] >= 0) part = (uint32_t)q->weight_part[part];
-      if (!q->target[part]) continue;
-      gint64 k = (gint64)plan->xfers[i].src * (gint64)pb->model->nparts + part;
-      g_array_append_val(keys, k);
-    }
-  for (guint i = 0; i < keys->len; i++)
-    g_hash_table_add(sends, &g_array_index(keys, gint64, i));
-  const RfSide *side = sender ? &pb->src : &pb->dst;
-  for (uint32_t pi = 0; q && pi < q->nparts; pi++) {
-    if (!q->target[pi] || !side->place[pi].mesh) continue;
-    for (int i = 0; i < side->nranks; i++) {
-      int r = side->ranks[i];
-      RfBox box;
-      if (!rf_side_rank_shard(side, pi, r, &box, NULL)) continue;
-      gint64 k = (gint64)r * (gint64)pb->model->nparts + pi;
-      if (sender && !g_hash_table_contains(sends, &k)) continue;
-      by[r] += pass_box_bytes(pb, pi, &box);
-    }
-  }
-  g_hash_table_destroy(sends);
-  uint64_t mx = 0;
-  int at = -1;
-  for (int r = 0; r < pb->nranks; r++)
-    if (by[r] > mx) {
-      mx = by[r];
-      at = r;
-    }
-  if (bytes) memcpy(bytes, by, sizeof *by * (size_t)pb->nranks);
-  if (rank) *rank = at;
-  g_free(by);
-  return mx;
 }
