@@ -1,7 +1,7 @@
 /* Tensor vocabulary: the dtypes and kinds of weight tensors, one checkpoint entry (RfTensor),
  * and the rules that read a single entry: its kind from its name, whether the inference side
  * quantizes it, how many checkpoint tensors it stands for and their names. Nothing here knows
- * a model, a layout or a plan (model/zoo.h builds models from these entries). */
+ * a model, a layout or a plan (zoo.h builds models from these entries). */
 #ifndef RF_TENSOR_H
 #define RF_TENSOR_H
 
