@@ -1,5 +1,4 @@
 #include "zoo.h"
-#include "checkpoint.h"
 #include "datafile.h"
 #include "error.h"
 
@@ -8,102 +7,6 @@
 #include <string.h>
 
 #include "jsonutil.h"
-#include "quant.h"
-#include "topology.h"
-
-static const char *const dtype_names[RF_DT_COUNT] = {"bf16", "fp16", "fp32", "fp8", "u8",
-                                                     "i8",   "i16",  "u16",  "i32", "u32",
-                                                     "i64",  "u64",  "fp64", "bool"};
-static const int dtype_sizes[RF_DT_COUNT] = {2, 2, 4, 1, 1, 1, 2, 2, 4, 4, 8, 8, 8, 1};
-
-const char *rf_dtype_name(RfDtype d) {
-  return dtype_names[d];
-}
-
-int rf_dtype_size(RfDtype d) {
-  return dtype_sizes[d];
-}
-
-gboolean rf_dtype_parse(const char *s, RfDtype *out, GError **error) {
-  static const struct {
-    const char *name;
-    RfDtype dt;
-  } alias[] = {{"bf16", RF_DT_BF16},   {"bfloat16", RF_DT_BF16},     {"fp16", RF_DT_FP16},
-               {"f16", RF_DT_FP16},    {"float16", RF_DT_FP16},      {"fp32", RF_DT_FP32},
-               {"f32", RF_DT_FP32},    {"float32", RF_DT_FP32},      {"fp8", RF_DT_FP8},
-               {"f8_e4m3", RF_DT_FP8}, {"float8_e4m3fn", RF_DT_FP8}, {"f8_e5m2", RF_DT_FP8},
-               {"u8", RF_DT_U8},       {"uint8", RF_DT_U8},          {"f8_e8m0", RF_DT_U8},
-               {"i8", RF_DT_I8},       {"i16", RF_DT_I16},           {"u16", RF_DT_U16},
-               {"i32", RF_DT_I32},     {"u32", RF_DT_U32},           {"i64", RF_DT_I64},
-               {"u64", RF_DT_U64},     {"fp64", RF_DT_FP64},         {"f64", RF_DT_FP64},
-               {"bool", RF_DT_BOOL}};
-  for (size_t i = 0; i < G_N_ELEMENTS(alias); i++)
-    if (!g_ascii_strcasecmp(s, alias[i].name)) {
-      *out = alias[i].dt;
-      return TRUE;
-    }
-  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-              "unknown dtype '%s' (bf16, fp16, fp32, fp8, u8, i8 ... u64, fp64, bool)", s);
-  return FALSE;
-}
-
-static const char *const kind_names[RF_KIND_COUNT] = {"embedding",
-                                                      "lm_head",
-                                                      "norm",
-                                                      "attn_qkv",
-                                                      "attn_q",
-                                                      "attn_k",
-                                                      "attn_v",
-                                                      "attn_o",
-                                                      "attn_gate",
-                                                      "mla_q_a",
-                                                      "mla_kv_a",
-                                                      "mla_q_b",
-                                                      "mla_kv_b",
-                                                      "mamba_in",
-                                                      "mamba_conv",
-                                                      "mamba_head",
-                                                      "mamba_norm",
-                                                      "mamba_out",
-                                                      "kda_proj",
-                                                      "kda_conv",
-                                                      "kda_head",
-                                                      "kda_repl",
-                                                      "kda_o",
-                                                      "gdn_proj",
-                                                      "gdn_conv",
-                                                      "gdn_head",
-                                                      "gdn_o",
-                                                      "router",
-                                                      "moe_latent",
-                                                      "dense_gate",
-                                                      "dense_up",
-                                                      "dense_down",
-                                                      "expert_gate",
-                                                      "expert_up",
-                                                      "expert_down",
-                                                      "shared_gate",
-                                                      "shared_up",
-                                                      "shared_down",
-                                                      "mtp_proj",
-                                                      "attn_q_bias",
-                                                      "attn_k_bias",
-                                                      "attn_v_bias",
-                                                      "attn_sink",
-                                                      "attn_q_norm",
-                                                      "attn_k_norm",
-                                                      "expert_gate_up_bias",
-                                                      "expert_down_bias",
-                                                      "other"};
-
-const char *rf_kind_name(RfKind k) {
-  return kind_names[k];
-}
-
-gboolean rf_kind_is_ffn(RfKind k) {
-  return k == RF_KIND_DENSE_GATE || k == RF_KIND_DENSE_UP || k == RF_KIND_DENSE_DOWN ||
-         k == RF_KIND_EXPERT_GATE || k == RF_KIND_EXPERT_UP || k == RF_KIND_EXPERT_DOWN;
-}
 
 /* ---- builder ---------------------------------------------------------------------------- */
 
@@ -1051,7 +954,7 @@ static gboolean quant_skipped(const Quant *q, const char *name) {
 }
 
 /* Tensors a Linear-weight quantization converts: the published checkpoints' rule
- * (rf_quant_target, quant.c), less the modules the checkpoint's config skips. */
+ * (rf_quant_target, tensor.c), less the modules the checkpoint's config skips. */
 static gboolean quant_target(const Quant *q, const RfTensor *t) {
   return rf_quant_target(t) && !quant_skipped(q, t->name);
 }
@@ -1111,59 +1014,6 @@ static GArray *ckpt_build(Builder *b, const Quant *q) {
     g_array_append_val(out, g_array_index(b->ckpt, RfTensor, i));
   g_array_set_size(b->ckpt, 0);
   return out;
-}
-
-/* Kind of a tensor in a plain listing, from its checkpoint name. */
-RfKind rf_kind_from_name(const char *n, int ndim) {
-  static const struct {
-    const char *needle;
-    RfKind kind;
-  } rules[] = {
-      {"embed", RF_KIND_EMBEDDING},
-      {"lm_head", RF_KIND_LM_HEAD},
-      {"experts.", RF_KIND_EXPERT_GATE},
-      {"shared_expert", RF_KIND_SHARED_GATE},
-      {"q_a_proj", RF_KIND_MLA_Q_A},
-      {"kv_a_proj", RF_KIND_MLA_KV_A},
-      {"q_b_proj", RF_KIND_MLA_Q_B},
-      {"kv_b_proj", RF_KIND_MLA_KV_B},
-      {"q_proj.bias", RF_KIND_ATTN_Q_BIAS},
-      {"k_proj.bias", RF_KIND_ATTN_K_BIAS},
-      {"v_proj.bias", RF_KIND_ATTN_V_BIAS},
-      {"self_attn.sinks", RF_KIND_ATTN_SINK},
-      {"o_proj.bias", RF_KIND_OTHER}, /* row-parallel bias: whole on every rank */
-      {"qkv_proj", RF_KIND_ATTN_QKV},
-      {"q_proj", RF_KIND_ATTN_Q},
-      {"k_proj", RF_KIND_ATTN_K},
-      {"v_proj", RF_KIND_ATTN_V},
-      {"o_proj", RF_KIND_ATTN_O},
-      {"gate_proj", RF_KIND_DENSE_GATE},
-      {"up_proj", RF_KIND_DENSE_UP},
-      {"down_proj", RF_KIND_DENSE_DOWN},
-      {"mlp.gate.", RF_KIND_ROUTER},
-      {"router", RF_KIND_ROUTER},
-      {"norm", RF_KIND_NORM},
-  };
-  for (size_t i = 0; i < G_N_ELEMENTS(rules); i++)
-    if (strstr(n, rules[i].needle)) {
-      RfKind k = rules[i].kind;
-      if (k == RF_KIND_EXPERT_GATE) {
-        if (strstr(n, "up_proj") || strstr(n, "w3"))
-          k = RF_KIND_EXPERT_UP;
-        else if (strstr(n, "down_proj") || strstr(n, "w2"))
-          k = RF_KIND_EXPERT_DOWN;
-      } else if (k == RF_KIND_SHARED_GATE) {
-        if (strstr(n, "up_proj"))
-          k = RF_KIND_SHARED_UP;
-        else if (strstr(n, "down_proj"))
-          k = RF_KIND_SHARED_DOWN;
-      }
-      /* norms are vectors, vocabulary tables are matrices */
-      if (k == RF_KIND_NORM && ndim != 1) continue;
-      if ((k == RF_KIND_EMBEDDING || k == RF_KIND_LM_HEAD) && ndim != 2) continue;
-      return k;
-    }
-  return RF_KIND_OTHER;
 }
 
 static gboolean build_listing(Builder *b, JsonObject *root, const char *file, int *nlayers,
@@ -1480,92 +1330,6 @@ out:
   return m;
 }
 
-/* A checkpoint directory: config.json gives the model, the safetensors headers its checkpoint. */
-static RfModel *model_load_dir(const char *dir, GError **error) {
-  char *label = g_path_get_basename(dir);
-  char *path = g_build_filename(dir, "config.json", NULL);
-  char *text = NULL;
-  gsize len = 0;
-  RfModel *m = NULL;
-  if (rf_file_read(path, RF_MAX_INPUT_BYTES, &text, &len, error))
-    m = rf_model_from_json(label, text, (gssize)len, error);
-  RfCheckpoint *c = m ? rf_checkpoint_read(dir, error) : NULL;
-  if (c) {
-    uint32_t n = 0;
-    char *diff = NULL;
-    RfTensor *ts = rf_checkpoint_fold(m, c, &n, &diff);
-    if (diff) { /* the checkpoint wins for what it describes */
-      for (uint32_t i = 0; i < m->nckpt; i++)
-        g_free(m->ckpt[i].name);
-      g_free(m->ckpt);
-      m->ckpt = ts;
-      m->nckpt = n;
-      m->ckpt_note = diff;
-    } else {
-      for (uint32_t i = 0; i < n; i++)
-        g_free(ts[i].name);
-      g_free(ts);
-    }
-    m->ckpt_dir = g_strdup(dir);
-    rf_checkpoint_free(c);
-  } else if (m) {
-    rf_model_free(m);
-    m = NULL;
-  }
-  g_free(text);
-  g_free(path);
-  g_free(label);
-  return m;
-}
-
-RfModel *rf_model_load(const char *name_or_path, GError **error) {
-  char *label;
-  gboolean zoo_name = FALSE; /* a zoo name wins over a directory of that name in the cwd */
-  for (int i = 0; zoo_names[i]; i++)
-    zoo_name |= !strcmp(zoo_names[i], name_or_path);
-  if (!zoo_name && g_file_test(name_or_path, G_FILE_TEST_IS_DIR))
-    return model_load_dir(name_or_path, error);
-  if (strchr(name_or_path, '/') || g_str_has_suffix(name_or_path, ".json")) {
-    label = g_path_get_basename(name_or_path);
-    if (g_str_has_suffix(label, ".json")) label[strlen(label) - 5] = 0;
-  } else {
-    gboolean known = FALSE;
-    for (int i = 0; zoo_names[i]; i++)
-      known |= !strcmp(zoo_names[i], name_or_path);
-    if (!known) {
-      char *list = g_strjoinv(", ", (char **)zoo_names);
-      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "unknown model '%s' (known: %s; or a path to a config.json)", name_or_path, list);
-      g_free(list);
-      return NULL;
-    }
-    label = g_strdup(name_or_path);
-  }
-  char *path = rf_data_resolve(name_or_path, "model/configs", ".json");
-  char *text = NULL;
-  gsize len = 0;
-  RfModel *m = NULL;
-  if (rf_file_read(path, RF_MAX_INPUT_BYTES, &text, &len, error))
-    m = rf_model_from_json(label, text, (gssize)len, error);
-  else
-    g_prefix_error(error, "model '%s': ", name_or_path);
-  g_free(text);
-  g_free(path);
-  g_free(label);
-  return m;
-}
-
-int64_t rf_tensor_count(const RfTensor *t) {
-  return t->nexperts > 0 ? t->nexperts : 1;
-}
-
-int64_t rf_tensor_elems(const RfTensor *t) {
-  int64_t v = 1;
-  for (int d = 0; d < t->ndim; d++)
-    v *= t->shape[d];
-  return v;
-}
-
 int64_t rf_part_elems(const RfPart *p) {
   int64_t v = 1;
   for (int d = 0; d < p->ndim; d++)
@@ -1602,13 +1366,4 @@ int64_t rf_model_checkpoint_bytes(const RfModel *m) {
   for (uint32_t i = 0; i < m->nckpt; i++)
     n += rf_tensor_elems(&m->ckpt[i]) * rf_dtype_size(m->ckpt[i].dtype);
   return n;
-}
-
-char *rf_tensor_name(const RfTensor *t, int64_t expert) {
-  if (t->nexperts <= 0) return g_strdup(t->name);
-  char buf[32];
-  g_snprintf(buf, sizeof buf, "%lld", (long long)expert);
-  GString *s = g_string_new(t->name);
-  g_string_replace(s, "{e}", buf, 1);
-  return g_string_free(s, FALSE);
 }

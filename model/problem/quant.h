@@ -7,8 +7,9 @@
  *   mxfp8      e4m3 weights in blocks of 32 along the reduction (input, last) dim, one e8m0
  *              (1 byte, power of two) `weight_scale` per block, shape out x ceil(in/32): the
  *              OCP Microscaling (MX) v1.0 format.
- * Only the matrices of attention / MLP / expert projections are quantized (rf_quant_target);
- * norms, the router, embeddings, lm_head, biases and per-head vectors stay in their dtype.
+ * Only the matrices of attention / MLP / expert projections are quantized (rf_quant_target in
+ * tensor.h); norms, the router, embeddings, lm_head, biases and per-head vectors stay in their
+ * dtype.
  *
  * Where: at the sender (each source rank quantizes its shards before the network: FP8 and the
  * scales move, about half the bytes) or at the receiver (BF16 moves, each destination rank
@@ -18,7 +19,7 @@
 #ifndef RF_QUANT_H
 #define RF_QUANT_H
 
-#include "plan.h"
+#include "layout.h"
 #include "zoo.h"
 #include <glib.h>
 #include <stdint.h>
@@ -40,11 +41,6 @@ void rf_quant_block(RfQuantFormat f, int64_t *rows, int64_t *cols);
 RfDtype rf_quant_scale_dtype(RfQuantFormat f);
 /* Suffix that replaces "weight" in a scale tensor's name. */
 const char *rf_quant_scale_suffix(RfQuantFormat f);
-
-/* TRUE for a tensor the inference side stores quantized: a 2-D projection weight (3-D for
- * stacked experts) named "*.weight" whose kind is an attention / MLP / expert / MTP projection.
- * Everything else stays in its dtype (the table in docs/quant.md). */
-gboolean rf_quant_target(const RfTensor *t);
 
 /* ---- the quantizer (production path) -------------------------------------------------- */
 
@@ -108,10 +104,9 @@ gboolean rf_quant_part_quantized(const RfProblem *pb, uint32_t part);
  * NULL when not quantized. Caller frees. */
 char *rf_quant_describe(const RfProblem *pb);
 
-/* HBM bytes (read + written) of the quantize pass of every global rank into bytes[pb->nranks]
- * (may be NULL): at the sender, the source shards of target parts a rank sends from in the plan
- * (training dtype read, e4m3 and scales written); at the receiver, the destination shards.
- * Returns the max over ranks and its rank in *rank (may be NULL); 0 when not quantized. */
-uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *bytes, int *rank);
+/* HBM bytes (read + written) of the quantize pass over box (global coordinates of the part) of
+ * quantized weight part pi: the training dtype read, one e4m3 byte per element and the block
+ * scales the box starts written. pb must be quantized (pb->quant set). */
+uint64_t rf_quant_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *box);
 
 #endif

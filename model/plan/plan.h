@@ -122,6 +122,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfPlan, rf_plan_free)
  * violation in error. Cost grows with transfers x box volume: for tests and small plans. */
 gboolean rf_plan_verify(const RfPlan *plan, GError **error);
 
+/* (quant_pass.c) HBM bytes (read + written) of the quantize pass (quant.h) of every global rank
+ * into bytes[pb->nranks] (may be NULL): at the sender, the source shards of target parts a rank
+ * sends from in the plan (training dtype read, e4m3 and scales written); at the receiver, the
+ * destination shards. Returns the max over ranks and its rank in *rank (may be NULL); 0 when not
+ * quantized. */
+uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *bytes, int *rank);
+
 /* Write every transfer as JSON ({"transfers":[...]}, docs/formats.md) to path. */
 gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error);
 

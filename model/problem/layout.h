@@ -73,7 +73,7 @@ typedef struct {
   char *placement_note; /* human-readable: how ranks were put on domains */
   uint8_t *lost;        /* per global rank: 1 when its GPU is lost (rf_problem_set_lost); or NULL */
   int nlost;            /* lost ranks */
-  struct RfProblemQuant *quant; /* owned: inference quantization (model/quant.h), or NULL */
+  struct RfProblemQuant *quant; /* owned: inference quantization (quant.h), or NULL */
 } RfProblem;
 
 /* Model + Megatron training layout + vLLM inference layout on a topology.
@@ -87,6 +87,7 @@ RfProblem *rf_problem_new_preset_fw(RfModel *model, const char *train, const cha
                                     RfInferFramework fw, RfTopology *topo, GError **error);
 /* Raw DTensor spec (JSON text, see docs/formats.md); rank r sits on GPU r. Owns topo. */
 RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, GError **error);
+/* Free everything the problem owns, quantization state included (problem.c); NULL: no-op. */
 void rf_problem_free(RfProblem *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfProblem, rf_problem_free)
 
@@ -94,8 +95,8 @@ static inline int rf_problem_domain(const RfProblem *p, int rank) {
   return p->gpu[rank] / p->topo->gpus_per_domain;
 }
 
-/* Elastic recovery: mark the ranks on the given GPUs (global GPU indices) as lost. A lost
- * source rank holds nothing (its shards must come from another replica), a lost destination
+/* Elastic recovery (problem.c): mark the ranks on the given GPUs (global GPU indices) as lost. A
+ * lost source rank holds nothing (its shards must come from another replica), a lost destination
  * rank receives nothing; rf_side_rank_shard and rf_side_buffer_elems answer so, and plans are
  * built and verified over the survivors. FALSE + one-line error: RF_ERROR_INPUT for a GPU that
  * holds no rank, or when a lost GPU held the only copy of a source shard (the message names the

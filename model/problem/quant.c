@@ -1,4 +1,4 @@
-/* Quantized inference targets: formats, the tensor rule, the quantizer, its reference, and the
+/* Quantized inference targets: formats, the quantizer, its reference, and the
  * quantized problem (scale parts placed like their weights). */
 #include "quant.h"
 #include "error.h"
@@ -52,33 +52,6 @@ RfDtype rf_quant_scale_dtype(RfQuantFormat f) {
 
 const char *rf_quant_scale_suffix(RfQuantFormat f) {
   return f == RF_QUANT_FP8_BLOCK ? "weight_scale_inv" : "weight_scale";
-}
-
-/* The rule of the published FP8 checkpoints (DeepSeek-V3, Qwen3 FP8): every nn.Linear weight of
- * attention, MLP and experts; vocabulary tables, norms, the router, convolutions and per-head
- * vectors stay BF16 (zoo.c reads the same rule back from checkpoints). */
-gboolean rf_quant_target(const RfTensor *t) {
-  switch (t->kind) {
-  case RF_KIND_EMBEDDING:
-  case RF_KIND_LM_HEAD:
-  case RF_KIND_NORM:
-  case RF_KIND_ROUTER:
-  case RF_KIND_MAMBA_CONV:
-  case RF_KIND_MAMBA_HEAD:
-  case RF_KIND_MAMBA_NORM:
-  case RF_KIND_KDA_CONV:
-  case RF_KIND_KDA_HEAD:
-  case RF_KIND_GDN_CONV:
-  case RF_KIND_GDN_HEAD:
-  case RF_KIND_ATTN_Q_NORM:
-  case RF_KIND_ATTN_K_NORM:
-  case RF_KIND_ATTN_SINK:
-  case RF_KIND_OTHER:
-    return FALSE;
-  default:
-    break;
-  }
-  return t->ndim == (t->nexperts ? 3 : 2) && g_str_has_suffix(t->name, ".weight");
 }
 
 /* ---- the quantizer ---------------------------------------------------------------------- */
@@ -449,8 +422,7 @@ char *rf_quant_describe(const RfProblem *pb) {
                              : "e4m3, 32 along the input, e8m0 weight_scale");
 }
 
-/* Bytes the quantize pass reads and writes for a box of weight part pi. */
-static uint64_t pass_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *box) {
+uint64_t rf_quant_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *box) {
   const RfProblemQuant *q = pb->quant;
   const RfPart *part = &pb->model->parts[pi];
   const RfTensor *t = &pb->model->tensors[part->tensor];
@@ -461,47 +433,4 @@ static uint64_t pass_box_bytes(const RfProblem *pb, uint32_t pi, const RfBox *bo
   }
   return elems * (uint64_t)(rf_dtype_size(q->train_dtype[pi]) + 1) +
          scales * (uint64_t)rf_dtype_size(rf_quant_scale_dtype(q->format));
-}
-
-uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *bytes, int *rank) {
-  const RfProblemQuant *q = pb->quant;
-  uint64_t *by = g_new0(uint64_t, pb->nranks);
-  gboolean sender = q && q->at == RF_QUANT_AT_SENDER;
-  /* at the sender: which (rank, part) pairs send a piece of a quantized part */
-  GHashTable *sends = g_hash_table_new(g_int64_hash, g_int64_equal);
-  g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(gint64));
-  if (sender)
-    for (uint64_t i = 0; i < plan->nxfers; i++) {
-      uint32_t part = plan->pieces[plan->xfers[i].piece].part;
-      if (q->weight_part[part] >= 0) part = (uint32_t)q->weight_part[part];
-      if (!q->target[part]) continue;
-      gint64 k = (gint64)plan->xfers[i].src * (gint64)pb->model->nparts + part;
-      g_array_append_val(keys, k);
-    }
-  for (guint i = 0; i < keys->len; i++)
-    g_hash_table_add(sends, &g_array_index(keys, gint64, i));
-  const RfSide *side = sender ? &pb->src : &pb->dst;
-  for (uint32_t pi = 0; q && pi < q->nparts; pi++) {
-    if (!q->target[pi] || !side->place[pi].mesh) continue;
-    for (int i = 0; i < side->nranks; i++) {
-      int r = side->ranks[i];
-      RfBox box;
-      if (!rf_side_rank_shard(side, pi, r, &box, NULL)) continue;
-      gint64 k = (gint64)r * (gint64)pb->model->nparts + pi;
-      if (sender && !g_hash_table_contains(sends, &k)) continue;
-      by[r] += pass_box_bytes(pb, pi, &box);
-    }
-  }
-  g_hash_table_destroy(sends);
-  uint64_t mx = 0;
-  int at = -1;
-  for (int r = 0; r < pb->nranks; r++)
-    if (by[r] > mx) {
-      mx = by[r];
-      at = r;
-    }
-  if (bytes) memcpy(bytes, by, sizeof *by * (size_t)pb->nranks);
-  if (rank) *rank = at;
-  g_free(by);
-  return mx;
 }
