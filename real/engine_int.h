@@ -2,7 +2,7 @@
  *
  *   status.c  a backend status as a string and an error code, the GError of a failure, progress
  *   spans.c   span algebra: runs of a box inside another, merging two segmentations, covering
- *             a box with held candidates, chunking copy and run lists
+ *             a box with the boxes a rank holds, chunking copy and run lists
  *   lists.c   per-rank rounds, copy lists and the holding allocator; per-rank tables
  *   quant.c   the quantize pass of a quantized problem (fill and verify)
  *   engine.c  the schedule of a plan, prepare, the run loop, timing, destroy */
@@ -93,11 +93,12 @@ typedef struct {
   void *progress_data;
 } RealState;
 
-/* A box a rank holds when it sends: its source shard or a piece it received earlier. */
+/* A box a rank holds when it sends, one source rf_cover may cover a sent box from: its source
+ * shard or a piece it received earlier. */
 typedef struct {
   RfBox box;
   int64_t origin; /* -1: the source shard, else the transfer it was received by */
-} Cand;
+} CoverSrc;
 
 /* One part of a sent transfer's box, and where the sender takes it from. */
 typedef struct {
@@ -152,9 +153,9 @@ void rf_span_cb(int64_t off, int64_t len, void *ud);
  * are contiguous. FALSE when their lengths differ. */
 typedef void (*RfMergeFn)(int64_t a, int64_t b, int64_t len, void *ud);
 gboolean rf_merge_spans(const GArray *A, const GArray *B, RfMergeFn fn, void *ud);
-/* Cover want with the candidates c[from..nc), appending one Decomp per used part to out;
+/* Cover want with the held boxes c[from..nc), appending one Decomp per used part to out;
  * FALSE when some of want is held by none. */
-gboolean rf_cover(const RfBox *want, int ndim, const Cand *c, int nc, int from, uint64_t xfer,
+gboolean rf_cover(const RfBox *want, int ndim, const CoverSrc *c, int nc, int from, uint64_t xfer,
                   GArray *out);
 
 /* lists.c */
