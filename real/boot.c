@@ -1,5 +1,6 @@
-/* The bootstrap: MPI world, node-local rank, the NCCL unique id, timed collectives. This is the
- * one file that knows whether the CUDA backend was built (REFIT_HAVE_CUDA). */
+/* The bootstrap: MPI world, node-local rank, the NCCL unique id, timed collectives. Here and in
+ * backends/registry.c (which backends there are) the build says whether CUDA is in
+ * (REFIT_HAVE_CUDA). */
 #include "boot.h"
 #include "error.h"
 
@@ -11,40 +12,12 @@
 
 #ifdef REFIT_HAVE_CUDA
 #include <nccl.h>
-extern const RfDevOps rf_dev_cuda_ops;
-const RfDevOps *const rf_dev_cuda = &rf_dev_cuda_ops;
-#else
-const RfDevOps *const rf_dev_cuda = NULL;
 #endif
 
 static RfBoot boot = {
     .rank = 0, .world = 1, .local_rank = 0, .local_size = 1, .mpi = FALSE, .host = "localhost"};
 
 #define MPICHECK(cmd) RF_MPICHECK(cmd, return RF_REAL_ERR_MPI)
-
-const char *rf_real_status_string(RfRealStatus s) {
-  switch (s) {
-  case RF_REAL_OK:
-    return "ok";
-  case RF_REAL_ERR_MPI:
-    return "MPI error";
-  case RF_REAL_ERR_CUDA:
-    return "CUDA error";
-  case RF_REAL_ERR_NCCL:
-    return "NCCL error";
-  case RF_REAL_ERR_NODEV:
-    return "no GPU";
-  case RF_REAL_ERR_NOMEM:
-    return "out of memory";
-  case RF_REAL_ERR_TIMEOUT:
-    return "timed out";
-  case RF_REAL_ERR_PEER:
-    return "a peer failed";
-  case RF_REAL_ERR_INTERNAL:
-    return "internal error";
-  }
-  return "unknown error";
-}
 
 const RfBoot *rf_boot(void) {
   return &boot;
@@ -154,12 +127,6 @@ char *rf_boot_hosts(double timeout_s) {
     }
   }
   return all;
-}
-
-const RfDevOps *rf_boot_dev_ops(const char *name) {
-  if (!name || !strcmp(name, "host")) return &rf_dev_host;
-  if (!strcmp(name, "cuda")) return rf_dev_cuda;
-  return NULL;
 }
 
 /* ---------- a distributed search (refit advise) ---------- */

@@ -64,7 +64,4 @@ RfRealStatus rf_boot_min_post(double v);
 RfRealStatus rf_boot_min_poll(double *v);
 RfRealStatus rf_boot_min_end(double *v);
 
-/* The device ops of a backend name, NULL when unknown or not built. */
-const RfDevOps *rf_boot_dev_ops(const char *name);
-
 #endif

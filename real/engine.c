@@ -12,8 +12,9 @@
  * for it). On the wire a message is its transfers' pieces, each in row-major order of the
  * piece's box; senders pack into that order from their source shard or from what they received
  * earlier (the holding store), receivers unpack into their destination shard and, if they forward
- * it later, into the holding store. The pieces live in spans.c, rounds.c and lists.c
- * (engine_int.h); this file prepares a rank and runs the refits. */
+ * it later, into the holding store. The pieces live in spans.c and lists.c, the status, error
+ * and progress helpers in status.c (engine_int.h); this file schedules the plan (model/
+ * schedule.h), prepares a rank and runs the refits. */
 #include "boot.h"
 #include "engine_int.h"
 #include "pattern.h"
@@ -24,26 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void rf_real_set_err(GError **error, RfError code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *m = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error_literal(error, RF_ERROR, code, m);
-  g_free(m);
-}
-
-RfError rf_real_status_code(RfRealStatus s) {
-  switch (s) {
-  case RF_REAL_ERR_TIMEOUT:
-    return RF_ERROR_TIMEOUT;
-  case RF_REAL_ERR_NOMEM:
-    return RF_ERROR_LIMIT;
-  default:
-    return RF_ERROR_PEER;
-  }
-}
 
 void rf_real_options_init(RfRealOptions *o) {
   memset(o, 0, sizeof *o);
@@ -418,9 +399,6 @@ static void spread_clear(RfRealSpread *sp) {
   memset(sp, 0, sizeof *sp);
 }
 
-#define PROGRESS_AFTER_US 3000000
-#define PROGRESS_EVERY_US 5000000
-
 static void progress_stderr(const char *strategy, const char *what, uint64_t done, uint64_t total,
                             double elapsed_s, void *user_data) {
   (void)user_data;
@@ -429,24 +407,41 @@ static void progress_stderr(const char *strategy, const char *what, uint64_t don
   fflush(stderr);
 }
 
-void rf_real_progress(RealState *st, const RfPlan *plan, const char *what, uint64_t done,
-                      uint64_t total, gint64 t0, gint64 *shown) {
-  gint64 now = g_get_monotonic_time();
-  if (!st->progress || now - t0 < PROGRESS_AFTER_US || now - *shown < PROGRESS_EVERY_US) return;
-  st->progress(rf_strategy_name(plan->strategy), what, done, total, (now - t0) * 1e-6,
-               st->progress_data);
-  *shown = now;
-}
-
 void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data) {
   RealState *st = ex->state;
   st->progress = fn;
   st->progress_data = user_data;
 }
 
+/* The schedule (model/schedule.h) of plan for the executor's staging bound, operation bound and
+ * lanes (sizes only with plan_only): st->sched, st->stage_round0 and st->nrounds. */
+typedef struct {
+  RealState *st;
+  const RfPlan *plan;
+  gint64 t0, shown;
+} ScheduleProgress;
+
+static void on_schedule_progress(uint64_t done, uint64_t total, void *ud) {
+  ScheduleProgress *p = ud;
+  rf_real_progress(p->st, p->plan, "segments scheduled", done, total, p->t0, &p->shown);
+}
+
+static gboolean build_schedule(RealState *st, const RfPlan *plan, GError **error) {
+  ScheduleProgress pr = {st, plan, g_get_monotonic_time(), 0};
+  pr.shown = pr.t0;
+  unsigned flags = st->opt.plan_only ? RF_SCHEDULE_SIZES_ONLY : 0;
+  if (!st->opt.staged && rf_schedule_pipelines(plan)) flags |= RF_SCHEDULE_PIPELINED;
+  st->sched = rf_schedule_build(plan, st->pb->nranks, st->opt.staging_bytes, st->opt.max_ops,
+                                st->opt.slots, flags, on_schedule_progress, &pr, error);
+  if (!st->sched) return FALSE;
+  st->stage_round0 = st->sched->stage_round0;
+  st->nrounds = st->sched->nrounds;
+  return TRUE;
+}
+
 /* 1. Rounds, per-rank lists and tables; the buffer sizes of the largest rank of the world. */
 static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
-  if (!rf_real_schedule(st, plan, error)) return FALSE;
+  if (!build_schedule(st, plan, error)) return FALSE;
   const RfSchedule *sg = st->sched;
   rf_real_index_plan(st, plan);
   /* A lost rank is out of the data communicator: it must neither send nor receive. */

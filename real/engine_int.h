@@ -1,10 +1,11 @@
-/* Internal to real/engine*.c: the executor's state and the calls its four files share.
+/* Internal to real/: the executor's state and the calls its engine files share.
  *
+ *   status.c  a backend status as a string and an error code, the GError of a failure, progress
  *   spans.c   span algebra: runs of a box inside another, merging two segmentations, covering
- *             a box with held candidates, chunking copy and run lists
- *   rounds.c  the schedule (model/schedule.h) of a plan for this executor's options
+ *             a box with the boxes a rank holds, chunking copy and run lists
  *   lists.c   per-rank rounds, copy lists and the holding allocator; per-rank tables
- *   engine.c  prepare, the run loop, timing, destroy */
+ *   quant.c   the quantize pass of a quantized problem (fill and verify)
+ *   engine.c  the schedule of a plan, prepare, the run loop, timing, destroy */
 #ifndef RF_REAL_ENGINE_INT_H
 #define RF_REAL_ENGINE_INT_H
 
@@ -92,11 +93,12 @@ typedef struct {
   void *progress_data;
 } RealState;
 
-/* A box a rank holds when it sends: its source shard or a piece it received earlier. */
+/* A box a rank holds when it sends, one source rf_cover may cover a sent box from: its source
+ * shard or a piece it received earlier. */
 typedef struct {
   RfBox box;
   int64_t origin; /* -1: the source shard, else the transfer it was received by */
-} Cand;
+} CoverSrc;
 
 /* One part of a sent transfer's box, and where the sender takes it from. */
 typedef struct {
@@ -105,6 +107,8 @@ typedef struct {
   int64_t origin;
 } Decomp;
 
+/* status.c */
+/* Set *error (RF_ERROR domain, code) to the printf-formatted message; error may be NULL. */
 void rf_real_set_err(GError **error, RfError code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 /* Report progress (st->progress) of a phase that started at t0 (g_get_monotonic_time), if it has
  * run for a few seconds and the last report (*shown) is a few seconds old. */
@@ -149,15 +153,10 @@ void rf_span_cb(int64_t off, int64_t len, void *ud);
  * are contiguous. FALSE when their lengths differ. */
 typedef void (*RfMergeFn)(int64_t a, int64_t b, int64_t len, void *ud);
 gboolean rf_merge_spans(const GArray *A, const GArray *B, RfMergeFn fn, void *ud);
-/* Cover want with the candidates c[from..nc), appending one Decomp per used part to out;
+/* Cover want with the held boxes c[from..nc), appending one Decomp per used part to out;
  * FALSE when some of want is held by none. */
-gboolean rf_cover(const RfBox *want, int ndim, const Cand *c, int nc, int from, uint64_t xfer,
+gboolean rf_cover(const RfBox *want, int ndim, const CoverSrc *c, int nc, int from, uint64_t xfer,
                   GArray *out);
-
-/* rounds.c */
-/* The schedule of plan for the executor's staging bound, operation bound and lanes (sizes only
- * with plan_only): st->sched, st->stage_round0 and st->nrounds. */
-gboolean rf_real_schedule(RealState *st, const RfPlan *plan, GError **error);
 
 /* lists.c */
 /* Fill / verify runs of every shard a rank holds on one side; sp0 is the side's first space. */

@@ -220,7 +220,7 @@ void rf_real_index_plan(RealState *st, const RfPlan *plan) {
   st->rank_msgs = ms;
 }
 
-/* A piece this rank received: local transfer i, its piece and stage (the candidates of a later
+/* A piece this rank received: local transfer i, its piece and stage (cover sources of a later
  * send, kept apart from the plan's arrays so that the scans below stay in cache). */
 typedef struct {
   uint64_t i;
@@ -344,7 +344,7 @@ static gboolean rank_sources(Build *b, GError **error) {
   const RfPlan *plan = b->plan;
   g_autoptr(GHashTable) recv_by_part =
       g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
-  g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(Cand));
+  g_autoptr(GArray) srcs = g_array_new(FALSE, FALSE, sizeof(CoverSrc));
   for (uint64_t i = 0; i < b->nx; i++) {
     const uint64_t t = b->lx[i];
     if (i + 2 * AHEAD < b->nx) PREFETCH(&plan->xfers[b->lx[i + 2 * AHEAD]]);
@@ -366,12 +366,12 @@ static gboolean rank_sources(Build *b, GError **error) {
       return FALSE;
     }
     if (x->src == b->me) {
-      g_array_set_size(cands, 0);
-      Cand c;
+      g_array_set_size(srcs, 0);
+      CoverSrc c;
       if (pb->src.place[p->part].mesh &&
           rf_side_rank_shard(&pb->src, p->part, b->me, &c.box, NULL)) {
         c.origin = -1;
-        g_array_append_val(cands, c);
+        g_array_append_val(srcs, c);
       }
       GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
       for (guint k = 0; got && k < got->len; k++) {
@@ -384,13 +384,13 @@ static gboolean rank_sources(Build *b, GError **error) {
         if (!rf_box_intersect(&p->box, held, ndim, &in)) continue;
         c.box = *held;
         c.origin = (int64_t)g->i;
-        g_array_append_val(cands, c);
-        /* rf_cover never gets past a candidate holding all of the piece: it covers whatever
+        g_array_append_val(srcs, c);
+        /* rf_cover never gets past a source holding all of the piece: it covers whatever
          * the ones before it left */
         if (rf_box_contains(held, &p->box, ndim)) break;
       }
       guint d0 = b->decomp->len;
-      if (!rf_cover(&p->box, ndim, (const Cand *)cands->data, cands->len, 0, i, b->decomp)) {
+      if (!rf_cover(&p->box, ndim, (const CoverSrc *)srcs->data, srcs->len, 0, i, b->decomp)) {
         char buf[256];
         rf_real_set_err(error, RF_ERROR_VERIFY,
                         "plan: rank %d sends %s of part %u at stage %u but does not hold all of it",

@@ -64,8 +64,8 @@ gboolean rf_merge_spans(const GArray *A, const GArray *B, RfMergeFn fn, void *ud
   return i == A->len && k == B->len;
 }
 
-/* Cover want with candidates from..: FALSE when some of it is held by none. */
-gboolean rf_cover(const RfBox *want, int ndim, const Cand *c, int nc, int from, uint64_t xfer,
+/* Cover want with the held boxes from..: FALSE when some of it is held by none. */
+gboolean rf_cover(const RfBox *want, int ndim, const CoverSrc *c, int nc, int from, uint64_t xfer,
                   GArray *out) {
   for (int i = from; i < nc; i++) {
     RfBox in;

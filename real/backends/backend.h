@@ -129,9 +129,12 @@ typedef struct {
   RfRealStatus (*finish)(RfDev *dev, int nmarks, double *since_start_s, int *done_marks);
 } RfDevOps;
 
+/* The backends: host (backend_host.c) always; cuda (registry.c) NULL when the CUDA backend was
+ * not built. */
 extern const RfDevOps rf_dev_host;
-/* NULL when the CUDA backend was not built. */
 extern const RfDevOps *const rf_dev_cuda;
+/* The device ops of a backend name (NULL: host), NULL when unknown or not built. */
+const RfDevOps *rf_boot_dev_ops(const char *name);
 
 #ifdef __cplusplus
 }
