@@ -125,7 +125,7 @@ static const RfCalibrationKey KEYS[] = {
     {"bucket", "buffers", RF_CAL_INT, FIELD(buffers), 1, 64, 0, 0, FALSE},
     {"hybrid", "overlap", RF_CAL_BOOL, FIELD(hybrid_overlap), 0, 1, 0, 0, FALSE},
     {"refit", "fixed_s", RF_CAL_REAL, FIELD(fixed_s), 0, 1e3, 0.0, 20.0, TRUE},
-    /* software models (sim/sw.c, sim/sw_nemo.c) */
+    /* software models (sim/models/) */
     {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},
     {"nemo", "dispatch_s", RF_CAL_REAL, FIELD(nemo_dispatch_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"nemo", "call_s", RF_CAL_REAL, FIELD(nemo_call_s), 0, 1.0, 0.0, 0.05, FALSE},

@@ -1,7 +1,7 @@
-/* Models of the published refit software (sim/sw*.c): the same plan problem turned into the
- * flows, steps and software delays that NeMo RL's nccl_reshard refit and NCCL M2N's
- * reshard_model_bench run, mechanism by mechanism. refit's own strategies (program.c) are not
- * touched by them. */
+/* Models of the published refit software and of refit's executor (sim/models/): the same plan
+ * problem turned into the flows, steps and software delays that NeMo RL's nccl_reshard refit,
+ * NCCL M2N's reshard_model_bench and refit's executor run, mechanism by mechanism. refit's own
+ * strategies (program.c) are not touched by them; program.c picks the model. */
 #ifndef RF_SIM_SW_H
 #define RF_SIM_SW_H
 
@@ -52,22 +52,55 @@ int sw_lsa_team(const int *gpus, int n, int gpus_per_domain);
 /* Pipeline stage (training PP) that holds a part. */
 int sw_part_stage(const RfProblem *pb, uint32_t part);
 
-/* The software model's steps and flows in program p (hosts already placed, slot_host maps
- * GPU / group to host). NeMo RL: the hybrid (bulk by reshard, the rest by the gather-broadcast
- * steps of program.c) or the gather-broadcast baseline; NCCL M2N: the m2n strategy as
- * reshard_model_bench times it. FALSE + error when the model cannot run the plan. */
-typedef void (*SwGbSteps)(SimProgram *p, int lane, void *ud); /* program.c's gather-broadcast */
-gboolean sw_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal, const int *slot_host,
-                  SwGbSteps gb, void *gb_ud, GError **error);
+/* The calls of one training PP stage, summed (models/reshard_stages.c). */
+typedef struct {
+  GArray *agg;       /* the calls' flows summed per (GPUs, sub-step, phase, offset, weight) */
+  GHashTable *index; /* their key -> position + 1 in agg */
+  int nsub;          /* sub-steps used */
+  double calls, host_s, latency_s;
+  double ce_pre_s, ce_post_s; /* copy time (row-size dependent), max over GPUs, summed */
+} SwStage;
 
-/* refit's executor: the steps and flows of the schedule real/ runs (sim/sw_exec.c). FALSE +
- * error when the schedule has more groups than a program holds. */
+/* Device copy rate (topology HBM x efficiency.hbm), bytes/s. */
+double sw_copy_Bps(const RfProblem *pb, const RfCalibration *cal);
+/* Transport of a resolved software variant. */
+SwTransport sw_transport(RfSwVariant v);
+/* pp empty stages; free with sw_stages_free (NULL: no-op). */
+SwStage *sw_stages_new(int pp);
+void sw_stages_free(SwStage *stages, int pp);
+/* A model's costs around one call of part `part`, added to its stage after the call. */
+typedef void (*SwCallCosts)(SwStage *st, const RfProblem *pb, const RfCalibration *cal,
+                            uint32_t part, int ngpus);
+/* One call per part the plan moves (every_part: all of them; else the FFN bulk, NeMo RL
+ * is_nccl_reshard_param), each with call_host_s more host time, summed into the part's stage;
+ * after may be NULL. FALSE + error when the published code would refuse a call. */
+gboolean sw_stages_add_calls(SwStage *stages, const SimProtos *x, const RfCalibration *cal,
+                             SwTransport tr, gboolean every_part, double call_host_s,
+                             SwCallCosts after, GError **error);
+/* The stages' steps: stage s on lane s % lanes, one step per sub-step, its serial costs before
+ * the first and after the last; the steps' GPU link loads go into loads (GPtrArray of per-step
+ * arrays). Adds the serial time to *software_s and the calls to *calls. */
+void sw_stages_emit(SimProgram *p, const SwStage *stages, int pp, int lanes, SwTransport tr,
+                    const int *slot_host, GPtrArray *loads, double *software_s, double *calls);
+/* p->sw_load for every step: from loads where a step has them, else (gather-broadcast steps)
+ * from the plan's export and broadcast records. */
+void sw_loads_finish(SimProgram *p, const SimProtos *x, GPtrArray *loads);
+/* Group factors of a software program (per-GPU loads of its flows). */
+void sw_group_scales(SimProgram *p);
+
+/* The models' steps and flows in program p (hosts already placed, slot_host maps GPU / group to
+ * host). FALSE + error when the model cannot run the plan. */
+/* NeMo RL (models/nemo_rl.c): the hybrid (bulk by reshard, the rest by gb, program.c's
+ * gather-broadcast steps) or the gather-broadcast baseline. */
+typedef void (*SwGbSteps)(SimProgram *p, int lane, void *ud); /* program.c's gather-broadcast */
+gboolean sw_nemo_rl_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
+                          const int *slot_host, SwGbSteps gb, void *gb_ud, GError **error);
+/* NCCL M2N (models/nccl_m2n.c): the m2n strategy as reshard_model_bench times it. */
+gboolean sw_nccl_m2n_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
+                           const int *slot_host, GError **error);
+/* refit's executor (models/refit_executor.c): the steps and flows of the schedule real/ runs.
+ * FALSE + error when the schedule has more groups than a program holds. */
 gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
                        const int *slot_host, GError **error);
-
-/* Group factors of a software program (per-GPU loads of its flows). */
-void sw_group_scales(SimProgram *p, const SimProtos *x);
-
-int sim_add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s);
 
 #endif
