@@ -7,8 +7,8 @@
  *   whole-slice store-and-forward along the domain chain, NVLink fan-out, CE unpack), the
  *   limits MAX_SOURCES / MAX_TARGETS, the 2 GiB staging bucket; the first release (commit
  *   4532497, "NCCL Xfer") for the zero-copy RING with 256 KiB chunk pipelining; DIRECT. */
-#include "sw.h"
 #include "error.h"
+#include "sw.h"
 
 #include <math.h>
 #include <string.h>
@@ -130,215 +130,287 @@ static int gen_team_of(const RfProblem *pb, int rank, int per, int team) {
   return (per + idx) / team;
 }
 
+/* One call's shapes and constants, shared by its sections. */
+typedef struct {
+  const RfProblem *pb;
+  const RfCalibration *cal;
+  SwTransport tr;
+  uint32_t part;
+  const RfTensor *t;
+  const RfPlacement *S, *D;
+  int nd, es, G;
+  int nsS, nrS, nsD, nrD;
+  RfBox *bS;      /* source shard boxes */
+  gboolean *hasS; /* source shard has a box */
+  int *ntargets;  /* per source shard: the destination shards it overlaps */
+  double nic_Bps; /* one GPU's NICs at efficiency.nic */
+  double net_lat; /* NIC + switch latency, s */
+  double nvl_lat; /* NVLink latency, s */
+  int per, team;  /* training ranks per PP stage; NVLink team of the call's communicator */
+  double min_row; /* smallest contiguous row of an overlap, bytes (0: none yet) */
+} Call;
+
+static gboolean is_m2n(SwTransport tr) {
+  return tr == SW_M2N_PACK || tr == SW_M2N_RING_V01 || tr == SW_M2N_DIRECT;
+}
+
+/* The sources of destination shard b (box bD, replicas on GPUs mg): the fallback's striped
+ * transfers and DIRECT's puts; counts the targets of each source. Returns the sources. */
+static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *mg) {
+  const RfProblem *pb = k->pb;
+  int nsrc = 0;
+  for (int a = 0; a < k->nsS; a++) {
+    if (!k->hasS[a]) continue;
+    double row = 0, ov = overlap_bytes(&k->bS[a], bD, k->nd, k->es, &row);
+    if (ov <= 0) continue;
+    nsrc++;
+    k->ntargets[a]++;
+    RfBox o;
+    rf_box_intersect(&k->bS[a], bD, k->nd, &o);
+    gboolean src_contig = box_contiguous(&o, &k->bS[a], k->nd);
+    gboolean dst_contig = box_contiguous(&o, bD, k->nd);
+    if (k->min_row <= 0 || row < k->min_row) k->min_row = row;
+    switch (k->tr) {
+    case SW_PYTHON_FALLBACK:
+      /* striped: member m of the replica group receives 1/R of the box from a source
+       * replica chosen round-robin; a non-contiguous source view is packed by
+       * .contiguous(), a non-contiguous destination received into staging and copied */
+      for (int m = 0; m < k->nrD; m++) {
+        int sg = pb->gpu[rf_placement_rank(k->S, a, (b * k->nrD + m) % k->nrS)];
+        add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov / k->nrD, 1.0, 0);
+        if (!src_contig) c->pre_bytes[sg] += ov / k->nrD;
+        if (!dst_contig) c->post_bytes[mg[m]] += ov / k->nrD;
+      }
+      break;
+    case SW_M2N_DIRECT:
+      for (int m = 0; m < k->nrD; m++) {
+        int sg = pb->gpu[rf_placement_rank(k->S, a, m % k->nrS)];
+        add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov, 1.0, 0);
+      }
+      break;
+    case SW_M2N_PACK:
+    case SW_M2N_RING_V01: {
+      /* NODE_AWARE: replicas grouped by NVLink team; source replica k injects into the
+       * first team of chain segment k; the chain is done per dst shard (team_chain) */
+      break;
+    }
+    }
+  }
+  return nsrc;
+}
+
+/* M2N's limit on the source shards of one destination shard. */
+static gboolean check_sources(const Call *k, int nsrc, GError **error) {
+  int lim = k->tr == SW_M2N_DIRECT ? k->cal->m2n_direct_max_sources : k->cal->m2n_max_sources;
+  if (nsrc <= lim) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "nccl-m2n cannot run %s: %d source shards overlap one destination shard, "
+              "above MAX_%sSOURCES %d (nccl_m2n/src/reshard_limits.h; the call fails, no "
+              "fallback)",
+              k->t->name, nsrc, k->tr == SW_M2N_DIRECT ? "DIRECT_" : "", lim);
+  return FALSE;
+}
+
+/* The fallback's in-place all-gather on the replica sub-communicator: an NCCL ring, no domain
+ * awareness; each member sends (R-1)/R of the shard to the next. */
+static void fallback_allgather(const Call *k, SwCall *c, const int *mg, double shard) {
+  const int nrD = k->nrD;
+  double w = k->cal->nic_efficiency / k->cal->allgather_efficiency;
+  for (int m = 0; m < nrD; m++) {
+    int nx = mg[(m + 1) % nrD];
+    add_flow(c, mg[m], nx, 1, RF_PHASE_FANOUT, shard * (nrD - 1) / nrD,
+             mg[m] / k->G != nx / k->G ? w : 1.0, 0);
+  }
+  double l = ring_latency_s(k->pb, k->cal, mg, nrD);
+  if (l > c->latency_s) c->latency_s = l;
+}
+
+/* PACK / RING: destination shard b's replicas grouped by NVLink team, a chain of the teams'
+ * leaders per source replica segment: the sources put into the segment's first team, each
+ * leader forwards to the next (PACK: whole slice, store and forward; RING: pipelined chunks)
+ * and fans out over NVLink to its team. */
+static void team_chain(const Call *k, SwCall *c, int b, const RfBox *bD, const int *mg,
+                       double shard) {
+  const RfProblem *pb = k->pb;
+  const int nrD = k->nrD, nrS = k->nrS;
+  /* teams holding replicas of b, in replica order; the leader of a team is one of its
+   * replicas of b, rotated by shard and call so that the leaders of different shards spread
+   * over the team's GPUs (NODE_AWARE load balancing, nccl_m2n/src/reshard_loadbalance.cc;
+   * the exact rule was not read: rotation assumed) */
+  g_autofree int *tid = g_new(int, nrD), *lead = g_new(int, nrD), *cnt = g_new0(int, nrD);
+  g_autofree int *mteam = g_new(int, nrD);
+  int nteams = 0;
+  for (int m = 0; m < nrD; m++) {
+    int tm = gen_team_of(pb, rf_placement_rank(k->D, b, m), k->per, k->team), j = 0;
+    while (j < nteams && tid[j] != tm)
+      j++;
+    if (j == nteams) tid[nteams++] = tm;
+    mteam[m] = j;
+    cnt[j]++;
+  }
+  for (int j = 0; j < nteams; j++) {
+    int want = (int)((b + k->part) % (uint32_t)cnt[j]), seen = 0;
+    for (int m = 0; m < nrD; m++)
+      if (mteam[m] == j && seen++ == want) lead[j] = m;
+  }
+  const gboolean pack = k->tr == SW_M2N_PACK;
+  int segs = nrS < nteams ? nrS : nteams;
+  double chunk_s = k->cal->m2n_ring_chunk_bytes / k->nic_Bps + k->net_lat;
+  for (int j = 0; j < nteams; j++) {
+    int seg = j * segs / nteams, first = (seg * nteams + segs - 1) / segs;
+    int hop = j - first; /* hops along this segment's chain */
+    int lg = mg[lead[j]];
+    if (hop == 0) { /* sources put into the segment's first team */
+      for (int a = 0; a < k->nsS; a++) {
+        if (!k->hasS[a]) continue;
+        double ov = overlap_bytes(&k->bS[a], bD, k->nd, k->es, NULL);
+        int sg = pb->gpu[rf_placement_rank(k->S, a, seg % nrS)];
+        add_flow(c, sg, lg, 0, RF_PHASE_DIRECT, ov, 1.0, 0);
+        if (pack) c->pre_bytes[sg] += ov;
+      }
+    } else { /* forwarded from the previous team's leader */
+      int pg = mg[lead[j - 1]];
+      if (pack)
+        add_flow(c, pg, lg, hop, RF_PHASE_FORWARD, shard, 1.0, 0);
+      else
+        add_flow(c, pg, lg, 0, RF_PHASE_FORWARD, shard, 1.0, hop * chunk_s);
+    }
+    /* NVLink fan-out to the team's other replicas of b */
+    for (int m = 0; m < nrD; m++) {
+      if (m == lead[j] || mteam[m] != j) continue;
+      if (pack)
+        add_flow(c, lg, mg[m], hop + 1, RF_PHASE_FANOUT, shard, 1.0, 0);
+      else
+        add_flow(c, lg, mg[m], 0, RF_PHASE_FANOUT, shard, 1.0, hop * chunk_s + k->nvl_lat);
+    }
+  }
+  if (pack)
+    for (int m = 0; m < nrD; m++)
+      c->post_bytes[mg[m]] += shard;
+}
+
+/* M2N's limit on the destination shards (DIRECT: shard replicas) one source shard serves. */
+static gboolean check_targets(const Call *k, GError **error) {
+  const gboolean direct = k->tr == SW_M2N_DIRECT;
+  for (int a = 0; a < k->nsS; a++) {
+    int lim = direct ? k->cal->m2n_direct_max_targets : k->cal->m2n_max_targets;
+    /* DIRECT: overlapping dst shards x the target replicas one source replica serves */
+    int n = direct ? k->ntargets[a] * ((k->nrD + k->nrS - 1) / k->nrS) : k->ntargets[a];
+    if (n > lim) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "nccl-m2n cannot run %s: one source shard overlaps %d destination %s, above "
+                  "MAX_%sTARGETS %d (nccl_m2n/src/reshard_limits.h; the call fails, no fallback)",
+                  k->t->name, n, direct ? "shard replicas" : "shards", direct ? "DIRECT_" : "",
+                  lim);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* PACK's staging: the whole local shard (areaBytes = max(src local, dst local, 2048)) in one
+ * bucket of at most 2 GiB: a larger request fails (pack_staging.cc). */
+static gboolean check_staging(const Call *k, GError **error) {
+  RfBox b0;
+  double area = 0;
+  if (rf_placement_shard_box(k->S, 0, &b0, NULL)) area = (double)rf_box_volume(&b0, k->nd) * k->es;
+  if (rf_placement_shard_box(k->D, 0, &b0, NULL) &&
+      (double)rf_box_volume(&b0, k->nd) * k->es > area)
+    area = (double)rf_box_volume(&b0, k->nd) * k->es;
+  if (area <= k->cal->m2n_staging_max_bytes) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "nccl-m2n cannot run %s: its local shard of %.3g GB exceeds the %.3g GB PACK "
+              "staging bucket (nccl_m2n/src/pack_staging.cc; the call fails)",
+              k->t->name, area / 1e9, k->cal->m2n_staging_max_bytes / 1e9);
+  return FALSE;
+}
+
+/* One ncclSend / ncclRecv per (source holder, destination member) pair in the fallback's group:
+ * the busiest rank's count (xferdtensor_python.py _exchange_exact_overlaps). */
+static int busiest_p2p_ops(const SwCall *c) {
+  g_autoptr(GHashTable) ops = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int most = 0;
+  for (guint i = 0; i < c->flows->len; i++) {
+    const SwFlow *f = &g_array_index(c->flows, SwFlow, i);
+    if (f->sub != 0) continue;
+    int ends[2] = {f->src, f->dst};
+    for (int e = 0; e < 2; e++) {
+      gpointer key = GINT_TO_POINTER(ends[e] + 1);
+      int n = GPOINTER_TO_INT(g_hash_table_lookup(ops, key)) + 1;
+      g_hash_table_insert(ops, key, GINT_TO_POINTER(n));
+      if (n > most) most = n;
+    }
+  }
+  return most;
+}
+
+/* The call's serial costs on the stream and the host. */
+static void call_costs(const Call *k, SwCall *c) {
+  const RfCalibration *cal = k->cal;
+  /* per-call latencies on the stream: PACK runs two barriers per phase and, with split
+   * communicators (default for PACK), phase A then phase B: 4; RING / DIRECT 2 */
+  if (k->tr == SW_M2N_PACK)
+    c->latency_s += 4 * cal->m2n_barrier_s;
+  else if (k->tr != SW_PYTHON_FALLBACK)
+    c->latency_s += 2 * cal->m2n_barrier_s;
+  else
+    c->latency_s += cal->message_latency_s; /* the grouped send / recv */
+  if (k->tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
+    c->latency_s += cal->m2n_direct_chunk_bytes / k->nic_Bps + k->net_lat;
+  /* the fallback's group costs per operation of its busiest rank */
+  if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest_p2p_ops(c) * cal->nemo_p2p_op_s;
+  if (k->tr != SW_PYTHON_FALLBACK) c->host_s += cal->m2n_plan_s;
+}
+
 gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTransport tr, uint32_t part,
                        SwCall *c, GError **error) {
   const RfPart *pt = &pb->model->parts[part];
-  const RfTensor *t = &pb->model->tensors[pt->tensor];
   const RfPlacement *S = &pb->src.place[part], *D = &pb->dst.place[part];
   g_array_set_size(c->flows, 0);
   c->nsub = 0;
   c->host_s = c->latency_s = 0;
   c->ce_row_bytes = 0;
   if (!S->mesh || !D->mesh) return TRUE;
-  const int nd = S->ndim, es = rf_dtype_size(t->dtype), G = pb->topo->gpus_per_domain;
-  const int nsS = rf_placement_nshards(S), nrS = rf_placement_nreplicas(S);
-  const int nsD = rf_placement_nshards(D), nrD = rf_placement_nreplicas(D);
-  g_autofree RfBox *bS = g_new(RfBox, nsS);
-  g_autofree gboolean *hasS = g_new0(gboolean, nsS);
-  for (int a = 0; a < nsS; a++)
+  const RfTopology *topo = pb->topo;
+  Call k = {.pb = pb,
+            .cal = cal,
+            .tr = tr,
+            .part = part,
+            .t = &pb->model->tensors[pt->tensor],
+            .S = S,
+            .D = D};
+  k.nd = S->ndim;
+  k.es = rf_dtype_size(k.t->dtype);
+  k.G = topo->gpus_per_domain;
+  k.nsS = rf_placement_nshards(S), k.nrS = rf_placement_nreplicas(S);
+  k.nsD = rf_placement_nshards(D), k.nrD = rf_placement_nreplicas(D);
+  g_autofree RfBox *bS = k.bS = g_new(RfBox, k.nsS);
+  g_autofree gboolean *hasS = k.hasS = g_new0(gboolean, k.nsS);
+  for (int a = 0; a < k.nsS; a++)
     hasS[a] = rf_placement_shard_box(S, a, &bS[a], NULL);
-  g_autofree int *ntargets = g_new0(int, nsS);
-  const double nic_Bps =
-      pb->topo->nics_per_gpu * pb->topo->nic_Gbps / 8.0 * 1e9 * cal->nic_efficiency;
-  const double net_lat = (pb->topo->nic_latency_us + pb->topo->switch_latency_us) * 1e-6;
-  const double nvl_lat = pb->topo->nvlink_latency_us * 1e-6;
+  g_autofree int *ntargets = k.ntargets = g_new0(int, k.nsS);
+  k.nic_Bps = topo->nics_per_gpu * topo->nic_Gbps / 8.0 * 1e9 * cal->nic_efficiency;
+  k.net_lat = (topo->nic_latency_us + topo->switch_latency_us) * 1e-6;
+  k.nvl_lat = topo->nvlink_latency_us * 1e-6;
   int stage = sw_part_stage(pb, part);
-  int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1, per = pb->src.nranks / pp;
-  int team = tr == SW_PYTHON_FALLBACK ? 0 : call_team(pb, stage);
-  double min_row = 0;
-  for (int b = 0; b < nsD; b++) {
+  int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
+  k.per = pb->src.nranks / pp;
+  k.team = tr == SW_PYTHON_FALLBACK ? 0 : call_team(pb, stage);
+  for (int b = 0; b < k.nsD; b++) {
     RfBox bD;
     if (!rf_placement_shard_box(D, b, &bD, NULL)) continue;
-    double shard = (double)rf_box_volume(&bD, nd) * es;
-    g_autofree int *mg = replica_gpus(pb, D, b, nrD);
-    int nsrc = 0;
-    for (int a = 0; a < nsS; a++) {
-      if (!hasS[a]) continue;
-      double row = 0, ov = overlap_bytes(&bS[a], &bD, nd, es, &row);
-      if (ov <= 0) continue;
-      nsrc++;
-      ntargets[a]++;
-      RfBox o;
-      rf_box_intersect(&bS[a], &bD, nd, &o);
-      gboolean src_contig = box_contiguous(&o, &bS[a], nd);
-      gboolean dst_contig = box_contiguous(&o, &bD, nd);
-      if (min_row <= 0 || row < min_row) min_row = row;
-      switch (tr) {
-      case SW_PYTHON_FALLBACK:
-        /* striped: member m of the replica group receives 1/R of the box from a source
-         * replica chosen round-robin; a non-contiguous source view is packed by
-         * .contiguous(), a non-contiguous destination received into staging and copied */
-        for (int m = 0; m < nrD; m++) {
-          int sg = pb->gpu[rf_placement_rank(S, a, (b * nrD + m) % nrS)];
-          add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov / nrD, 1.0, 0);
-          if (!src_contig) c->pre_bytes[sg] += ov / nrD;
-          if (!dst_contig) c->post_bytes[mg[m]] += ov / nrD;
-        }
-        break;
-      case SW_M2N_DIRECT:
-        for (int m = 0; m < nrD; m++) {
-          int sg = pb->gpu[rf_placement_rank(S, a, m % nrS)];
-          add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov, 1.0, 0);
-        }
-        break;
-      case SW_M2N_PACK:
-      case SW_M2N_RING_V01: {
-        /* NODE_AWARE: replicas grouped by NVLink team; source replica k injects into the
-         * first team of chain segment k; the chain is done below per dst shard */
-        break;
-      }
-      }
-    }
-    if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01 || tr == SW_M2N_DIRECT) {
-      int lim = tr == SW_M2N_DIRECT ? cal->m2n_direct_max_sources : cal->m2n_max_sources;
-      if (nsrc > lim) {
-        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                    "nccl-m2n cannot run %s: %d source shards overlap one destination shard, "
-                    "above MAX_%sSOURCES %d (nccl_m2n/src/reshard_limits.h; the call fails, no "
-                    "fallback)",
-                    t->name, nsrc, tr == SW_M2N_DIRECT ? "DIRECT_" : "", lim);
-        return FALSE;
-      }
-    }
-    if (tr == SW_PYTHON_FALLBACK && nrD > 1) {
-      /* in-place all-gather on the replica sub-communicator: an NCCL ring, no domain
-       * awareness; each member sends (R-1)/R of the shard to the next */
-      double w = cal->nic_efficiency / cal->allgather_efficiency;
-      for (int m = 0; m < nrD; m++) {
-        int nx = mg[(m + 1) % nrD];
-        add_flow(c, mg[m], nx, 1, RF_PHASE_FANOUT, shard * (nrD - 1) / nrD,
-                 mg[m] / G != nx / G ? w : 1.0, 0);
-      }
-      double l = ring_latency_s(pb, cal, mg, nrD);
-      if (l > c->latency_s) c->latency_s = l;
-    }
-    if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01) {
-      /* teams holding replicas of b, in replica order; the leader of a team is one of its
-       * replicas of b, rotated by shard and call so that the leaders of different shards spread
-       * over the team's GPUs (NODE_AWARE load balancing, nccl_m2n/src/reshard_loadbalance.cc;
-       * the exact rule was not read: rotation assumed) */
-      g_autofree int *tid = g_new(int, nrD), *lead = g_new(int, nrD), *cnt = g_new0(int, nrD);
-      g_autofree int *mteam = g_new(int, nrD);
-      int nteams = 0;
-      for (int m = 0; m < nrD; m++) {
-        int tm = gen_team_of(pb, rf_placement_rank(D, b, m), per, team), k = 0;
-        while (k < nteams && tid[k] != tm)
-          k++;
-        if (k == nteams) tid[nteams++] = tm;
-        mteam[m] = k;
-        cnt[k]++;
-      }
-      for (int k = 0; k < nteams; k++) {
-        int want = (int)((b + part) % (uint32_t)cnt[k]), seen = 0;
-        for (int m = 0; m < nrD; m++)
-          if (mteam[m] == k && seen++ == want) lead[k] = m;
-      }
-      int segs = nrS < nteams ? nrS : nteams;
-      double chunk_s = cal->m2n_ring_chunk_bytes / nic_Bps + net_lat;
-      for (int k = 0; k < nteams; k++) {
-        int seg = k * segs / nteams, first = (seg * nteams + segs - 1) / segs;
-        int hop = k - first; /* hops along this segment's chain */
-        int lg = mg[lead[k]];
-        if (hop == 0) { /* sources put into the segment's first team */
-          for (int a = 0; a < nsS; a++) {
-            if (!hasS[a]) continue;
-            double ov = overlap_bytes(&bS[a], &bD, nd, es, NULL);
-            int sg = pb->gpu[rf_placement_rank(S, a, seg % nrS)];
-            add_flow(c, sg, lg, 0, RF_PHASE_DIRECT, ov, 1.0, 0);
-            if (tr == SW_M2N_PACK) c->pre_bytes[sg] += ov;
-          }
-        } else { /* forwarded from the previous team's leader */
-          int pg = mg[lead[k - 1]];
-          if (tr == SW_M2N_PACK)
-            add_flow(c, pg, lg, hop, RF_PHASE_FORWARD, shard, 1.0, 0);
-          else
-            add_flow(c, pg, lg, 0, RF_PHASE_FORWARD, shard, 1.0, hop * chunk_s);
-        }
-        /* NVLink fan-out to the team's other replicas of b */
-        for (int m = 0; m < nrD; m++) {
-          if (m == lead[k] || mteam[m] != k) continue;
-          if (tr == SW_M2N_PACK)
-            add_flow(c, lg, mg[m], hop + 1, RF_PHASE_FANOUT, shard, 1.0, 0);
-          else
-            add_flow(c, lg, mg[m], 0, RF_PHASE_FANOUT, shard, 1.0, hop * chunk_s + nvl_lat);
-        }
-      }
-      if (tr == SW_M2N_PACK)
-        for (int m = 0; m < nrD; m++)
-          c->post_bytes[mg[m]] += shard;
-    }
+    double shard = (double)rf_box_volume(&bD, k.nd) * k.es;
+    g_autofree int *mg = replica_gpus(pb, D, b, k.nrD);
+    int nsrc = shard_sources(&k, c, b, &bD, mg);
+    if (is_m2n(tr) && !check_sources(&k, nsrc, error)) return FALSE;
+    if (tr == SW_PYTHON_FALLBACK && k.nrD > 1) fallback_allgather(&k, c, mg, shard);
+    if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01) team_chain(&k, c, b, &bD, mg, shard);
   }
-  if (tr != SW_PYTHON_FALLBACK)
-    for (int a = 0; a < nsS; a++) {
-      int lim = tr == SW_M2N_DIRECT ? cal->m2n_direct_max_targets : cal->m2n_max_targets;
-      /* DIRECT: overlapping dst shards x the target replicas one source replica serves */
-      int n = tr == SW_M2N_DIRECT ? ntargets[a] * ((nrD + nrS - 1) / nrS) : ntargets[a];
-      if (n > lim) {
-        g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                    "nccl-m2n cannot run %s: one source shard overlaps %d destination %s, above "
-                    "MAX_%sTARGETS %d (nccl_m2n/src/reshard_limits.h; the call fails, no fallback)",
-                    t->name, n, tr == SW_M2N_DIRECT ? "shard replicas" : "shards",
-                    tr == SW_M2N_DIRECT ? "DIRECT_" : "", lim);
-        return FALSE;
-      }
-    }
+  if (tr != SW_PYTHON_FALLBACK && !check_targets(&k, error)) return FALSE;
   if (tr == SW_M2N_PACK) {
-    /* staging = the whole local shard (areaBytes = max(src local, dst local, 2048)) in one
-     * bucket of at most 2 GiB: a larger request fails (pack_staging.cc) */
-    RfBox b0;
-    double area = 0;
-    if (rf_placement_shard_box(S, 0, &b0, NULL)) area = (double)rf_box_volume(&b0, nd) * es;
-    if (rf_placement_shard_box(D, 0, &b0, NULL) && (double)rf_box_volume(&b0, nd) * es > area)
-      area = (double)rf_box_volume(&b0, nd) * es;
-    if (area > cal->m2n_staging_max_bytes) {
-      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "nccl-m2n cannot run %s: its local shard of %.3g GB exceeds the %.3g GB PACK "
-                  "staging bucket (nccl_m2n/src/pack_staging.cc; the call fails)",
-                  t->name, area / 1e9, cal->m2n_staging_max_bytes / 1e9);
-      return FALSE;
-    }
-    c->ce_row_bytes = min_row;
+    if (!check_staging(&k, error)) return FALSE;
+    c->ce_row_bytes = k.min_row;
   }
-  /* per-call latencies on the stream: PACK runs two barriers per phase and, with split
-   * communicators (default for PACK), phase A then phase B: 4; RING / DIRECT 2 */
-  if (tr == SW_M2N_PACK)
-    c->latency_s += 4 * cal->m2n_barrier_s;
-  else if (tr != SW_PYTHON_FALLBACK)
-    c->latency_s += 2 * cal->m2n_barrier_s;
-  else
-    c->latency_s += cal->message_latency_s; /* the grouped send / recv */
-  if (tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
-    c->latency_s += cal->m2n_direct_chunk_bytes / nic_Bps + net_lat;
-  if (tr == SW_PYTHON_FALLBACK) {
-    /* one ncclSend / ncclRecv per (source holder, destination member) pair in the group: the
-     * busiest rank's count sets the group's cost (xferdtensor_python.py
-     * _exchange_exact_overlaps) */
-    g_autoptr(GHashTable) ops = g_hash_table_new(g_direct_hash, g_direct_equal);
-    int most = 0;
-    for (guint i = 0; i < c->flows->len; i++) {
-      const SwFlow *f = &g_array_index(c->flows, SwFlow, i);
-      if (f->sub != 0) continue;
-      int ends[2] = {f->src, f->dst};
-      for (int e = 0; e < 2; e++) {
-        gpointer k = GINT_TO_POINTER(ends[e] + 1);
-        int n = GPOINTER_TO_INT(g_hash_table_lookup(ops, k)) + 1;
-        g_hash_table_insert(ops, k, GINT_TO_POINTER(n));
-        if (n > most) most = n;
-      }
-    }
-    c->latency_s += most * cal->nemo_p2p_op_s;
-  }
-  if (tr != SW_PYTHON_FALLBACK) c->host_s += cal->m2n_plan_s;
-  (void)G;
+  call_costs(&k, c);
   return TRUE;
 }
