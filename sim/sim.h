@@ -99,8 +99,8 @@ typedef struct {
   double recovery_shrink_fraction;
 } RfCalibration;
 
-/* One key of a calibration file, the one table that the reader (rf_calibration_load) and
- * `refit calibrate --param` share. */
+/* One key of a calibration file, the one table that the reader (rf_calibration_load), the
+ * topology overrides (rf_calibration_override) and `refit calibrate --param` share. */
 typedef enum {
   RF_CAL_REAL, /* a double field */
   RF_CAL_INT,  /* an int field: a whole number in the file */
@@ -122,6 +122,11 @@ const RfCalibrationKey *rf_calibration_keys(int *n);
 const RfCalibrationKey *rf_calibration_key(const char *name);
 /* The double field of a RF_CAL_REAL key in c. */
 double *rf_calibration_real(RfCalibration *c, const RfCalibrationKey *k);
+/* One "group.key" = text override (a topology's [calibration] line), checked like the file:
+ * FALSE + one-line error naming origin when name is not a key or text is not a value in its
+ * bounds (a whole number for whole-number keys); c is unchanged then. */
+gboolean rf_calibration_override(RfCalibration *c, const char *origin, const char *name,
+                                 const char *text, GError **error);
 
 /* Neutral calibration: efficiencies 1, software latencies 0, NeMo RL bucket rule. */
 void rf_calibration_defaults(RfCalibration *c);
