@@ -1,39 +1,6 @@
 #include "predict.h"
 #include "error.h"
 
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* One "group.key" = text override of the topology's [calibration] group, checked like the file. */
-static gboolean apply_override(RfCalibration *c, const RfTopology *t, const char *name,
-                               const char *text, GError **error) {
-  const RfCalibrationKey *k = rf_calibration_key(name);
-  if (!k) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "%s: [calibration] %s is not a calibration key (docs/sim.md lists them)", t->path,
-                name);
-    return FALSE;
-  }
-  char *end = NULL;
-  double v = g_ascii_strtod(text, &end);
-  if (end == text || *end || !isfinite(v) || v < k->lo || v > k->hi ||
-      (k->kind != RF_CAL_REAL && v != floor(v))) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "%s: [calibration] %s must be %s in [%g, %g], got '%s'", t->path, name,
-                k->kind == RF_CAL_REAL ? "a number" : "a whole number", k->lo, k->hi, text);
-    return FALSE;
-  }
-  char *field = (char *)c + k->offset;
-  if (k->kind == RF_CAL_REAL)
-    *(double *)field = v;
-  else if (k->kind == RF_CAL_INT)
-    *(int *)field = (int)v;
-  else
-    *(gboolean *)field = v != 0;
-  return TRUE;
-}
-
 gboolean rf_calibration_select(RfCalibration *c, const char *path, const RfTopology *t,
                                char **source, gboolean *neutral, GError **error) {
   gboolean found = TRUE;
@@ -53,7 +20,8 @@ gboolean rf_calibration_select(RfCalibration *c, const char *path, const RfTopol
     }
     int n = 0;
     for (int i = 0; t->calibration_keys && t->calibration_keys[i]; i++, n++)
-      if (!apply_override(c, t, t->calibration_keys[i], t->calibration_values[i], error))
+      if (!rf_calibration_override(c, t->path, t->calibration_keys[i], t->calibration_values[i],
+                                   error))
         return FALSE;
     *source = n ? g_strdup_printf("%s + %d override%s from topology %s", c->path, n,
                                   n == 1 ? "" : "s", t->name)

@@ -2,6 +2,7 @@
 #include "schedule.h"
 #include "sim.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -125,7 +126,7 @@ static const RfCalibrationKey KEYS[] = {
     {"bucket", "buffers", RF_CAL_INT, FIELD(buffers), 1, 64, 0, 0, FALSE},
     {"hybrid", "overlap", RF_CAL_BOOL, FIELD(hybrid_overlap), 0, 1, 0, 0, FALSE},
     {"refit", "fixed_s", RF_CAL_REAL, FIELD(fixed_s), 0, 1e3, 0.0, 20.0, TRUE},
-    /* software models (sim/sw.c, sim/sw_nemo.c) */
+    /* software models (sim/models/) */
     {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},
     {"nemo", "dispatch_s", RF_CAL_REAL, FIELD(nemo_dispatch_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"nemo", "call_s", RF_CAL_REAL, FIELD(nemo_call_s), 0, 1.0, 0.0, 0.05, FALSE},
@@ -175,6 +176,17 @@ double *rf_calibration_real(RfCalibration *c, const RfCalibrationKey *k) {
   return (double *)((char *)c + k->offset);
 }
 
+/* The one writer of a key's field: v (checked by the caller) as the key's kind. */
+static void store(RfCalibration *c, const RfCalibrationKey *k, double v) {
+  char *field = (char *)c + k->offset;
+  if (k->kind == RF_CAL_REAL)
+    *(double *)field = v;
+  else if (k->kind == RF_CAL_INT)
+    *(int *)field = (int)v;
+  else
+    *(gboolean *)field = v != 0;
+}
+
 /* One key into its field: whole numbers for RF_CAL_INT, 0 or 1 for RF_CAL_BOOL. */
 static gboolean read_key(GKeyFile *kf, const char *path, const RfCalibrationKey *k,
                          RfCalibration *c, GError **error) {
@@ -185,13 +197,29 @@ static gboolean read_key(GKeyFile *kf, const char *path, const RfCalibrationKey 
                 k->key, k->kind == RF_CAL_BOOL ? "0 or 1" : "a whole number", v);
     return FALSE;
   }
-  char *field = (char *)c + k->offset;
-  if (k->kind == RF_CAL_REAL)
-    *(double *)field = v;
-  else if (k->kind == RF_CAL_INT)
-    *(int *)field = (int)v;
-  else
-    *(gboolean *)field = v != 0;
+  store(c, k, v);
+  return TRUE;
+}
+
+gboolean rf_calibration_override(RfCalibration *c, const char *origin, const char *name,
+                                 const char *text, GError **error) {
+  const RfCalibrationKey *k = rf_calibration_key(name);
+  if (!k) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%s: [calibration] %s is not a calibration key (docs/sim.md lists them)", origin,
+                name);
+    return FALSE;
+  }
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || *end || !isfinite(v) || v < k->lo || v > k->hi ||
+      (k->kind != RF_CAL_REAL && v != floor(v))) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%s: [calibration] %s must be %s in [%g, %g], got '%s'", origin, name,
+                k->kind == RF_CAL_REAL ? "a number" : "a whole number", k->lo, k->hi, text);
+    return FALSE;
+  }
+  store(c, k, v);
   return TRUE;
 }
 

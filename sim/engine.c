@@ -178,8 +178,8 @@ static void host_actor(int argc, char **argv) {
   }
 }
 
-/* refit's executor: actor `rank` runs its program of the schedule (sim/sw_exec.c): one rank's,
- * or on a coarse platform the one program of the ranks of one simulated host. */
+/* refit's executor: actor `rank` runs its program of the schedule (sim/models/refit_executor.c):
+ * one rank's, or on a coarse platform the one program of the ranks of one simulated host. */
 static void mark_phase(int ph, double start, double end) {
   if (!S.out.used[ph] || start < S.out.start_s[ph]) S.out.start_s[ph] = start;
   S.out.used[ph] = 1;

@@ -55,7 +55,8 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
   gint64 t1 = g_get_monotonic_time();
   SimProgram *p = NULL;
   /* refit's executor: exact (one actor per rank) up to SIM_EXEC_EXACT_RANKS ranks; above, the
-   * largest group of at most SIM_EXEC_COARSE_GROUP GPUs dividing the domain (sim/sw_exec.c) */
+   * largest group of at most SIM_EXEC_COARSE_GROUP GPUs dividing the domain
+   * (sim/models/refit_executor.c) */
   if (cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR && forced <= 0) {
     forced = 1;
     if (plan->problem->nranks > SIM_EXEC_EXACT_RANKS)

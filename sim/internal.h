@@ -42,8 +42,8 @@ typedef struct {
   char name[32]; /* "group.part": the timeline shows one bar per group */
 } SimStep;
 
-/* refit's executor (sim/sw_exec.c): every rank's program of the schedule (model/schedule.h), run
- * by one actor per rank (engine.c) instead of the steps' lanes. */
+/* refit's executor (sim/models/refit_executor.c): every rank's program of the schedule
+ * (model/schedule.h), run by one actor per rank (engine.c) instead of the steps' lanes. */
 typedef struct {
   int32_t peer;  /* destination rank */
   uint8_t phase; /* RfPhase */
@@ -102,7 +102,7 @@ typedef struct {
   double bucket_bytes;
   double nbuckets;
   double gb_bytes; /* bytes the gather-broadcast group broadcasts */
-  /* software models (sim/sw*.c): per-step GPU link loads for the group factors, and what the
+  /* software models (sim/models/): per-step GPU link loads for the group factors, and what the
    * model assumed (for the report) */
   double *sw_load; /* [step][gpu][SIM_HOST_LINKS] bytes, NULL for the refit model */
   int sw_ngpus;
@@ -156,8 +156,11 @@ char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link);
 int sim_nlinks(const SimProgram *p);
 /* Per-GPU load for the group scales: bytes of GPU g on host link k in step s (s < 0: the run). */
 typedef double (*SimLoadFn)(const SimProgram *p, const void *ud, int s, int g, int k);
-/* link_scale and step_scale of a program whose hosts group p->group GPUs (see program.c). */
+/* link_scale and step_scale of a program whose hosts group p->group GPUs (see flow.c). */
 void sim_group_scales(SimProgram *p, int ngpus, SimLoadFn load, const void *ud);
+/* A new step on `lane` (name cut to 31 characters); returns its index. Aborts past
+ * SIM_MAX_STEPS. */
+int sim_add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s);
 
 /* Engine result. */
 typedef struct {

@@ -1,5 +1,8 @@
-/* From a plan to a flow program: which bytes move between which simulated hosts, in which step,
- * and how late each flow may start (pipeline fill). The modelling choices live here. */
+/* From a plan to a flow program: the plan's movement as GPU-level records (export pieces routed
+ * as NCCL rings, messages elsewhere), the hosts of a group size, and refit's own strategies as
+ * steps (m2n, gather-broadcast buckets): which bytes move between which simulated hosts, in
+ * which step, and how late each flow may start (pipeline fill). The published software and
+ * refit's executor are modelled in models/; sim_program_build picks the model. */
 #include "error.h"
 #include "internal.h"
 #include "sw.h"
@@ -430,17 +433,6 @@ static int cmp_flow(const void *a, const void *b) {
   return (x->offset_s > y->offset_s) - (x->offset_s < y->offset_s);
 }
 
-int sim_add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s) {
-  g_assert(p->nsteps < SIM_MAX_STEPS);
-  SimStep *s = &p->steps[p->nsteps];
-  memset(s, 0, sizeof *s);
-  s->lane = lane;
-  s->pre_s = pre_s;
-  s->post_s = post_s;
-  g_strlcpy(s->name, name, sizeof s->name);
-  return p->nsteps++;
-}
-
 static void emit(SimProgram *p, const Proto *pr, int step, double scale, double offset_s,
                  double pace_s) {
   p->frac[step][pr->phase] = scale;
@@ -651,37 +643,6 @@ static void add_gb_steps(SimProgram *p, const SimProtos *x, const RfCalibration 
   }
 }
 
-/* A host of several GPUs gets the summed links of its GPUs, scaled so that each link is busy
- * exactly as long as the busiest of the GPU links it stands for, over the whole run
- * (link_scale, for the report) and in each step (step_scale, applied when the step starts):
- * grouping then cannot hide a hot GPU, and the bottleneck of the exact platform is kept.
- * load(p, ud, s, g, k): bytes of GPU g on host link k in step s (s < 0: the whole run). */
-void sim_group_scales(SimProgram *p, int ngpus, SimLoadFn load, const void *ud) {
-  int nl = sim_nlinks(p), group = p->group;
-  p->link_scale = g_new(double, nl);
-  p->step_scale = g_new(double, (size_t)nl *(p->nsteps > 0 ? p->nsteps : 1));
-  for (int l = 0; l < nl; l++)
-    p->link_scale[l] = 1.0;
-  for (size_t l = 0; l < (size_t)nl * p->nsteps; l++)
-    p->step_scale[l] = 1.0;
-  if (group == 1) return;
-  for (int h = 0; h < p->nhosts; h++)
-    for (int k = 0; k < SIM_HOST_LINKS; k++)
-      for (int s = -1; s < p->nsteps; s++) {
-        double sum = 0, mx = 0;
-        for (int g = p->host_gpu[h]; g < p->host_gpu[h] + group && g < ngpus; g++) {
-          double v = load(p, ud, s, g, k);
-          sum += v;
-          if (v > mx) mx = v;
-        }
-        if (mx <= 0) continue;
-        if (s < 0)
-          p->link_scale[h * SIM_HOST_LINKS + k] = sum / (group * mx);
-        else
-          p->step_scale[(size_t)s * nl + h * SIM_HOST_LINKS + k] = sum / (group * mx);
-      }
-}
-
 /* The flow program's load: the plan's per-phase GPU link bytes, weighted by each step's share. */
 static double plan_load(const SimProgram *p, const void *ud, int s, int g, int k) {
   const SimProtos *x = ud;
@@ -728,13 +689,16 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
   const gboolean exec = cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR;
   if (cal->software != RF_SOFTWARE_REFIT || exec) { /* published software, or the executor */
     GbArgs ga = {x, cal, hp, &f};
-    if (exec ? !sw_exec_build(p, x, cal, slot_host, error)
-             : !sw_build(p, x, cal, slot_host, gb_steps_cb, &ga, error)) {
+    gboolean ok = exec ? sw_exec_build(p, x, cal, slot_host, error)
+                  : cal->software == RF_SOFTWARE_NEMO_RL
+                      ? sw_nemo_rl_build(p, x, cal, slot_host, gb_steps_cb, &ga, error)
+                      : sw_nccl_m2n_build(p, x, cal, slot_host, error);
+    if (!ok) {
       sim_program_free(p);
       return NULL;
     }
     if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
-    if (!exec) sw_group_scales(p, x); /* the executor: one host per GPU, links as they are */
+    if (!exec) sw_group_scales(p); /* the executor: one host per GPU, links as they are */
     return p;
   }
   int lane_m2n = 0, lane_gb = 0;
@@ -771,67 +735,4 @@ void sim_program_free(SimProgram *p) {
   }
   g_array_free(p->flows, TRUE);
   g_free(p);
-}
-
-/* ---- routes and links ---- */
-
-int sim_nlinks(const SimProgram *p) {
-  return p->nhosts * SIM_HOST_LINKS + (p->leaves ? 2 * p->nleaves : 0);
-}
-
-gboolean sim_route_is_net(const SimProgram *p, int src, int dst) {
-  return p->host_gpu[src] / p->gpus_per_domain != p->host_gpu[dst] / p->gpus_per_domain;
-}
-
-int sim_route(const SimProgram *p, int src, int dst, int *out) {
-  int n = 0;
-  out[n++] = src * SIM_HOST_LINKS + SIM_LINK_HBM;
-  if (sim_route_is_net(p, src, dst)) {
-    out[n++] = src * SIM_HOST_LINKS + SIM_LINK_NICUP;
-    if (p->leaves && p->host_leaf[src] != p->host_leaf[dst]) {
-      int base = p->nhosts * SIM_HOST_LINKS;
-      out[n++] = base + 2 * p->host_leaf[src];
-      out[n++] = base + 2 * p->host_leaf[dst] + 1;
-    }
-    out[n++] = dst * SIM_HOST_LINKS + SIM_LINK_NICDN;
-  } else {
-    out[n++] = src * SIM_HOST_LINKS + SIM_LINK_NVUP;
-    out[n++] = dst * SIM_HOST_LINKS + SIM_LINK_NVDN;
-  }
-  if (dst != src) out[n++] = dst * SIM_HOST_LINKS + SIM_LINK_HBM;
-  return n;
-}
-
-double sim_link_Bps(const SimProgram *p, int link) {
-  return sim_link_base_Bps(p, link) * (p->link_scale ? p->link_scale[link] : 1.0);
-}
-
-double sim_link_base_Bps(const SimProgram *p, int link) {
-  int base = p->nhosts * SIM_HOST_LINKS;
-  if (link >= base) return p->leaf_Bps;
-  double s = 1.0;
-  switch (link % SIM_HOST_LINKS) {
-  case SIM_LINK_HBM:
-    return p->hbm_Bps * s;
-  case SIM_LINK_NVUP:
-  case SIM_LINK_NVDN:
-    return p->nvl_Bps * s;
-  default:
-    return p->nic_Bps * s;
-  }
-}
-
-char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link) {
-  (void)pb;
-  int base = p->nhosts * SIM_HOST_LINKS;
-  if (link >= base) {
-    int l = (link - base) / 2;
-    return g_strdup_printf("leaf%d.%s", l, (link - base) % 2 ? "down" : "up");
-  }
-  int h = link / SIM_HOST_LINKS;
-  static const char *kind[SIM_HOST_LINKS] = {"HBM", "NVLink.tx", "NVLink.rx", "NIC.tx", "NIC.rx"};
-  if (p->group == 1)
-    return g_strdup_printf("gpu%d.%s", p->host_gpu[h], kind[link % SIM_HOST_LINKS]);
-  return g_strdup_printf("gpu%d-%d.%s", p->host_gpu[h], p->host_gpu[h] + p->group - 1,
-                         kind[link % SIM_HOST_LINKS]);
 }

@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 /* Which software the prediction models (`refit sim --software`): refit's own executor, or a
- * model of the published NeMo RL / NCCL M2N code (sim/sw*.c, docs/sim.md). */
+ * model of the published NeMo RL / NCCL M2N code (sim/models/, docs/sim.md). */
 typedef enum {
   RF_SOFTWARE_REFIT,
   RF_SOFTWARE_NEMO_RL,  /* nccl_reshard refit (hybrid) and its gather + broadcast baseline */
@@ -75,13 +75,13 @@ typedef struct {
   double exec_staging_bytes;
   int exec_max_ops, exec_slots;
   gboolean exec_staged; /* refit run --staged: no pipelining across plan stages */
-  /* NeMo RL (sim/sw_nemo.c) */
+  /* NeMo RL (sim/models/nemo_rl.c) */
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */
   double nemo_call_s;     /* per reshard call: Python of xferdtensor and its NCCL bindings */
   double nemo_p2p_op_s;   /* Python fallback: per send / recv of a grouped p2p, busiest rank */
   double vllm_finalize_s; /* per refit: process_weights_after_loading */
-  /* NCCL M2N (sim/sw.c) */
+  /* NCCL M2N (sim/models/reshard_call.c, nccl_m2n.c) */
   double m2n_plan_s;    /* per call: host planning (prepareReshardParams), launch, host sync */
   double m2n_barrier_s; /* per world barrier of the transfer kernel */
   int m2n_slots;        /* PACK staging slots per device */
@@ -99,8 +99,8 @@ typedef struct {
   double recovery_shrink_fraction;
 } RfCalibration;
 
-/* One key of a calibration file, the one table that the reader (rf_calibration_load) and
- * `refit calibrate --param` share. */
+/* One key of a calibration file, the one table that the reader (rf_calibration_load), the
+ * topology overrides (rf_calibration_override) and `refit calibrate --param` share. */
 typedef enum {
   RF_CAL_REAL, /* a double field */
   RF_CAL_INT,  /* an int field: a whole number in the file */
@@ -122,6 +122,11 @@ const RfCalibrationKey *rf_calibration_keys(int *n);
 const RfCalibrationKey *rf_calibration_key(const char *name);
 /* The double field of a RF_CAL_REAL key in c. */
 double *rf_calibration_real(RfCalibration *c, const RfCalibrationKey *k);
+/* One "group.key" = text override (a topology's [calibration] line), checked like the file:
+ * FALSE + one-line error naming origin when name is not a key or text is not a value in its
+ * bounds (a whole number for whole-number keys); c is unchanged then. */
+gboolean rf_calibration_override(RfCalibration *c, const char *origin, const char *name,
+                                 const char *text, GError **error);
 
 /* Neutral calibration: efficiencies 1, software latencies 0, NeMo RL bucket rule. */
 void rf_calibration_defaults(RfCalibration *c);

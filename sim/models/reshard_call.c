@@ -1,0 +1,416 @@
+/* One reshard call (one parameter) of the published software as GPU-level flows and serial
+ * costs, for each transport the evidence leaves open. Sources (docs/sim.md has the table):
+ * - NeMo RL nemo_rl/weight_sync/xferdtensor_python.py (NVIDIA-NeMo/RL, PR #2971): striped
+ *   plan, grouped send/recv, then an in-place all-gather on the replica sub-communicator.
+ * - NVIDIA/nccl-extensions nccl_m2n/src/reshard_user_window.cu, reshard_prepare.cc,
+ *   pack_staging.cc, reshard_limits.h, reshard_split_user_window.cu: PACK (CE pack, put,
+ *   whole-slice store-and-forward along the domain chain, NVLink fan-out, CE unpack), the
+ *   limits MAX_SOURCES / MAX_TARGETS, the 2 GiB staging bucket; the first release (commit
+ *   4532497, "NCCL Xfer") for the zero-copy RING with 256 KiB chunk pipelining; DIRECT. */
+#include "error.h"
+#include "sw.h"
+
+#include <math.h>
+#include <string.h>
+
+void sw_call_init(SwCall *c, int ngpus) {
+  memset(c, 0, sizeof *c);
+  c->flows = g_array_new(FALSE, FALSE, sizeof(SwFlow));
+  c->pre_bytes = g_new0(double, ngpus > 0 ? ngpus : 1);
+  c->post_bytes = g_new0(double, ngpus > 0 ? ngpus : 1);
+}
+
+void sw_call_clear(SwCall *c) {
+  if (c->flows) g_array_free(c->flows, TRUE);
+  g_free(c->pre_bytes);
+  g_free(c->post_bytes);
+  memset(c, 0, sizeof *c);
+}
+
+static int gcd(int a, int b) {
+  while (b) {
+    int t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+int sw_lsa_team(const int *gpus, int n, int G) {
+  int team = 0, run = 0;
+  for (int i = 0; i < n; i++) {
+    if (i > 0 && gpus[i] / G == gpus[i - 1] / G) {
+      run++;
+      continue;
+    }
+    if (run) team = gcd(team, run);
+    run = 1;
+  }
+  if (run) team = gcd(team, run);
+  return team > 0 ? team : 1;
+}
+
+int sw_part_stage(const RfProblem *pb, uint32_t part) {
+  const RfPlacement *pl = &pb->src.place[part];
+  int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
+  if (!pl->mesh || pb->src.nranks < pp) return 0;
+  int idx = rf_side_index(&pb->src, rf_placement_rank(pl, 0, 0));
+  int per = pb->src.nranks / pp;
+  int s = idx >= 0 && per > 0 ? idx / per : 0;
+  return s < pp ? s : pp - 1;
+}
+
+static void add_flow(SwCall *c, int src, int dst, int sub, RfPhase phase, double bytes,
+                     double weight, double offset_s) {
+  if (bytes <= 0 || src == dst) return;
+  SwFlow f = {src, dst, (uint16_t)sub, (uint8_t)phase, 0, bytes, weight, offset_s};
+  g_array_append_val(c->flows, f);
+  if (sub + 1 > c->nsub) c->nsub = sub + 1;
+}
+
+/* Bytes of the intersection of two boxes (0 when empty); *row gets its innermost run. */
+static double overlap_bytes(const RfBox *a, const RfBox *b, int ndim, int esize, double *row) {
+  RfBox o;
+  if (!rf_box_intersect(a, b, ndim, &o)) return 0;
+  int64_t v = rf_box_volume(&o, ndim);
+  if (row) *row = (double)(o.hi[ndim - 1] - o.lo[ndim - 1]) * esize;
+  return (double)v * esize;
+}
+
+/* Whether the sub-box o of box b is one contiguous run in b's row-major storage: every dim
+ * after the first that o cuts must be whole in b from there on. */
+static gboolean box_contiguous(const RfBox *o, const RfBox *b, int ndim) {
+  int d = 0;
+  while (d < ndim && o->hi[d] - o->lo[d] == 1)
+    d++;
+  for (int k = d + 1; k < ndim; k++)
+    if (o->lo[k] != b->lo[k] || o->hi[k] != b->hi[k]) return FALSE;
+  return TRUE;
+}
+
+/* Gen-side GPUs of dst shard s's replicas, in replica order. */
+static int *replica_gpus(const RfProblem *pb, const RfPlacement *pl, int s, int nrep) {
+  int *g = g_new(int, nrep);
+  for (int r = 0; r < nrep; r++)
+    g[r] = pb->gpu[rf_placement_rank(pl, s, r)];
+  return g;
+}
+
+/* Ring latency of an NCCL collective over the GPUs g[n] (base + per-hop latency). */
+static double ring_latency_s(const RfProblem *pb, const RfCalibration *cal, const int *g, int n) {
+  if (n <= 1) return 0;
+  const RfTopology *t = pb->topo;
+  double lat = cal->collective_base_s;
+  for (int i = 0; i < n; i++) {
+    int a = g[i], b = g[(i + 1) % n];
+    if (i == n - 1) break;
+    lat += a / t->gpus_per_domain == b / t->gpus_per_domain
+               ? t->nvlink_latency_us * 1e-6
+               : (t->nic_latency_us + t->switch_latency_us) * 1e-6;
+  }
+  return lat;
+}
+
+/* NVLink team of the communicator this part's call runs on: its PP stage's training ranks,
+ * then every generation rank (NeMo RL nccl_reshard_weight_synchronizer.py). */
+static int call_team(const RfProblem *pb, int stage) {
+  int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1, per = pb->src.nranks / pp;
+  int n = per + pb->dst.nranks;
+  g_autofree int *g = g_new(int, n > 0 ? n : 1);
+  for (int i = 0; i < per; i++)
+    g[i] = pb->gpu[pb->src.ranks[stage * per + i]];
+  for (int i = 0; i < pb->dst.nranks; i++)
+    g[per + i] = pb->gpu[pb->dst.ranks[i]];
+  return sw_lsa_team(g, n, pb->topo->gpus_per_domain);
+}
+
+/* Position of a generation GPU's rank in the communicator's generation part (for teams). */
+static int gen_team_of(const RfProblem *pb, int rank, int per, int team) {
+  int idx = rf_side_index(&pb->dst, rank);
+  return (per + idx) / team;
+}
+
+/* One call's shapes and constants, shared by its sections. */
+typedef struct {
+  const RfProblem *pb;
+  const RfCalibration *cal;
+  SwTransport tr;
+  uint32_t part;
+  const RfTensor *t;
+  const RfPlacement *S, *D;
+  int nd, es, G;
+  int nsS, nrS, nsD, nrD;
+  RfBox *bS;      /* source shard boxes */
+  gboolean *hasS; /* source shard has a box */
+  int *ntargets;  /* per source shard: the destination shards it overlaps */
+  double nic_Bps; /* one GPU's NICs at efficiency.nic */
+  double net_lat; /* NIC + switch latency, s */
+  double nvl_lat; /* NVLink latency, s */
+  int per, team;  /* training ranks per PP stage; NVLink team of the call's communicator */
+  double min_row; /* smallest contiguous row of an overlap, bytes (0: none yet) */
+} Call;
+
+static gboolean is_m2n(SwTransport tr) {
+  return tr == SW_M2N_PACK || tr == SW_M2N_RING_V01 || tr == SW_M2N_DIRECT;
+}
+
+/* The sources of destination shard b (box bD, replicas on GPUs mg): the fallback's striped
+ * transfers and DIRECT's puts; counts the targets of each source. Returns the sources. */
+static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *mg) {
+  const RfProblem *pb = k->pb;
+  int nsrc = 0;
+  for (int a = 0; a < k->nsS; a++) {
+    if (!k->hasS[a]) continue;
+    double row = 0, ov = overlap_bytes(&k->bS[a], bD, k->nd, k->es, &row);
+    if (ov <= 0) continue;
+    nsrc++;
+    k->ntargets[a]++;
+    RfBox o;
+    rf_box_intersect(&k->bS[a], bD, k->nd, &o);
+    gboolean src_contig = box_contiguous(&o, &k->bS[a], k->nd);
+    gboolean dst_contig = box_contiguous(&o, bD, k->nd);
+    if (k->min_row <= 0 || row < k->min_row) k->min_row = row;
+    switch (k->tr) {
+    case SW_PYTHON_FALLBACK:
+      /* striped: member m of the replica group receives 1/R of the box from a source
+       * replica chosen round-robin; a non-contiguous source view is packed by
+       * .contiguous(), a non-contiguous destination received into staging and copied */
+      for (int m = 0; m < k->nrD; m++) {
+        int sg = pb->gpu[rf_placement_rank(k->S, a, (b * k->nrD + m) % k->nrS)];
+        add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov / k->nrD, 1.0, 0);
+        if (!src_contig) c->pre_bytes[sg] += ov / k->nrD;
+        if (!dst_contig) c->post_bytes[mg[m]] += ov / k->nrD;
+      }
+      break;
+    case SW_M2N_DIRECT:
+      for (int m = 0; m < k->nrD; m++) {
+        int sg = pb->gpu[rf_placement_rank(k->S, a, m % k->nrS)];
+        add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov, 1.0, 0);
+      }
+      break;
+    case SW_M2N_PACK:
+    case SW_M2N_RING_V01: {
+      /* NODE_AWARE: replicas grouped by NVLink team; source replica k injects into the
+       * first team of chain segment k; the chain is done per dst shard (team_chain) */
+      break;
+    }
+    }
+  }
+  return nsrc;
+}
+
+/* M2N's limit on the source shards of one destination shard. */
+static gboolean check_sources(const Call *k, int nsrc, GError **error) {
+  int lim = k->tr == SW_M2N_DIRECT ? k->cal->m2n_direct_max_sources : k->cal->m2n_max_sources;
+  if (nsrc <= lim) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "nccl-m2n cannot run %s: %d source shards overlap one destination shard, "
+              "above MAX_%sSOURCES %d (nccl_m2n/src/reshard_limits.h; the call fails, no "
+              "fallback)",
+              k->t->name, nsrc, k->tr == SW_M2N_DIRECT ? "DIRECT_" : "", lim);
+  return FALSE;
+}
+
+/* The fallback's in-place all-gather on the replica sub-communicator: an NCCL ring, no domain
+ * awareness; each member sends (R-1)/R of the shard to the next. */
+static void fallback_allgather(const Call *k, SwCall *c, const int *mg, double shard) {
+  const int nrD = k->nrD;
+  double w = k->cal->nic_efficiency / k->cal->allgather_efficiency;
+  for (int m = 0; m < nrD; m++) {
+    int nx = mg[(m + 1) % nrD];
+    add_flow(c, mg[m], nx, 1, RF_PHASE_FANOUT, shard * (nrD - 1) / nrD,
+             mg[m] / k->G != nx / k->G ? w : 1.0, 0);
+  }
+  double l = ring_latency_s(k->pb, k->cal, mg, nrD);
+  if (l > c->latency_s) c->latency_s = l;
+}
+
+/* PACK / RING: destination shard b's replicas grouped by NVLink team, a chain of the teams'
+ * leaders per source replica segment: the sources put into the segment's first team, each
+ * leader forwards to the next (PACK: whole slice, store and forward; RING: pipelined chunks)
+ * and fans out over NVLink to its team. */
+static void team_chain(const Call *k, SwCall *c, int b, const RfBox *bD, const int *mg,
+                       double shard) {
+  const RfProblem *pb = k->pb;
+  const int nrD = k->nrD, nrS = k->nrS;
+  /* teams holding replicas of b, in replica order; the leader of a team is one of its
+   * replicas of b, rotated by shard and call so that the leaders of different shards spread
+   * over the team's GPUs (NODE_AWARE load balancing, nccl_m2n/src/reshard_loadbalance.cc;
+   * the exact rule was not read: rotation assumed) */
+  g_autofree int *tid = g_new(int, nrD), *lead = g_new(int, nrD), *cnt = g_new0(int, nrD);
+  g_autofree int *mteam = g_new(int, nrD);
+  int nteams = 0;
+  for (int m = 0; m < nrD; m++) {
+    int tm = gen_team_of(pb, rf_placement_rank(k->D, b, m), k->per, k->team), j = 0;
+    while (j < nteams && tid[j] != tm)
+      j++;
+    if (j == nteams) tid[nteams++] = tm;
+    mteam[m] = j;
+    cnt[j]++;
+  }
+  for (int j = 0; j < nteams; j++) {
+    int want = (int)((b + k->part) % (uint32_t)cnt[j]), seen = 0;
+    for (int m = 0; m < nrD; m++)
+      if (mteam[m] == j && seen++ == want) lead[j] = m;
+  }
+  const gboolean pack = k->tr == SW_M2N_PACK;
+  int segs = nrS < nteams ? nrS : nteams;
+  double chunk_s = k->cal->m2n_ring_chunk_bytes / k->nic_Bps + k->net_lat;
+  for (int j = 0; j < nteams; j++) {
+    int seg = j * segs / nteams, first = (seg * nteams + segs - 1) / segs;
+    int hop = j - first; /* hops along this segment's chain */
+    int lg = mg[lead[j]];
+    if (hop == 0) { /* sources put into the segment's first team */
+      for (int a = 0; a < k->nsS; a++) {
+        if (!k->hasS[a]) continue;
+        double ov = overlap_bytes(&k->bS[a], bD, k->nd, k->es, NULL);
+        int sg = pb->gpu[rf_placement_rank(k->S, a, seg % nrS)];
+        add_flow(c, sg, lg, 0, RF_PHASE_DIRECT, ov, 1.0, 0);
+        if (pack) c->pre_bytes[sg] += ov;
+      }
+    } else { /* forwarded from the previous team's leader */
+      int pg = mg[lead[j - 1]];
+      if (pack)
+        add_flow(c, pg, lg, hop, RF_PHASE_FORWARD, shard, 1.0, 0);
+      else
+        add_flow(c, pg, lg, 0, RF_PHASE_FORWARD, shard, 1.0, hop * chunk_s);
+    }
+    /* NVLink fan-out to the team's other replicas of b */
+    for (int m = 0; m < nrD; m++) {
+      if (m == lead[j] || mteam[m] != j) continue;
+      if (pack)
+        add_flow(c, lg, mg[m], hop + 1, RF_PHASE_FANOUT, shard, 1.0, 0);
+      else
+        add_flow(c, lg, mg[m], 0, RF_PHASE_FANOUT, shard, 1.0, hop * chunk_s + k->nvl_lat);
+    }
+  }
+  if (pack)
+    for (int m = 0; m < nrD; m++)
+      c->post_bytes[mg[m]] += shard;
+}
+
+/* M2N's limit on the destination shards (DIRECT: shard replicas) one source shard serves. */
+static gboolean check_targets(const Call *k, GError **error) {
+  const gboolean direct = k->tr == SW_M2N_DIRECT;
+  for (int a = 0; a < k->nsS; a++) {
+    int lim = direct ? k->cal->m2n_direct_max_targets : k->cal->m2n_max_targets;
+    /* DIRECT: overlapping dst shards x the target replicas one source replica serves */
+    int n = direct ? k->ntargets[a] * ((k->nrD + k->nrS - 1) / k->nrS) : k->ntargets[a];
+    if (n > lim) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "nccl-m2n cannot run %s: one source shard overlaps %d destination %s, above "
+                  "MAX_%sTARGETS %d (nccl_m2n/src/reshard_limits.h; the call fails, no fallback)",
+                  k->t->name, n, direct ? "shard replicas" : "shards", direct ? "DIRECT_" : "",
+                  lim);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* PACK's staging: the whole local shard (areaBytes = max(src local, dst local, 2048)) in one
+ * bucket of at most 2 GiB: a larger request fails (pack_staging.cc). */
+static gboolean check_staging(const Call *k, GError **error) {
+  RfBox b0;
+  double area = 0;
+  if (rf_placement_shard_box(k->S, 0, &b0, NULL)) area = (double)rf_box_volume(&b0, k->nd) * k->es;
+  if (rf_placement_shard_box(k->D, 0, &b0, NULL) &&
+      (double)rf_box_volume(&b0, k->nd) * k->es > area)
+    area = (double)rf_box_volume(&b0, k->nd) * k->es;
+  if (area <= k->cal->m2n_staging_max_bytes) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "nccl-m2n cannot run %s: its local shard of %.3g GB exceeds the %.3g GB PACK "
+              "staging bucket (nccl_m2n/src/pack_staging.cc; the call fails)",
+              k->t->name, area / 1e9, k->cal->m2n_staging_max_bytes / 1e9);
+  return FALSE;
+}
+
+/* One ncclSend / ncclRecv per (source holder, destination member) pair in the fallback's group:
+ * the busiest rank's count (xferdtensor_python.py _exchange_exact_overlaps). */
+static int busiest_p2p_ops(const SwCall *c) {
+  g_autoptr(GHashTable) ops = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int most = 0;
+  for (guint i = 0; i < c->flows->len; i++) {
+    const SwFlow *f = &g_array_index(c->flows, SwFlow, i);
+    if (f->sub != 0) continue;
+    int ends[2] = {f->src, f->dst};
+    for (int e = 0; e < 2; e++) {
+      gpointer key = GINT_TO_POINTER(ends[e] + 1);
+      int n = GPOINTER_TO_INT(g_hash_table_lookup(ops, key)) + 1;
+      g_hash_table_insert(ops, key, GINT_TO_POINTER(n));
+      if (n > most) most = n;
+    }
+  }
+  return most;
+}
+
+/* The call's serial costs on the stream and the host. */
+static void call_costs(const Call *k, SwCall *c) {
+  const RfCalibration *cal = k->cal;
+  /* per-call latencies on the stream: PACK runs two barriers per phase and, with split
+   * communicators (default for PACK), phase A then phase B: 4; RING / DIRECT 2 */
+  if (k->tr == SW_M2N_PACK)
+    c->latency_s += 4 * cal->m2n_barrier_s;
+  else if (k->tr != SW_PYTHON_FALLBACK)
+    c->latency_s += 2 * cal->m2n_barrier_s;
+  else
+    c->latency_s += cal->message_latency_s; /* the grouped send / recv */
+  if (k->tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
+    c->latency_s += cal->m2n_direct_chunk_bytes / k->nic_Bps + k->net_lat;
+  /* the fallback's group costs per operation of its busiest rank */
+  if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest_p2p_ops(c) * cal->nemo_p2p_op_s;
+  if (k->tr != SW_PYTHON_FALLBACK) c->host_s += cal->m2n_plan_s;
+}
+
+gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTransport tr, uint32_t part,
+                       SwCall *c, GError **error) {
+  const RfPart *pt = &pb->model->parts[part];
+  const RfPlacement *S = &pb->src.place[part], *D = &pb->dst.place[part];
+  g_array_set_size(c->flows, 0);
+  c->nsub = 0;
+  c->host_s = c->latency_s = 0;
+  c->ce_row_bytes = 0;
+  if (!S->mesh || !D->mesh) return TRUE;
+  const RfTopology *topo = pb->topo;
+  Call k = {.pb = pb,
+            .cal = cal,
+            .tr = tr,
+            .part = part,
+            .t = &pb->model->tensors[pt->tensor],
+            .S = S,
+            .D = D};
+  k.nd = S->ndim;
+  k.es = rf_dtype_size(k.t->dtype);
+  k.G = topo->gpus_per_domain;
+  k.nsS = rf_placement_nshards(S), k.nrS = rf_placement_nreplicas(S);
+  k.nsD = rf_placement_nshards(D), k.nrD = rf_placement_nreplicas(D);
+  g_autofree RfBox *bS = k.bS = g_new(RfBox, k.nsS);
+  g_autofree gboolean *hasS = k.hasS = g_new0(gboolean, k.nsS);
+  for (int a = 0; a < k.nsS; a++)
+    hasS[a] = rf_placement_shard_box(S, a, &bS[a], NULL);
+  g_autofree int *ntargets = k.ntargets = g_new0(int, k.nsS);
+  k.nic_Bps = topo->nics_per_gpu * topo->nic_Gbps / 8.0 * 1e9 * cal->nic_efficiency;
+  k.net_lat = (topo->nic_latency_us + topo->switch_latency_us) * 1e-6;
+  k.nvl_lat = topo->nvlink_latency_us * 1e-6;
+  int stage = sw_part_stage(pb, part);
+  int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
+  k.per = pb->src.nranks / pp;
+  k.team = tr == SW_PYTHON_FALLBACK ? 0 : call_team(pb, stage);
+  for (int b = 0; b < k.nsD; b++) {
+    RfBox bD;
+    if (!rf_placement_shard_box(D, b, &bD, NULL)) continue;
+    double shard = (double)rf_box_volume(&bD, k.nd) * k.es;
+    g_autofree int *mg = replica_gpus(pb, D, b, k.nrD);
+    int nsrc = shard_sources(&k, c, b, &bD, mg);
+    if (is_m2n(tr) && !check_sources(&k, nsrc, error)) return FALSE;
+    if (tr == SW_PYTHON_FALLBACK && k.nrD > 1) fallback_allgather(&k, c, mg, shard);
+    if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01) team_chain(&k, c, b, &bD, mg, shard);
+  }
+  if (tr != SW_PYTHON_FALLBACK && !check_targets(&k, error)) return FALSE;
+  if (tr == SW_M2N_PACK) {
+    if (!check_staging(&k, error)) return FALSE;
+    c->ce_row_bytes = k.min_row;
+  }
+  call_costs(&k, c);
+  return TRUE;
+}
