@@ -12,10 +12,12 @@ typedef struct {
   pid_t pid; /* 0: free slot */
   int fd;    /* read end of the worker's pipe */
   int item;
+  guint64 seq; /* spawn order */
 } Worker;
 
 struct RfPool {
   int jobs, running;
+  guint64 spawned;
   size_t result_bytes;
   RfPoolFn fn;
   void *ud;
@@ -96,7 +98,7 @@ gboolean rf_pool_spawn(RfPool *p, int item, GError **error) {
     worker_main(p, item, fds[1]);
   }
   close(fds[1]);
-  p->w[slot] = (Worker){pid, fds[0], item};
+  p->w[slot] = (Worker){pid, fds[0], item, p->spawned++};
   p->running++;
   return TRUE;
 }
@@ -131,8 +133,9 @@ int rf_pool_wait(RfPool *p, void *result, GError **died) {
       j = slot[0]; /* cannot happen with valid descriptors: take the first, its read says */
       break;
     }
-    for (int i = 0; i < n && j < 0; i++)
-      if (pf[i].revents) j = slot[i];
+    /* of those that have ended, the oldest first (as wait(2) reaps a process's children) */
+    for (int i = 0; i < n; i++)
+      if (pf[i].revents && (j < 0 || p->w[slot[i]].seq < p->w[j].seq)) j = slot[i];
   }
   g_free(pf);
   g_free(slot);
