@@ -62,8 +62,9 @@ gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean po
   return ok;
 }
 
-GOptionGroup *rf_args_group(RfArgs *a) {
-  GOptionEntry entries[] = {
+/* The shared entries, bound to a (terminated). */
+static void args_entries(RfArgs *a, GOptionEntry *out) {
+  const GOptionEntry entries[RF_ARGS_NENTRIES] = {
       {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model,
        "Model: a zoo name (refit model list), a config.json / tensor listing, or a checkpoint "
        "directory (config.json + safetensors headers)",
@@ -101,10 +102,27 @@ GOptionGroup *rf_args_group(RfArgs *a) {
       {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON instead of a table", NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No placement notes on stderr", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  memcpy(out, entries, sizeof entries);
+}
+
+GOptionGroup *rf_args_group(RfArgs *a) {
+  GOptionEntry entries[RF_ARGS_NENTRIES];
+  args_entries(a, entries);
   GOptionGroup *g = g_option_group_new("problem", "Model, layouts and cluster",
                                        "Show model, layout and cluster options", a, NULL);
   g_option_group_add_entries(g, entries);
   return g;
+}
+
+gboolean rf_args_entry(RfArgs *a, const char *long_name, GOptionEntry *out) {
+  GOptionEntry entries[RF_ARGS_NENTRIES];
+  args_entries(a, entries);
+  for (int i = 0; entries[i].long_name; i++)
+    if (!strcmp(entries[i].long_name, long_name) && entries[i].arg != G_OPTION_ARG_CALLBACK) {
+      *out = entries[i];
+      return TRUE;
+    }
+  return FALSE;
 }
 
 void rf_args_clear(RfArgs *a) {

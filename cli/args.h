@@ -34,8 +34,15 @@ typedef struct {
 gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean positional,
                        GError **error);
 
+#define RF_ARGS_NENTRIES 15 /* the shared entries, with the terminator */
+
 /* Option group with the entries above; args must outlive the context. */
 GOptionGroup *rf_args_group(RfArgs *args);
+/* One shared entry ("model", "train", ...), bound to args, for a command that takes a few of
+ * them among its own options: its flag and help are the shared ones. args must outlive the
+ * context. FALSE for a name no shared entry has, or for --domain-size (its callback needs the
+ * group). */
+gboolean rf_args_entry(RfArgs *args, const char *long_name, GOptionEntry *out);
 void rf_args_clear(RfArgs *args);
 
 /* Build the problem the arguments describe, with the lost GPUs of --lost / --lost-domain

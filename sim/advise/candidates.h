@@ -1,0 +1,65 @@
+/* What `refit advise` knows of the simulator: which candidates to try (model/advise.h's
+ * layouts x placements x strategies), which the model or the memory cannot take, and how one
+ * candidate is judged: its plan, that plan's bound at the link rates the calibration gives the
+ * simulator, its memory, and its simulated time. search.h orders and prunes them. */
+#ifndef RF_ADVISE_CANDIDATES_H
+#define RF_ADVISE_CANDIDATES_H
+
+#include "advise.h"
+#include "search.h"
+#include "sim.h"
+#include <glib.h>
+
+/* What every candidate of one search shares. Everything borrowed must outlive the search. */
+typedef struct {
+  const char *model;        /* borrowed: zoo name, config or checkpoint dir (rf_model_load) */
+  const char *train;        /* borrowed: Megatron training layout */
+  const char *topology;     /* borrowed: name or .topo file (rf_topology_load) */
+  const RfModel *arch;      /* borrowed: the model loaded once, for the cheap layout check */
+  const RfCalibration *cal; /* borrowed: what the simulator runs at */
+  double mem_bytes;         /* GPU memory (B; 0: unknown, no memory check) */
+  double reserve_bytes;     /* KV-cache reserve per GPU (B), kept from the weights */
+  RfBoundRates rates;       /* rf_advise_bound_rates(cal) */
+} RfAdviseSetup;
+
+/* The rates the simulator gives its links under cal (sim/program.c): NIC and NVLink at
+ * efficiency x peak, the export and broadcast phases' network bytes scaled by NIC efficiency /
+ * collective efficiency, cal's fixed time per refit. A bound at these stays below every
+ * prediction made with cal (model/advise.h). */
+void rf_advise_bound_rates(const RfCalibration *cal, RfBoundRates *out);
+
+/* The space searched: every count of gpus[] x vLLM layout of rf_advise_layouts x place[] x
+ * strategy[]. Arrays borrowed. */
+typedef struct {
+  const int *gpus; /* inference GPU counts */
+  int ngpus;
+  const int *tps; /* allowed TP values; NULL: every divisor */
+  int ntps;
+  gboolean with_ep, without_ep; /* vLLM expert parallel on, off (both: both) */
+  const RfPlacementKind *place;
+  int nplace;
+  const RfStrategy *strategy;
+  int nstrategy;
+} RfAdviseSpace;
+
+/* Append the candidates of space for model m to out (an array of RfAdviseCandidate), each with
+ * an owned layout string and its parsed layout, in the order gpus x layouts x placements x
+ * strategies; nothing judged yet. FALSE + one-line error when a layout does not parse (out
+ * then holds the candidates before it). */
+gboolean rf_advise_candidates(const RfModel *m, const RfAdviseSpace *space, GArray *out,
+                              GError **error);
+
+/* Mark dropped, with the reason in bound.error (code RF_ERROR_INPUT), the candidates whose
+ * layout the model cannot take (rf_advise_layout_check, then the preset itself) or whose
+ * weights do not fit memory - reserve; one problem per GPU count x layout x placement, not per
+ * strategy. Returns how many of the n are dropped. Cost: one problem built per distinct key. */
+int rf_advise_drop_unfit(const RfAdviseSetup *setup, RfAdviseCandidate *cands, int n);
+
+/* An RfAdviseEvalFn (search.h) with ud an RfAdviseSetup: build k's problem and plan, take its
+ * fabric bound at setup->rates and its memory (failing when weights + refit extra exceed the GPU
+ * memory) and, with simulate, run the simulator at setup->cal. Never fails: out->ok 0, code and
+ * error say why. Cost: one plan, and with simulate one simulation. */
+void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, RfAdviseOutcome *out,
+                        void *setup);
+
+#endif
