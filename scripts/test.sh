@@ -50,7 +50,7 @@ run_ctest build-asan
 echo "# valgrind on the unit tests"
 vg_pass=0
 vg_fail=0
-for t in datafile checkpoint dtensor zoo layout topology plan real sim; do
+for t in datafile dtensor zoo checkpoint layout plan topology frameworks quant schedule memory advise search sim fit real executors; do
   [ -x build/tests/test_$t ] || continue
   if REFIT_DATA_DIR=$PWD valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite build/tests/test_$t >/dev/null 2>"$log.vg"; then

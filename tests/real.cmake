@@ -32,11 +32,12 @@ if(TARGET refit_real)
 
   set_tests_properties(${_real_tests} PROPERTIES
                        ENVIRONMENT "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR}" TIMEOUT 300)
+  set_tests_properties(real PROPERTIES LABELS unit)
   if(TEST real_validate)
     # Open MPI leaks by design: under ASan, this MPI run checks everything but leaks.
     set_tests_properties(real_validate PROPERTIES ENVIRONMENT
                          "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=0")
   endif()
   # The MPI tests use every core: do not run them beside each other.
-  set_tests_properties(${_real_mpi_tests} PROPERTIES RESOURCE_LOCK mpi)
+  set_tests_properties(${_real_mpi_tests} PROPERTIES RESOURCE_LOCK mpi LABELS mpi)
 endif()

@@ -1,7 +1,11 @@
-# Tests of the SimGrid executor (sim/), included from tests/CMakeLists.txt.
+# Tests of the SimGrid executor (sim/: the executor, the calibration fit, the advise search),
+# included from tests/CMakeLists.txt.
 if(TARGET refit_sim)
-  add_executable(test_sim test_sim.c)
-  target_link_libraries(test_sim PRIVATE refit_sim)
-  add_test(NAME sim COMMAND test_sim)
-  set_tests_properties(sim PROPERTIES ENVIRONMENT "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR}" TIMEOUT 300)
+  foreach(t sim fit search)
+    add_executable(test_${t} test_${t}.c)
+    target_link_libraries(test_${t} PRIVATE refit_sim)
+    add_test(NAME ${t} COMMAND test_${t})
+    set_tests_properties(${t} PROPERTIES ENVIRONMENT "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR}"
+                                         LABELS unit TIMEOUT 300)
+  endforeach()
 endif()

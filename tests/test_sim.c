@@ -2,53 +2,14 @@
  * the plan's invariants, the coarsening used at scale, and rejection of bad input files. */
 #include <glib.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
 #include "error.h"
+#include "golden.h"
 #include "internal.h"
-#include "real.h"
 #include "recovery.h"
 #include "sim.h"
 #include "sw.h"
-
-static char *data_path(const char *name) {
-  return g_strdup_printf("%s/tests/data/sim/%s", rf_data_dir(), name);
-}
-
-static RfTopology *load_topo(const char *file, int domain) {
-  g_autofree char *p = data_path(file);
-  GError *e = NULL;
-  RfTopology *t = rf_topology_load(p, &e);
-  g_assert_no_error(e);
-  t->gpus_per_domain = domain;
-  return t;
-}
-
-static void golden_calib(RfCalibration *c) {
-  g_autofree char *p = data_path("golden.cal");
-  GError *e = NULL;
-  rf_calibration_defaults(c);
-  gboolean ok = rf_calibration_load(c, p, &e);
-  g_assert_no_error(e);
-  g_assert_true(ok);
-}
-
-/* One BF16 tensor of n elements from the ranks of src (a replicated mesh) to the ranks of dst
- * (each gets a full copy), on a topology of tests/data/sim/. */
-static RfProblem *copy_problem_on(const char *topo, int64_t n, const char *src_ranks, int nsrc,
-                                  const char *dst_ranks, int ndst, int domain) {
-  g_autofree char *json = g_strdup_printf(
-      "{\"tensors\":[{\"name\":\"w\",\"shape\":[%" G_GINT64_FORMAT "],\"dtype\":\"bf16\","
-      "\"src\":{\"mesh\":[%d],\"ranks\":[%s],\"placements\":[\"R\"]},"
-      "\"dst\":{\"mesh\":[%d],\"ranks\":[%s],\"placements\":[\"R\"]}}]}",
-      n, nsrc, src_ranks, ndst, dst_ranks);
-  GError *e = NULL;
-  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo(topo, domain), &e);
-  g_assert_no_error(e);
-  return pb;
-}
 
 /* Simulates plan with cal; asserts that prepare and run succeed. Returns the predicted time;
  * with stats, also the executor's statistics (scalars only: no busiest-link list). */
@@ -325,46 +286,6 @@ static void test_shipped_calibration(gconstpointer data) {
 
 static const char *const shipped[] = {"dgx-h100", "gb200-nvl72", "gb200-nvl72-800g"};
 
-/* ---- the commands ---- */
-
-/* `refit sim --json` prints at least predicted_s and the stages; bad input is one line, rc != 0. */
-static void test_command_json(void) {
-  if (g_test_subprocess()) {
-    char *argv[] = {"sim", "-q",      "--json", "-m",       "tiny-moe", "-t",     "TP2xPP2xEP6",
-                    "-i",  "TP2xDP6", "-T",     "dgx-h100", "-s",       "hybrid", NULL};
-    exit(rf_cmd_sim(13, argv));
-  }
-  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stdout("*\"predicted_s\"*\"stages\"*\"name\"*\"start_s\"*\"end_s\"*");
-}
-
-static void test_command_bad_input(void) {
-  if (g_test_subprocess()) {
-    char *argv[] = {"sim",     "-m", "tiny-moe",        "-t", "TP2xPP2xEP6", "-i",
-                    "TP2xDP6", "-T", "no-such-cluster", NULL};
-    exit(rf_cmd_sim(9, argv));
-  }
-  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_failed();
-  g_test_trap_assert_stderr("refit sim: *no-such-cluster*");
-}
-
-/* `refit calibrate` fits and reports the leave-one-out error beside the in-sample one. */
-static void test_calibrate_loo(void) {
-  if (g_test_subprocess()) {
-    char *csv = data_path("measured-tiny.csv");
-    char *argv[] = {"calibrate", "--measurements", csv, "--param", "refit.fixed_s", NULL};
-    int rc = rf_cmd_calibrate(5, argv);
-    g_free(csv);
-    exit(rc);
-  }
-  g_test_trap_subprocess(NULL, 120000000, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stdout("*fitted on all rows: refit.fixed_s=*leave-one-out*");
-}
-
-/* Registers fn once per entry of a table, under prefix/NAME. */
 /* ---- the published-software models (sim/sw.c, sim/sw_nemo.c) on the golden cluster ---- */
 
 /* Simulates model file `listing` (tests/data/sim/) planned with strategy on the golden cluster
@@ -469,68 +390,6 @@ static void test_exec_lanes(void) {
   rf_plan_free(plan);
   rf_problem_free(pb);
   rf_calibration_clear(&cal);
-}
-
-/* Both executors walk the one schedule: the programs the simulator's rank actors run are, rank by
- * rank and operation by operation, the ones real/ issued (its trace), on a plan with injection,
- * fan-out and many groups, for one to three lanes. */
-static void test_exec_same_program_as_real(void) {
-  RfProblem *pb = copy_problem_on("golden.topo", 300000, "0,1", 2, "2,3,4,5,6,7", 6, 2);
-  GError *e = NULL;
-  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
-  g_assert_no_error(e);
-  for (int slots = 1; slots <= 3; slots++) {
-    RfRealOptions o;
-    rf_real_options_init(&o);
-    o.local = TRUE;
-    o.warmup = 0;
-    o.iters = 1;
-    o.staging_bytes = 16384;
-    o.slots = slots;
-    o.trace = g_array_new(FALSE, FALSE, sizeof(RfRealTrace));
-    RfExecutor *ex = rf_real_executor_new(&o, &e);
-    g_assert_no_error(e);
-    g_assert_true(ex->prepare(ex, pb, &e));
-    RfResult res = {0};
-    g_assert_true(ex->run(ex, plan, &res, &e));
-    g_assert_no_error(e);
-    g_assert_cmpuint(res.wrong_elements, ==, 0);
-    rf_result_clear(&res);
-    ex->destroy(ex);
-    RfCalibration cal;
-    golden_calib(&cal);
-    cal.software = RF_SOFTWARE_REFIT;
-    cal.variant = RF_VARIANT_EXECUTOR;
-    cal.exec_staging_bytes = (double)o.staging_bytes;
-    cal.exec_max_ops = o.max_ops;
-    cal.exec_slots = slots;
-    g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
-    g_autoptr(SimProgram) p = sim_program_build(x, &cal, 1, &e);
-    g_assert_no_error(e);
-    g_assert_nonnull(p->exec);
-    g_assert_cmpint(p->nsteps, >, 10);
-    guint seen = 0;
-    for (int rank = 0; rank < pb->nranks; rank++) {
-      uint64_t k = p->exec->prog_first[rank];
-      for (guint i = 0; i < o.trace->len; i++) {
-        const RfRealTrace *t = &g_array_index(o.trace, RfRealTrace, i);
-        if (t->rank != rank) continue;
-        g_assert_cmpuint(k, <, p->exec->prog_first[rank + 1]);
-        const RfSchedOp *op = &p->exec->prog[k++];
-        g_assert_cmpint(op->round, ==, t->round);
-        g_assert_cmpint(op->kind, ==, t->kind);
-        g_assert_cmpint(op->lane, ==, t->lane);
-        seen++;
-      }
-      g_assert_cmpuint(k, ==, p->exec->prog_first[rank + 1]);
-    }
-    g_assert_cmpuint(seen, ==, o.trace->len);
-    g_array_free(o.trace, TRUE);
-    g_free(o.backend);
-    rf_calibration_clear(&cal);
-  }
-  rf_plan_free(plan);
-  rf_problem_free(pb);
 }
 
 /* The executor on a coarse platform (two GPUs per simulated host, one actor per host) on the
@@ -724,39 +583,6 @@ static void test_sw_limits_refuse(void) {
   rf_calibration_clear(&cal);
 }
 
-/* --software on a strategy the published code does not run, or an unknown variant: one line,
- * exit status 2. */
-static void test_sw_command_refuses(gconstpointer data) {
-  const char *const *extra = data;
-  if (g_test_subprocess()) {
-    char *argv[] = {"sim",
-                    "-m",
-                    "tiny-moe",
-                    "-t",
-                    "TP2xPP2xEP6",
-                    "-i",
-                    "TP2xDP6",
-                    "-T",
-                    "dgx-h100",
-                    "-s",
-                    (char *)extra[0],
-                    (char *)extra[1],
-                    (char *)extra[2],
-                    NULL};
-    exit(rf_cmd_sim(13, argv));
-  }
-  g_test_trap_subprocess(NULL, 60000000, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_failed();
-  g_test_trap_assert_stderr(extra[3]);
-}
-
-static const char *const sw_refusals[][4] = {
-    {"m2n", "--software", "nemo-rl", "refit sim: --software nemo-rl models hybrid*not m2n*"},
-    {"hybrid", "--software", "nccl-m2n", "refit sim: --software nccl-m2n models the m2n*"},
-    {"m2n", "--software-variant", "pack", "refit sim: unknown variant 'pack' of software refit*"},
-    {"m2n", "--software", "foo", "refit sim: unknown software 'foo'*"},
-};
-
 /* The NVLink team of a communicator: gcd of the per-domain run lengths. */
 static void test_sw_lsa_team(void) {
   int a[] = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15}; /* runs 4, 8 (domains of 8) */
@@ -767,6 +593,7 @@ static void test_sw_lsa_team(void) {
   g_assert_cmpint(sw_lsa_team(c, 8, 72), ==, 8);
 }
 
+/* Registers fn once per entry of a table, under prefix/NAME. */
 static void add_cases(const char *prefix, const void *table, size_t size, size_t n,
                       const char *(*name)(const void *), GTestDataFunc fn) {
   for (size_t i = 0; i < n; i++) {
@@ -864,12 +691,8 @@ int main(int argc, char **argv) {
             G_N_ELEMENTS(bad_calibrations), file_case, test_bad_calibration);
   add_cases("/sim/input/shipped_calibration", shipped, sizeof *shipped, G_N_ELEMENTS(shipped),
             string_case, test_shipped_calibration);
-  g_test_add_func("/sim/command/json", test_command_json);
-  g_test_add_func("/sim/command/bad_input", test_command_bad_input);
-  g_test_add_func("/sim/command/calibrate_loo", test_calibrate_loo);
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
   g_test_add_func("/sim/executor/lanes", test_exec_lanes);
-  g_test_add_func("/sim/executor/same-program-as-real", test_exec_same_program_as_real);
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
@@ -878,9 +701,5 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
-  for (unsigned i = 0; i < G_N_ELEMENTS(sw_refusals); i++) {
-    g_autofree char *path = g_strdup_printf("/sim/software/command_refuses/%u", i);
-    g_test_add_data_func(path, sw_refusals[i], test_sw_command_refuses);
-  }
   return g_test_run();
 }

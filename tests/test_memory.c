@@ -1,0 +1,213 @@
+/* Memory of the inference GPUs (model/memory.c): weights from arithmetic on DTensor specs, a
+ * staging count by hand, and on the tiny models' plans and schedules the relations every count
+ * keeps (peak = weights + extra, extra between the larger and the sum of holding and staging,
+ * staging within the lanes' rooms, holding within what a rank receives, nothing held where no
+ * inference rank sends). Whether `refit run --memory` lays out what the schedule count says is
+ * test_real's /real/schedule/memory. */
+#include "error.h"
+#include "memory.h"
+
+#include <glib.h>
+#include <string.h>
+
+static RfProblem *spec_problem(const char *json) {
+  GError *e = NULL;
+  RfProblem *pb = rf_problem_new_spec(json, -1, rf_topology_new_domains(1), &e);
+  g_assert_no_error(e);
+  return pb;
+}
+
+static RfProblem *preset(const char *model, const char *train, const char *infer, int domain) {
+  GError *e = NULL;
+  RfModel *m = rf_model_load(model, &e);
+  g_assert_no_error(e);
+  RfProblem *pb = rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), &e);
+  g_assert_no_error(e);
+  return pb;
+}
+
+/* Inference ranks 1-4 hold a replicated [1000] bf16 tensor (2000 B each) and a [12] fp32 tensor
+ * sharded four ways (12 B each): 2012 B on every rank, the first of them named. Before a plan
+ * the extra is 0 and the peak is the weights; a GPU memory below the peak is exceeded. */
+static void test_weights_spec(void) {
+  RfProblem *pb =
+      spec_problem("{\"tensors\":["
+                   "{\"name\":\"a\",\"shape\":[1000],\"dtype\":\"bf16\","
+                   "\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                   "\"dst\":{\"mesh\":[4],\"ranks\":[1,2,3,4],\"placements\":[\"R\"]}},"
+                   "{\"name\":\"b\",\"shape\":[12],\"dtype\":\"fp32\","
+                   "\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                   "\"dst\":{\"mesh\":[4],\"ranks\":[1,2,3,4],\"placements\":[\"S0\"]}}]}");
+  RfMemory m;
+  rf_memory_weights(pb, &m);
+  g_assert_cmpuint(m.weights_bytes, ==, 2012);
+  g_assert_cmpint(m.weights_rank, ==, 1);
+  g_assert_cmpuint(m.hold_bytes, ==, 0);
+  g_assert_cmpuint(m.staging_bytes, ==, 0);
+  g_assert_cmpuint(m.extra_bytes, ==, 0);
+  g_assert_cmpuint(m.peak_bytes, ==, 2012);
+  g_assert_cmpint(m.peak_rank, ==, 1);
+  g_assert_cmpfloat(m.gpu_memory_bytes, ==, 0);
+  g_assert_false(rf_memory_exceeds(&m)); /* no GPU memory given: never exceeded */
+  char *line = rf_memory_format(&m);
+  g_assert_nonnull(strstr(line, "GPU memory unknown"));
+  g_free(line);
+  m.gpu_memory_bytes = 2012;
+  g_assert_false(rf_memory_exceeds(&m));
+  m.gpu_memory_bytes = 2011;
+  g_assert_true(rf_memory_exceeds(&m));
+  rf_problem_free(pb);
+}
+
+/* 10,000 B from rank 0 to rank 1 in one message. The schedule with a 4096 B staging bound moves
+ * it in three rounds (4096, 4096, 1808 B): rank 1 stages 4096 B per lane, holds nothing (it
+ * forwards nothing). The plan's estimate takes the message capped at the bound: the same at
+ * 4096 B, the whole 10,000 B per lane at refit run's default bound. */
+static void test_one_message(void) {
+  RfProblem *pb = spec_problem("{\"tensors\":[{\"name\":\"w\",\"shape\":[5000],\"dtype\":\"bf16\","
+                               "\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":[\"R\"]},"
+                               "\"dst\":{\"mesh\":[1],\"ranks\":[1],\"placements\":[\"R\"]}}]}");
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpuint(plan->nmsgs, ==, 1);
+  for (int slots = 1; slots <= 3; slots++) {
+    RfSchedule *sg = rf_schedule_build(plan, pb->nranks, 4096, 0, slots, 0, NULL, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_cmpint(sg->nrounds, ==, 3);
+    RfMemory m;
+    rf_memory_of_schedule(plan, sg, &m);
+    g_assert_cmpuint(m.weights_bytes, ==, 10000);
+    g_assert_cmpint(m.weights_rank, ==, 1);
+    g_assert_cmpuint(m.hold_bytes, ==, 0);
+    g_assert_cmpuint(m.staging_bytes, ==, 4096u * (unsigned)slots);
+    g_assert_cmpuint(m.extra_bytes, ==, m.staging_bytes);
+    g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes);
+    rf_schedule_free(sg);
+    rf_memory_of_plan_staging(plan, 4096, slots, &m);
+    g_assert_cmpuint(m.staging_bytes, ==, 4096u * (unsigned)slots);
+    g_assert_cmpuint(m.hold_bytes, ==, 0);
+  }
+  RfMemory m;
+  rf_memory_of_plan(plan, &m);
+  g_assert_cmpuint(m.staging_bytes, ==, RF_SCHEDULE_DEFAULT_SLOTS * 10000u);
+  g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes);
+  /* a schedule of sizes only has no rounds per segment: weights alone */
+  RfSchedule *sz =
+      rf_schedule_build(plan, pb->nranks, 4096, 0, 2, RF_SCHEDULE_SIZES_ONLY, NULL, NULL, &e);
+  g_assert_no_error(e);
+  rf_memory_of_schedule(plan, sz, &m);
+  g_assert_cmpuint(m.extra_bytes, ==, 0);
+  g_assert_cmpuint(m.peak_bytes, ==, 10000);
+  rf_schedule_free(sz);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
+/* What any count keeps: the weights of rf_memory_weights, peak = weights + extra (at a rank
+ * holding the extra), extra between the larger and the sum of holding and staging, holding
+ * within the bytes an inference rank receives and 0 where no inference rank sends or relays. */
+static void check_counts(const RfPlan *plan, const RfMemory *m) {
+  const RfProblem *pb = plan->problem;
+  RfMemory w;
+  rf_memory_weights(pb, &w);
+  g_assert_cmpuint(m->weights_bytes, ==, w.weights_bytes);
+  g_assert_cmpuint(m->peak_bytes, ==, m->weights_bytes + m->extra_bytes);
+  g_assert_cmpuint(m->extra_bytes, >=, MAX(m->hold_bytes, m->staging_bytes));
+  g_assert_cmpuint(m->extra_bytes, <=, m->hold_bytes + m->staging_bytes);
+  g_assert_cmpint(rf_side_index(&pb->dst, m->peak_rank), >=, 0);
+  uint64_t *got = g_new0(uint64_t, pb->nranks), most = 0;
+  gboolean forwards = FALSE;
+  for (uint64_t t = 0; t < plan->nxfers; t++) {
+    const RfTransfer *x = &plan->xfers[t];
+    got[x->dst] += plan->pieces[x->piece].bytes;
+    forwards |= rf_side_index(&pb->dst, x->src) >= 0 || (x->flags & RF_XFER_RELAY);
+  }
+  for (int i = 0; i < pb->dst.nranks; i++)
+    most = MAX(most, got[pb->dst.ranks[i]]);
+  g_assert_cmpuint(m->hold_bytes, <=, most);
+  if (!forwards) g_assert_cmpuint(m->hold_bytes, ==, 0);
+  g_free(got);
+}
+
+static const char *const cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
+                                       {"tiny-moe", "TP2xEP2", "TP2xDP2"},
+                                       {"tiny-next", "TP2xPP2", "TP2xDP4"},
+                                       {"tiny-hybrid", "TP2xEP2", "TP2xDP2"}};
+
+/* The plan's estimate on every strategy of the tiny models: the counts above; staging linear in
+ * the lanes and within them of a full send and receive room (network and NVLink); holding the
+ * same whatever the bound and lanes. */
+static void test_plan_counts(void) {
+  int held = 0;
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = preset(cases[c][0], cases[c][1], cases[c][2], 2);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      RfMemory m;
+      rf_memory_of_plan(plan, &m);
+      check_counts(plan, &m);
+      const uint64_t hold = m.hold_bytes;
+      held += hold > 0;
+      const uint64_t share = rf_schedule_nvlink_share(plan);
+      for (uint64_t B = 256; B <= 65536; B *= 16) {
+        RfMemory one, two;
+        rf_memory_of_plan_staging(plan, B, 1, &one);
+        rf_memory_of_plan_staging(plan, B, 2, &two);
+        check_counts(plan, &one);
+        check_counts(plan, &two);
+        g_assert_cmpuint(two.staging_bytes, ==, 2 * one.staging_bytes);
+        g_assert_cmpuint(one.staging_bytes, <=, 2 * B * (1 + share));
+        g_assert_cmpuint(one.hold_bytes, ==, hold);
+        g_assert_cmpuint(two.hold_bytes, ==, hold);
+      }
+      rf_plan_free(plan);
+    }
+    rf_problem_free(pb);
+  }
+  g_assert_cmpint(held, >, 0); /* some plan forwards: holding was counted */
+}
+
+/* The schedule's count on every strategy of the tiny models, staged and (m2n, p2p) pipelined,
+ * one to three lanes: the counts above; staging a whole number of lanes, each within a round's
+ * send and receive room (the staging bound over the network, the NVLink share of it beside). */
+static void test_schedule_counts(void) {
+  int held = 0;
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = preset(cases[c][0], cases[c][1], cases[c][2], 2);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      const uint64_t share = rf_schedule_nvlink_share(plan);
+      for (int pipe = 0; pipe <= (int)rf_schedule_pipelines(plan); pipe++)
+        for (int slots = 1; slots <= 3; slots++)
+          for (uint64_t B = 4096; B <= 16384; B *= 4) {
+            RfSchedule *sg = rf_schedule_build(plan, pb->nranks, B, 0, slots,
+                                               pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
+            g_assert_no_error(e);
+            RfMemory m;
+            rf_memory_of_schedule(plan, sg, &m);
+            check_counts(plan, &m);
+            g_assert_cmpuint(m.staging_bytes % (uint64_t)slots, ==, 0);
+            g_assert_cmpuint(m.staging_bytes, <=, (uint64_t)slots * 2 * B * (1 + share));
+            held += m.hold_bytes > 0;
+            rf_schedule_free(sg);
+          }
+      rf_plan_free(plan);
+    }
+    rf_problem_free(pb);
+  }
+  g_assert_cmpint(held, >, 0);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/memory/weights/spec", test_weights_spec);
+  g_test_add_func("/memory/staging/one-message", test_one_message);
+  g_test_add_func("/memory/plan/counts", test_plan_counts);
+  g_test_add_func("/memory/schedule/counts", test_schedule_counts);
+  return g_test_run();
+}

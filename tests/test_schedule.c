@@ -1,0 +1,393 @@
+/* The schedule (model/schedule.c): the round assignment against the plain first-fit it stands
+ * for, every rank's program under the schedule's rules, pipelined schedules of the tiny models
+ * under their room, operation and dependency bounds, and a golden pipelined schedule by hand.
+ * Whether real/ issues exactly these programs is test_real's /real/schedule/trace. */
+#include "error.h"
+#include "layout.h"
+#include "schedule.h"
+
+#include <glib.h>
+#include <string.h>
+
+static RfProblem *preset(const char *model, const char *train, const char *infer, int domain) {
+  GError *e = NULL;
+  RfModel *m = rf_model_load(model, &e);
+  g_assert_no_error(e);
+  RfProblem *pb = rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), &e);
+  g_assert_no_error(e);
+  return pb;
+}
+
+/* The round schedule (rf_schedule_build) against the plain first-fit it stands for: per
+ * segment, scan every round of its stage from the first and take the first one with staging room
+ * and operation slots at both ends. Random messages between a few ranks (self-sends included),
+ * many segments per message, uneven tails, small operation bounds: the same round for every
+ * segment, the same round count and the same per-rank staging maxima. */
+static void ref_first_fit(const RfMessage *msgs, uint64_t nmsgs, int nstages, int n, uint64_t B,
+                          int max_ops, int *seg_round, int *nrounds, uint64_t *send_max,
+                          uint64_t *recv_max) {
+  GArray *send = g_array_new(FALSE, TRUE, sizeof(uint64_t)); /* round * n + rank */
+  GArray *recv = g_array_new(FALSE, TRUE, sizeof(uint64_t));
+  GArray *ops = g_array_new(FALSE, TRUE, sizeof(int));
+  int round0 = 0;
+  uint64_t m = 0, s = 0;
+  for (int k = 0; k < nstages; k++) {
+    int nr = 0;
+    g_array_set_size(send, 0);
+    g_array_set_size(recv, 0);
+    g_array_set_size(ops, 0);
+    for (; m < nmsgs && msgs[m].stage == k; m++) {
+      const RfMessage *x = &msgs[m];
+      int need = x->src == x->dst ? 2 : 1;
+      for (uint64_t lo = 0; lo < x->bytes; lo += B, s++) {
+        uint64_t b =
+            (MIN(B, x->bytes - lo) + RF_SCHEDULE_ALIGN - 1) / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
+        for (int r = 0;; r++) {
+          if (r == nr) {
+            nr++;
+            g_array_set_size(send, (guint)(nr * n));
+            g_array_set_size(recv, (guint)(nr * n));
+            g_array_set_size(ops, (guint)(nr * n));
+          }
+          uint64_t *sd = &g_array_index(send, uint64_t, r * n + x->src);
+          uint64_t *rv = &g_array_index(recv, uint64_t, r * n + x->dst);
+          int *os = &g_array_index(ops, int, r *n + x->src);
+          int *od = &g_array_index(ops, int, r *n + x->dst);
+          if (*sd + b > B || *rv + b > B || *os + need > max_ops || *od + need > max_ops) continue;
+          *sd += b;
+          *rv += b;
+          (*os)++;
+          (*od)++;
+          send_max[x->src] = MAX(send_max[x->src], *sd);
+          recv_max[x->dst] = MAX(recv_max[x->dst], *rv);
+          seg_round[s] = round0 + r;
+          break;
+        }
+      }
+    }
+    round0 += nr;
+  }
+  *nrounds = round0;
+  g_array_free(send, TRUE);
+  g_array_free(recv, TRUE);
+  g_array_free(ops, TRUE);
+}
+
+static void test_schedule_first_fit(void) {
+  GRand *r = g_rand_new_with_seed(20260611);
+  for (int iter = 0; iter < 300; iter++) {
+    const int n = g_rand_int_range(r, 1, 7), nstages = g_rand_int_range(r, 1, 4);
+    const uint64_t B = RF_SCHEDULE_ALIGN * (uint64_t)g_rand_int_range(r, 1, 9);
+    uint64_t nmsgs = (uint64_t)g_rand_int_range(r, 1, 40);
+    RfMessage *msgs = g_new0(RfMessage, nmsgs);
+    int stage = 0;
+    for (uint64_t m = 0; m < nmsgs; m++) {
+      if (m && g_rand_int_range(r, 0, 8) == 0 && stage + 1 < nstages) stage++;
+      msgs[m].stage = (uint16_t)stage;
+      msgs[m].src = g_rand_int_range(r, 0, n);
+      msgs[m].dst = g_rand_int_range(r, 0, 4) == 0 ? msgs[m].src : g_rand_int_range(r, 0, n);
+      /* whole segments, a tail, or a message smaller than one segment */
+      msgs[m].bytes =
+          (uint64_t)g_rand_int_range(r, 1, 12) * B / (uint64_t)g_rand_int_range(r, 1, 4) +
+          (uint64_t)g_rand_int_range(r, 0, 3) * 17;
+    }
+    RfPlan plan = {0};
+    plan.msgs = msgs;
+    plan.nmsgs = nmsgs;
+    plan.nstages = nstages;
+    const int max_ops = g_rand_int_range(r, 2, 6);
+    GError *e = NULL;
+    RfSchedule *sg = rf_schedule_build(&plan, n, B, max_ops, 1, FALSE, NULL, NULL, &e);
+    g_assert_no_error(e);
+    uint64_t total = sg->seg_first[nmsgs];
+    int *want = g_new0(int, total ? total : 1), nrounds = 0;
+    uint64_t *smax = g_new0(uint64_t, n), *rmax = g_new0(uint64_t, n);
+    ref_first_fit(msgs, nmsgs, nstages, n, B, max_ops, want, &nrounds, smax, rmax);
+    for (uint64_t s = 0; s < total; s++)
+      g_assert_cmpint(sg->seg_round[s], ==, want[s]);
+    g_assert_cmpint(sg->nrounds, ==, nrounds);
+    for (int x = 0; x < n; x++) {
+      g_assert_cmpuint(sg->send_max[x], ==, smax[x]);
+      g_assert_cmpuint(sg->recv_max[x], ==, rmax[x]);
+    }
+    /* sizes only, and more lanes: the same rounds and maxima, no per-segment rounds kept */
+    RfSchedule *sz = rf_schedule_build(&plan, n, B, max_ops, 3, TRUE, NULL, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_null(sz->seg_round);
+    g_assert_cmpint(sz->nrounds, ==, nrounds);
+    g_assert_cmpmem(sz->send_max, sizeof(uint64_t) * n, smax, sizeof(uint64_t) * n);
+    g_assert_cmpmem(sz->recv_max, sizeof(uint64_t) * n, rmax, sizeof(uint64_t) * n);
+    rf_schedule_free(sz);
+    rf_schedule_free(sg);
+    g_free(want);
+    g_free(smax);
+    g_free(rmax);
+    g_free(msgs);
+  }
+  g_rand_free(r);
+}
+
+/* A rank's program obeys the schedule's rules: each round packs, posts, waits and unpacks once in
+ * that order; at most `slots` rounds in flight, on distinct lanes; waits in posting order; a stage
+ * starts after every round of the ones before was unpacked; one lane: rounds in series. */
+static void check_program(const RfSchedule *s, const int *rounds, int n, const GArray *prog) {
+  g_assert_cmpuint(prog->len, ==, 4u * (guint)n);
+  int fly[RF_SCHEDULE_MAX_SLOTS], nfly = 0, next = 0;
+  int *state = g_new0(int, MAX(1, s->nrounds)); /* per round: operations seen */
+  for (guint i = 0; i < prog->len; i++) {
+    const RfSchedOp *o = &g_array_index(prog, RfSchedOp, i);
+    g_assert_cmpint(o->lane, ==, rf_schedule_lane(s, o->round));
+    g_assert_cmpint(state[o->round], ==, o->kind); /* pack, post, wait, unpack in order */
+    state[o->round]++;
+    switch (o->kind) {
+    case RF_SOP_PACK:
+      g_assert_cmpint(o->round, ==, rounds[next]); /* rounds start in ascending order */
+      next++;
+      g_assert_cmpint(nfly, <, s->slots);
+      for (int j = 0; j < nfly; j++)
+        g_assert_cmpint(rf_schedule_lane(s, fly[j]), !=, o->lane);
+      /* everything of the earlier stages is unpacked */
+      for (int j = 0; j < next - 1; j++)
+        if (rf_schedule_round_stage(s, rounds[j]) < rf_schedule_round_stage(s, o->round))
+          g_assert_cmpint(state[rounds[j]], ==, 4);
+      break;
+    case RF_SOP_POST:
+      fly[nfly++] = o->round;
+      break;
+    case RF_SOP_WAIT:
+      g_assert_cmpint(nfly, >, 0);
+      g_assert_cmpint(fly[0], ==, o->round); /* oldest first */
+      memmove(fly, fly + 1, sizeof(int) * (size_t)--nfly);
+      break;
+    case RF_SOP_UNPACK:
+      if (s->slots == 1) /* in series: the round just waited */
+        g_assert_cmpint(g_array_index(prog, RfSchedOp, i - 1).kind, ==, RF_SOP_WAIT);
+      break;
+    }
+  }
+  for (int j = 0; j < n; j++)
+    g_assert_cmpint(state[rounds[j]], ==, 4);
+  g_free(state);
+}
+
+static void test_schedule_program(void) {
+  GRand *r = g_rand_new_with_seed(20261201);
+  for (int iter = 0; iter < 200; iter++) {
+    const int n = g_rand_int_range(r, 1, 6), nstages = g_rand_int_range(r, 1, 4);
+    const uint64_t B = RF_SCHEDULE_ALIGN * (uint64_t)g_rand_int_range(r, 1, 5);
+    uint64_t nmsgs = (uint64_t)g_rand_int_range(r, 1, 60);
+    RfMessage *msgs = g_new0(RfMessage, nmsgs);
+    int stage = 0;
+    for (uint64_t m = 0; m < nmsgs; m++) {
+      if (m && g_rand_int_range(r, 0, 10) == 0 && stage + 1 < nstages) stage++;
+      msgs[m].stage = (uint16_t)stage;
+      msgs[m].src = g_rand_int_range(r, 0, n);
+      msgs[m].dst = g_rand_int_range(r, 0, n);
+      msgs[m].bytes = (uint64_t)g_rand_int_range(r, 1, 8) * B / 2 + 1;
+    }
+    RfPlan plan = {0};
+    plan.msgs = msgs;
+    plan.nmsgs = nmsgs;
+    plan.nstages = nstages;
+    GError *e = NULL;
+    const int slots = g_rand_int_range(r, 1, 5);
+    RfSchedule *sg =
+        rf_schedule_build(&plan, n, B, g_rand_int_range(r, 2, 6), slots, FALSE, NULL, NULL, &e);
+    g_assert_no_error(e);
+    for (int rank = 0; rank < n; rank++) {
+      GArray *rounds = g_array_new(FALSE, FALSE, sizeof(int));
+      GArray *prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
+      rf_schedule_rank_rounds(sg, &plan, rank, rounds, NULL);
+      rf_schedule_rank_program(sg, (const int *)(void *)rounds->data, NULL, (int)rounds->len, prog);
+      check_program(sg, (const int *)(void *)rounds->data, (int)rounds->len, prog);
+      g_array_free(rounds, TRUE);
+      g_array_free(prog, TRUE);
+    }
+    rf_schedule_free(sg);
+    g_free(msgs);
+  }
+  /* bad bounds */
+  RfPlan empty = {0};
+  GError *e = NULL;
+  g_assert_null(rf_schedule_build(&empty, 2, 64, 32, 0, FALSE, NULL, NULL, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_clear_error(&e);
+  g_assert_null(rf_schedule_build(&empty, 2, 63, 32, 2, FALSE, NULL, NULL, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_clear_error(&e);
+  g_rand_free(r);
+}
+
+/* Pipelined schedules (m2n, p2p) of the tiny models, with small staging bounds: every segment
+ * has a round; per round, rank and link class the staging room and the operation bound hold; and
+ * a segment that sends a piece on comes after every segment that brought bytes of that piece to
+ * its sender at an earlier stage, its seg_dep being the latest of their rounds (where the piece
+ * sent is the very box that came, byte by byte: after the segment that brought each of its
+ * bytes). */
+static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_ops) {
+  GError *e = NULL;
+  RfSchedule *sg =
+      rf_schedule_build(plan, nranks, B, max_ops, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+  g_assert_no_error(e);
+  const uint64_t room[2] = {sg->room_bytes, sg->room_bytes * rf_schedule_nvlink_share(plan)};
+  g_assert_cmpuint(sg->seg_bytes, <=, MAX(RF_SCHEDULE_ALIGN, sg->room_bytes / RF_SCHEDULE_CUTS));
+  const size_t cells = (size_t)sg->nrounds * nranks * 2;
+  uint64_t *snd = g_new0(uint64_t, cells ? cells : 1), *rcv = g_new0(uint64_t, cells ? cells : 1);
+  int *ops = g_new0(int, (size_t)sg->nrounds *nranks + 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    const int c = !(msg->flags & RF_XFER_NET);
+    for (uint64_t g = sg->seg_first[m]; g < sg->seg_first[m + 1]; g++) {
+      const int r = sg->seg_round[g];
+      g_assert_cmpint(r, >=, 0);
+      g_assert_cmpint(r, <, sg->nrounds);
+      g_assert_cmpint(sg->seg_dep[g], <, r);
+      const uint64_t lo = (g - sg->seg_first[m]) * sg->seg_bytes;
+      const uint64_t b = (MIN(sg->seg_bytes, msg->bytes - lo) + RF_SCHEDULE_ALIGN - 1) /
+                         RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
+      snd[((size_t)r * nranks + msg->src) * 2 + c] += b;
+      rcv[((size_t)r * nranks + msg->dst) * 2 + c] += b;
+      ops[(size_t)r * nranks + msg->src]++;
+      ops[(size_t)r * nranks + msg->dst]++;
+    }
+  }
+  for (size_t i = 0; i < cells; i++) {
+    g_assert_cmpuint(snd[i], <=, room[i % 2]);
+    g_assert_cmpuint(rcv[i], <=, room[i % 2]);
+  }
+  for (size_t i = 0; i < (size_t)sg->nrounds * nranks; i++)
+    g_assert_cmpint(ops[i], <=, max_ops ? max_ops : rf_schedule_max_ops(plan, TRUE));
+  /* dependencies, by brute force: every piece the sender got at an earlier stage that real/'s
+   * box cover may read (same part, meeting the box, in plan order up to the first holding all
+   * of it; without a problem: the same piece) arrived in an earlier round */
+  const RfModel *model = plan->problem ? plan->problem->model : NULL;
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    uint64_t w = 0;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
+      if (!pc->bytes) continue;
+      const int ndim = model ? model->parts[pc->part].ndim : 0;
+      int want = -1;
+      gboolean whole = FALSE, first = TRUE, same = FALSE;
+      for (uint64_t t2 = 0; t2 < plan->nxfers && !whole; t2++) {
+        const RfTransfer *x2 = &plan->xfers[t2];
+        const RfPiece *p2 = &plan->pieces[x2->piece];
+        if (x2->dst != msg->src || x2->stage >= msg->stage || !p2->bytes) continue;
+        RfBox in;
+        if (model ? p2->part != pc->part || !rf_box_intersect(&pc->box, &p2->box, ndim, &in)
+                  : x2->piece != plan->xfers[t].piece)
+          continue;
+        whole = !model || rf_box_contains(&p2->box, &pc->box, ndim);
+        /* the first piece met is the very box sent on: byte k goes on after byte k came */
+        same = first && whole && (!model || rf_box_contains(&pc->box, &p2->box, ndim));
+        first = FALSE;
+        for (uint64_t m2 = 0; m2 < plan->nmsgs; m2++) { /* its message and segments */
+          const RfMessage *in2 = &plan->msgs[m2];
+          if (t2 < in2->first || t2 >= (uint64_t)in2->first + in2->count) continue;
+          uint64_t w2 = 0;
+          for (uint64_t u = in2->first; u < t2; u++)
+            w2 += plan->pieces[plan->xfers[u].piece].bytes;
+          if (same) {
+            for (uint64_t k = 0; k < pc->bytes; k++) { /* every byte, brute force */
+              const uint64_t ga = sg->seg_first[m2] + (w2 + k) / sg->seg_bytes;
+              const uint64_t g = sg->seg_first[m] + (w + k) / sg->seg_bytes;
+              g_assert_cmpint(sg->seg_round[g], >, sg->seg_round[ga]);
+              g_assert_cmpint(sg->seg_dep[g], >=, sg->seg_round[ga]);
+            }
+            continue;
+          }
+          for (uint64_t g = sg->seg_first[m2] + w2 / sg->seg_bytes;
+               g <= sg->seg_first[m2] + (w2 + p2->bytes - 1) / sg->seg_bytes; g++)
+            want = MAX(want, sg->seg_round[g]);
+        }
+      }
+      if (same) {
+        w += pc->bytes;
+        continue;
+      }
+      for (uint64_t g = sg->seg_first[m] + w / sg->seg_bytes;
+           g <= sg->seg_first[m] + (w + pc->bytes - 1) / sg->seg_bytes; g++) {
+        g_assert_cmpint(sg->seg_round[g], >, want);
+        g_assert_cmpint(sg->seg_dep[g], >=, want);
+      }
+      w += pc->bytes;
+    }
+  }
+  g_free(snd);
+  g_free(rcv);
+  g_free(ops);
+  rf_schedule_free(sg);
+}
+
+static void test_schedule_pipelined(void) {
+  const char *cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
+                            {"tiny-moe", "TP2xEP2", "TP2xDP2"},
+                            {"tiny-next", "TP2xPP2", "TP2xDP4"}};
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = preset(cases[c][0], cases[c][1], cases[c][2], 2);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      if (rf_schedule_pipelines(plan))
+        for (uint64_t B = 1024; B <= 16384; B *= 4)
+          check_pipelined(plan, pb->nranks, B, 3 + (int)(B % 7));
+      rf_plan_free(plan);
+    }
+    rf_problem_free(pb);
+  }
+}
+
+/* A golden pipelined schedule, by hand: ranks 0 and 3 inject pieces P1 and P0 (one staging bound
+ * each, four segments of a quarter) into rank 1 over the network, which fans both out to rank 2
+ * over NVLink in one message (P0 first). Rank 1's network room takes one piece per round: P1 (the
+ * lower message) in round 0, P0 in round 1. The fan-out's P1 segments go in round 1, ahead of its
+ * P0 segments (round 2): out of order, not behind a piece still on its way. Three rounds, not
+ * four. */
+static void test_schedule_out_of_order(void) {
+  const uint64_t B = 4096;
+  RfPiece pieces[2] = {{.part = 0, .bytes = B}, {.part = 0, .bytes = B}};
+  RfTransfer xfers[4] = {{1, 0, 1, 0, RF_PHASE_DIRECT, RF_XFER_NET},
+                         {0, 3, 1, 0, RF_PHASE_DIRECT, RF_XFER_NET},
+                         {0, 1, 2, 1, RF_PHASE_FANOUT, 0},
+                         {1, 1, 2, 1, RF_PHASE_FANOUT, 0}};
+  RfMessage msgs[3] = {{0, RF_PHASE_DIRECT, RF_XFER_NET, 0, 1, B, 0, 1},
+                       {0, RF_PHASE_DIRECT, RF_XFER_NET, 3, 1, B, 1, 1},
+                       {1, RF_PHASE_FANOUT, 0, 1, 2, 2 * B, 2, 2}};
+  RfPlan plan = {0};
+  plan.strategy = RF_STRATEGY_M2N;
+  plan.pieces = pieces;
+  plan.npieces = 2;
+  plan.xfers = xfers;
+  plan.nxfers = 4;
+  plan.msgs = msgs;
+  plan.nmsgs = 3;
+  plan.nstages = 2;
+  GError *e = NULL;
+  RfSchedule *sg = rf_schedule_build(&plan, 4, B, 32, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpint(sg->nrounds, ==, 3);
+  g_assert_cmpuint(sg->seg_bytes, ==, B / RF_SCHEDULE_CUTS);
+  g_assert_cmpuint(sg->nsegs, ==, 4 * RF_SCHEDULE_CUTS);
+  for (int k = 0; k < RF_SCHEDULE_CUTS; k++) {
+    g_assert_cmpint(sg->seg_round[k], ==, 0);                    /* P1 into rank 1 */
+    g_assert_cmpint(sg->seg_round[RF_SCHEDULE_CUTS + k], ==, 1); /* P0 into rank 1 */
+    const uint64_t f = 2 * RF_SCHEDULE_CUTS;                     /* the fan-out's first segment */
+    g_assert_cmpint(sg->seg_round[f + k], ==, 2);                /* fan-out of P0 */
+    g_assert_cmpint(sg->seg_dep[f + k], ==, 1);
+    g_assert_cmpint(sg->seg_round[f + RF_SCHEDULE_CUTS + k], ==, 1); /* of P1, ahead of it */
+    g_assert_cmpint(sg->seg_dep[f + RF_SCHEDULE_CUTS + k], ==, 0);
+  }
+  rf_schedule_free(sg);
+  check_pipelined(&plan, 4, B, 32);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/schedule/first-fit", test_schedule_first_fit);
+  g_test_add_func("/schedule/program", test_schedule_program);
+  g_test_add_func("/schedule/pipelined", test_schedule_pipelined);
+  g_test_add_func("/schedule/out-of-order", test_schedule_out_of_order);
+  return g_test_run();
+}
