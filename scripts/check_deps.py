@@ -38,23 +38,29 @@ def objects(build):
                     yield os.path.join(root, f)
 
 
-def symbols(obj):
-    out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
-    defs, uses = set(), set()
+def symbols(objs):
+    """obj -> (defined, undefined) symbol sets, from one nm run over every object."""
+    out = subprocess.run(["nm", "-A"] + objs, capture_output=True, text=True, check=True).stdout
+    table = {o: (set(), set()) for o in objs}
     for line in out.splitlines():
-        parts = line.split()
+        obj, _, rest = line.partition(":")
+        parts = rest.split()
+        if obj not in table:
+            continue
         if len(parts) == 3 and parts[1] in DEFINED:
-            defs.add(parts[2])
+            table[obj][0].add(parts[2])
         elif len(parts) == 2 and parts[0] == "U":
-            uses.add(parts[1])
-    return defs, uses
+            table[obj][1].add(parts[1])
+    return table
 
 
 def graph(build):
     owner, uses = {}, {}
-    for obj in objects(build):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # objects left in the build tree by a file since moved or deleted are not the program
+    objs = [o for o in objects(build) if os.path.exists(os.path.join(root, source_of(build, o)))]
+    for obj, (d, u) in symbols(objs).items():
         src = source_of(build, obj)
-        d, u = symbols(obj)
         uses[src] = u
         for s in d:
             owner[s] = src
