@@ -8,7 +8,7 @@
 
 /* One flow: bytes from one simulated host to another, started offset_s after its step starts.
  * Its phase is the plan's phase (RfPhase) of the mechanism it models: EXPORT (PP broadcast +
- * TP/EP all-gather as NCCL rings), BROADCAST (chain broadcast of packed buckets), DIRECT (m2n /
+ * TP/EP all-gather as NCCL rings), BROADCAST (chain broadcast of packed buckets), INJECT (m2n /
  * p2p copies from a source holder), FORWARD (m2n domain-to-domain forwarding), FANOUT (m2n
  * NVLink fan-out). */
 typedef struct {

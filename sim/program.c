@@ -292,7 +292,7 @@ static void scan_messages(const RfPlan *plan, SimProtos *x, int *first_bcast, in
         }
       }
       break;
-    case RF_PHASE_DIRECT:
+    case RF_PHASE_INJECT:
     case RF_PHASE_FORWARD:
     case RF_PHASE_FANOUT:
       if (*first_m2n < 0 || msg->stage < *first_m2n) *first_m2n = msg->stage;
@@ -416,7 +416,7 @@ double sim_plan_m2n_tensors(const RfPlan *plan) {
   double n = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     uint8_t ph = plan->xfers[i].phase;
-    if (ph != RF_PHASE_DIRECT && ph != RF_PHASE_FORWARD && ph != RF_PHASE_FANOUT) continue;
+    if (ph != RF_PHASE_INJECT && ph != RF_PHASE_FORWARD && ph != RF_PHASE_FANOUT) continue;
     uint32_t t = m->parts[plan->pieces[plan->xfers[i].piece].part].tensor;
     if (!seen[t]) {
       seen[t] = TRUE;

@@ -261,7 +261,7 @@ static void test_bound_arithmetic(void) {
   g_assert_cmpfloat_with_epsilon(rf_plan_fabric_bound(plan, &r, FALSE, &what), 0.27, 1e-12);
   g_assert_cmpstr(what, ==, "NIC");
   r.nic = 1;
-  r.phase_net[RF_PHASE_DIRECT] = 2; /* factors are capped at 1 */
+  r.phase_net[RF_PHASE_INJECT] = 2; /* factors are capped at 1 */
   g_assert_cmpfloat_with_epsilon(rf_plan_fabric_bound(plan, &r, FALSE, &what), 0.26, 1e-12);
   free_plan(plan);
 

@@ -348,12 +348,12 @@ static void test_schedule_pipelined(void) {
 static void test_schedule_out_of_order(void) {
   const uint64_t B = 4096;
   RfPiece pieces[2] = {{.part = 0, .bytes = B}, {.part = 0, .bytes = B}};
-  RfTransfer xfers[4] = {{1, 0, 1, 0, RF_PHASE_DIRECT, RF_XFER_NET},
-                         {0, 3, 1, 0, RF_PHASE_DIRECT, RF_XFER_NET},
+  RfTransfer xfers[4] = {{1, 0, 1, 0, RF_PHASE_INJECT, RF_XFER_NET},
+                         {0, 3, 1, 0, RF_PHASE_INJECT, RF_XFER_NET},
                          {0, 1, 2, 1, RF_PHASE_FANOUT, 0},
                          {1, 1, 2, 1, RF_PHASE_FANOUT, 0}};
-  RfMessage msgs[3] = {{0, RF_PHASE_DIRECT, RF_XFER_NET, 0, 1, B, 0, 1},
-                       {0, RF_PHASE_DIRECT, RF_XFER_NET, 3, 1, B, 1, 1},
+  RfMessage msgs[3] = {{0, RF_PHASE_INJECT, RF_XFER_NET, 0, 1, B, 0, 1},
+                       {0, RF_PHASE_INJECT, RF_XFER_NET, 3, 1, B, 1, 1},
                        {1, RF_PHASE_FANOUT, 0, 1, 2, 2 * B, 2, 2}};
   RfPlan plan = {0};
   plan.strategy = RF_STRATEGY_M2N;

@@ -162,7 +162,7 @@ double rf_plan_fabric_bound(const RfPlan *plan, const RfBoundRates *rates,
     for (int p = 0; p < RF_PHASE_COUNT; p++)
       ph[p] = (double)st->phase_max_nic_bytes[p] * MIN(1.0, rates->phase_net[p]);
     double gb = MAX(ph[RF_PHASE_EXPORT], ph[RF_PHASE_BROADCAST]);
-    double m2n = MAX(ph[RF_PHASE_DIRECT], MAX(ph[RF_PHASE_FORWARD], ph[RF_PHASE_FANOUT]));
+    double m2n = MAX(ph[RF_PHASE_INJECT], MAX(ph[RF_PHASE_FORWARD], ph[RF_PHASE_FANOUT]));
     double seq = (gb + m2n) / nic_Bps;
     if (seq > best) best = seq, *what = "NIC, m2n then gather-broadcast";
   }

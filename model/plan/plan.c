@@ -254,7 +254,7 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
     for (int j = 0; j < n; j++) {
       int src = near_source(b, dv, dst[j], j);
       if (src < 0) src = dv->hold[(j + dv->rot) % dv->nhold];
-      send1(b, dv, src, dst[j], dv->stage, RF_PHASE_DIRECT);
+      send1(b, dv, src, dst[j], dv->stage, RF_PHASE_INJECT);
     }
     return;
   }
@@ -273,13 +273,13 @@ static void deliver(Builder *b, const Delivery *dv, int *dst, int n, gboolean hi
     j = domain_end(b, dst, n, i);
     if (domain_holder(b, dom(b, dst[i])) >= 0) {
       for (int t = i; t < j; t++)
-        send1(b, dv, near_source(b, dv, dst[t], t - i), dst[t], dv->stage, RF_PHASE_DIRECT);
+        send1(b, dv, near_source(b, dv, dst[t], t - i), dst[t], dv->stage, RF_PHASE_INJECT);
     } else {
       int cnt = j - i;
       int lead = dst[i + (dv->rot + k) % cnt];
       int c = k / K;
       int src = c == 0 ? dv->hold[(k + dv->rot) % dv->nhold] : leader[k - K];
-      send1(b, dv, src, lead, dv->stage + c, c == 0 ? RF_PHASE_DIRECT : RF_PHASE_FORWARD);
+      send1(b, dv, src, lead, dv->stage + c, c == 0 ? RF_PHASE_INJECT : RF_PHASE_FORWARD);
       for (int t = i; t < j; t++)
         if (dst[t] != lead) send1(b, dv, lead, dst[t], dv->stage + c + 1, RF_PHASE_FANOUT);
       leader[k++] = lead;
@@ -380,14 +380,14 @@ static void m2n_groups(Builder *b, uint32_t piece, uint64_t by, const int *hold,
     /* the source: a holder, or for k >= K the receiver of group k - K (forwarding), unless a
      * holder's links are less loaded than the forwarder's */
     int src = pick_holder(b, hold, nhold, rot + k, by), st = 0;
-    RfPhase ph = RF_PHASE_DIRECT;
+    RfPhase ph = RF_PHASE_INJECT;
     if (k >= K && rank_cost(b, &b->ld, b->fwd[k - K], by, 0, 0, 0) <=
                       rank_cost(b, &b->ld, src, by, 0, 0, 0)) {
       src = b->fwd[k - K];
       st = b->astage[k - K] + 1;
       ph = RF_PHASE_FORWARD;
     }
-    int hsrc = ph == RF_PHASE_DIRECT ? src : -1;
+    int hsrc = ph == RF_PHASE_INJECT ? src : -1;
     uint64_t fwd_tx = k + K < nr ? by : 0; /* the receiver forwards it once more */
     /* domain copy: the least loaded receiver */
     int lead = dst[i + (rot + k) % cnt]; /* the round-robin receiver, unless (pick_holder) */
@@ -427,7 +427,7 @@ static void m2n_groups(Builder *b, uint32_t piece, uint64_t by, const int *hold,
       double bc = -1;
       for (int t = i; t < j; t++) {
         send_m2n(b, piece, by, pick_holder(b, hold, nhold, rot + t, by), dst[t], 0,
-                 RF_PHASE_DIRECT);
+                 RF_PHASE_INJECT);
         double c = rank_cost(b, &b->ld, dst[t], fwd_tx, 0, 0, 0);
         if (bc < 0 || c < bc) bc = c, best = dst[t];
       }
@@ -457,7 +457,7 @@ static void deliver_m2n(Builder *b, uint32_t pi, const RfBox *box, int *hold, in
   uint32_t piece = UINT32_MAX; /* the whole box, added once a transfer needs it */
   uint64_t by = (uint64_t)rf_box_volume(box, part->ndim) *
                 (uint64_t)rf_dtype_size(b->pb->model->tensors[part->tensor].dtype);
-  Delivery dv = {0, pi, box, hold, nhold, 0, RF_PHASE_DIRECT, rot};
+  Delivery dv = {0, pi, box, hold, nhold, 0, RF_PHASE_INJECT, rot};
   domain_holders_mark(b, &dv);
   if (shadow) p2p_shadow(b, &dv, dst, n, by);
   gboolean sorted = TRUE;
@@ -472,7 +472,7 @@ static void deliver_m2n(Builder *b, uint32_t pi, const RfBox *box, int *hold, in
       if (piece == UINT32_MAX) piece = add_piece(b, pi, box);
       for (int t = i; t < j; t++) {
         int src = near_source(b, &dv, dst[t], t - i);
-        emit(b, piece, src, dst[t], 0, RF_PHASE_DIRECT, FALSE);
+        emit(b, piece, src, dst[t], 0, RF_PHASE_INJECT, FALSE);
         loads_add(b, &b->ld, src, dst[t], by);
       }
     } else {
@@ -526,7 +526,7 @@ static void plan_direct(Builder *b, uint32_t pi, const Shards *S, const Shards *
       if (m2n) {
         deliver_m2n(b, pi, &box, hold, nhold, dst, ndst, sk + dk, b->strategy == RF_STRATEGY_M2N);
       } else {
-        Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, nhold, 0, RF_PHASE_DIRECT, sk + dk};
+        Delivery dv = {add_piece(b, pi, &box), pi, NULL, hold, nhold, 0, RF_PHASE_INJECT, sk + dk};
         deliver(b, &dv, dst, ndst, FALSE);
       }
     }

@@ -25,7 +25,7 @@ typedef enum {
 typedef enum {
   RF_PHASE_EXPORT,    /* training-side PP broadcast + TP/EP all-gather (gather-broadcast) */
   RF_PHASE_BROADCAST, /* root-0 chain broadcast of packed buckets, pipelined (gather-broadcast) */
-  RF_PHASE_DIRECT,    /* "inject": copies from a source holder (p2p copies; m2n injection) */
+  RF_PHASE_INJECT,    /* "inject": copies from a source holder (p2p copies; m2n injection) */
   RF_PHASE_FORWARD,   /* domain-to-domain chain forwarding over the network (m2n) */
   RF_PHASE_FANOUT,    /* NVLink fan-out inside a destination domain (m2n) */
   RF_PHASE_COUNT

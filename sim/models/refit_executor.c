@@ -263,7 +263,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   for (int r = 0; r < s->nrounds; r++) {
     const int k = rf_schedule_round_stage(s, r);
     const RfPhase ph0 =
-        first[r] < first[r + 1] ? (RfPhase)plan->msgs[segs[first[r]].msg].phase : RF_PHASE_DIRECT;
+        first[r] < first[r + 1] ? (RfPhase)plan->msgs[segs[first[r]].msg].phase : RF_PHASE_INJECT;
     char name[32];
     g_snprintf(name, sizeof name, "%s.stage%d", rf_phase_name(ph0), k);
     const int step = sim_add_step(p, rf_schedule_lane(s, r), name, 0, 0);

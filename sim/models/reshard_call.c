@@ -177,7 +177,7 @@ static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *
        * .contiguous(), a non-contiguous destination received into staging and copied */
       for (int m = 0; m < k->nrD; m++) {
         int sg = pb->gpu[rf_placement_rank(k->S, a, (b * k->nrD + m) % k->nrS)];
-        add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov / k->nrD, 1.0, 0);
+        add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov / k->nrD, 1.0, 0);
         if (!src_contig) c->pre_bytes[sg] += ov / k->nrD;
         if (!dst_contig) c->post_bytes[mg[m]] += ov / k->nrD;
       }
@@ -185,7 +185,7 @@ static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *
     case SW_M2N_DIRECT:
       for (int m = 0; m < k->nrD; m++) {
         int sg = pb->gpu[rf_placement_rank(k->S, a, m % k->nrS)];
-        add_flow(c, sg, mg[m], 0, RF_PHASE_DIRECT, ov, 1.0, 0);
+        add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov, 1.0, 0);
       }
       break;
     case SW_M2N_PACK:
@@ -265,7 +265,7 @@ static void team_chain(const Call *k, SwCall *c, int b, const RfBox *bD, const i
         if (!k->hasS[a]) continue;
         double ov = overlap_bytes(&k->bS[a], bD, k->nd, k->es, NULL);
         int sg = pb->gpu[rf_placement_rank(k->S, a, seg % nrS)];
-        add_flow(c, sg, lg, 0, RF_PHASE_DIRECT, ov, 1.0, 0);
+        add_flow(c, sg, lg, 0, RF_PHASE_INJECT, ov, 1.0, 0);
         if (pack) c->pre_bytes[sg] += ov;
       }
     } else { /* forwarded from the previous team's leader */

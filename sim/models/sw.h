@@ -11,7 +11,7 @@
 typedef struct {
   int32_t src, dst; /* GPUs */
   uint16_t sub;     /* sub-step inside the call: 0 put / p2p, 1.. forward hops or all-gather */
-  uint8_t phase;    /* RfPhase: DIRECT, FORWARD or FANOUT */
+  uint8_t phase;    /* RfPhase: INJECT, FORWARD or FANOUT */
   uint8_t pad_;
   double bytes;    /* payload */
   double weight;   /* simulated bytes per payload byte (NCCL collective efficiency) */
