@@ -7,7 +7,8 @@
 
 #include "internal.h"
 
-/* One reshard call (one parameter) as a set of GPU-level flows, grouped by sub-step. */
+/* One reshard call (one parameter) as a set of GPU-level flows, grouped by sub-step
+ * (models/reshard_call.c). */
 typedef struct {
   int32_t src, dst; /* GPUs */
   uint16_t sub;     /* sub-step inside the call: 0 put / p2p, 1.. forward hops or all-gather */
