@@ -12,15 +12,15 @@ void rf_advise_candidates_clear(RfAdviseCandidate *cands, int n) {
   }
 }
 
-/* One search on this rank: the live candidates (dropped ones compacted away), this rank's place
- * in the job, and the best prediction it knows. */
+/* One search on this rank: the candidates, the live ones among them (not dropped: the bounds
+ * are sharded over these), this rank's place in the job, and the step the workers run. */
 typedef struct {
   const RfAdviseSearch *s;
   RfAdviseCandidate *cands; /* the caller's, all n; a worker's item is an index in it */
   const int *live;          /* the candidates not dropped, ascending */
   int nlive;
   int R, W;
-  gboolean simulate; /* the step the workers run */
+  gboolean simulate; /* FALSE: bounds (step 2), TRUE: simulations (step 3) */
 } Search;
 
 static void pool_item(int item, void *result, void *ud) {
