@@ -191,45 +191,34 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
 
 static void json_cand(JsonBuilder *b, const RfAdviseCandidate *k, int rank) {
   json_builder_begin_object(b);
-#define S(n, v)                                                                                    \
-  json_builder_set_member_name(b, n);                                                              \
-  json_builder_add_string_value(b, v)
-#define D(n, v)                                                                                    \
-  json_builder_set_member_name(b, n);                                                              \
-  json_builder_add_double_value(b, v)
-#define I(n, v)                                                                                    \
-  json_builder_set_member_name(b, n);                                                              \
-  json_builder_add_int_value(b, v)
-  I("rank", rank);
-  I("infer_gpus", k->ngpus);
-  S("infer", k->layout);
-  S("placement", rf_placement_kind_name(k->place));
-  S("strategy", rf_strategy_name(k->strategy));
-  S("status", k->dropped  ? "infeasible"
+  rf_json_int(b, "rank", rank);
+  rf_json_int(b, "infer_gpus", k->ngpus);
+  rf_json_str(b, "infer", k->layout);
+  rf_json_str(b, "placement", rf_placement_kind_name(k->place));
+  rf_json_str(b, "strategy", rf_strategy_name(k->strategy));
+  rf_json_str(b, "status",
+              k->dropped  ? "infeasible"
               : k->pruned ? "pruned"
               : k->sim.ok ? "simulated"
                           : "failed");
   if (k->dropped) {
-    S("error", k->bound.error);
+    rf_json_str(b, "error", k->bound.error);
   } else {
-    D("lower_bound_s", k->bound.bound_s);
-    D("nic_lower_bound_s", k->bound.nic_bound_s);
-    S("bound_resource", k->bound.bound_what);
-    I("infer_weights_bytes", (gint64)k->bound.weights_bytes);
-    I("refit_extra_bytes", (gint64)k->bound.extra_bytes);
-    I("infer_peak_bytes", (gint64)k->bound.peak_bytes);
-    I("network_bytes", (gint64)k->bound.network_bytes);
+    rf_json_num(b, "lower_bound_s", k->bound.bound_s);
+    rf_json_num(b, "nic_lower_bound_s", k->bound.nic_bound_s);
+    rf_json_str(b, "bound_resource", k->bound.bound_what);
+    rf_json_int(b, "infer_weights_bytes", (gint64)k->bound.weights_bytes);
+    rf_json_int(b, "refit_extra_bytes", (gint64)k->bound.extra_bytes);
+    rf_json_int(b, "infer_peak_bytes", (gint64)k->bound.peak_bytes);
+    rf_json_int(b, "network_bytes", (gint64)k->bound.network_bytes);
     if (k->simulated && k->sim.ok) {
-      D("predicted_s", k->sim.predicted_s);
-      D("ratio_to_lower_bound", k->sim.predicted_s / k->bound.bound_s);
-      S("bound_by", k->sim.bound_by);
+      rf_json_num(b, "predicted_s", k->sim.predicted_s);
+      rf_json_num(b, "ratio_to_lower_bound", k->sim.predicted_s / k->bound.bound_s);
+      rf_json_str(b, "bound_by", k->sim.bound_by);
     } else if (k->simulated) {
-      S("error", k->sim.error);
+      rf_json_str(b, "error", k->sim.error);
     }
   }
-#undef S
-#undef D
-#undef I
   json_builder_end_object(b);
 }
 
@@ -238,30 +227,18 @@ static void print_json(const Ctx *c, const RfAdviseCandidate *cands, const int *
   int n = s->n;
   JsonBuilder *b = json_builder_new();
   json_builder_begin_object(b);
-  json_builder_set_member_name(b, "model");
-  json_builder_add_string_value(b, c->o->a.model);
-  json_builder_set_member_name(b, "train");
-  json_builder_add_string_value(b, c->o->a.train);
-  json_builder_set_member_name(b, "topology");
-  json_builder_add_string_value(b, c->o->topology);
-  json_builder_set_member_name(b, "calibration");
-  json_builder_add_string_value(b, c->cal_source);
-  json_builder_set_member_name(b, "software");
-  json_builder_add_string_value(b, rf_software_name(c->cal.software));
-  json_builder_set_member_name(b, "software_variant");
-  json_builder_add_string_value(b, rf_variant_name(c->cal.software, c->cal.variant));
-  json_builder_set_member_name(b, "candidates");
-  json_builder_add_int_value(b, n);
-  json_builder_set_member_name(b, "infeasible");
-  json_builder_add_int_value(b, s->ndropped);
-  json_builder_set_member_name(b, "simulated");
-  json_builder_add_int_value(b, s->nsim);
-  json_builder_set_member_name(b, "pruned");
-  json_builder_add_int_value(b, s->npruned);
-  json_builder_set_member_name(b, "wall_s");
-  json_builder_add_double_value(b, s->wall_s);
-  json_builder_set_member_name(b, "mpi_ranks");
-  json_builder_add_int_value(b, c->world);
+  rf_json_str(b, "model", c->o->a.model);
+  rf_json_str(b, "train", c->o->a.train);
+  rf_json_str(b, "topology", c->o->topology);
+  rf_json_str(b, "calibration", c->cal_source);
+  rf_json_str(b, "software", rf_software_name(c->cal.software));
+  rf_json_str(b, "software_variant", rf_variant_name(c->cal.software, c->cal.variant));
+  rf_json_int(b, "candidates", n);
+  rf_json_int(b, "infeasible", s->ndropped);
+  rf_json_int(b, "simulated", s->nsim);
+  rf_json_int(b, "pruned", s->npruned);
+  rf_json_num(b, "wall_s", s->wall_s);
+  rf_json_int(b, "mpi_ranks", c->world);
   json_builder_set_member_name(b, "ranked");
   json_builder_begin_array(b);
   for (int i = 0; i < nr; i++)
