@@ -413,8 +413,8 @@ void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data) 
   st->progress_data = user_data;
 }
 
-/* The schedule (model/schedule.h) of plan for the executor's staging bound, operation bound and
- * lanes (sizes only with plan_only): st->sched, st->stage_round0 and st->nrounds. */
+/* The schedule (model/plan/schedule.h) of plan for the executor's staging bound, operation bound
+ * and lanes (sizes only with plan_only): st->sched, st->stage_round0 and st->nrounds. */
 typedef struct {
   RealState *st;
   const RfPlan *plan;

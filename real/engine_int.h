@@ -135,8 +135,8 @@ static inline int rf_part_esize(const RfProblem *pb, uint32_t part) {
   return rf_dtype_size(pb->model->tensors[pb->model->parts[part].tensor].dtype);
 }
 
-/* quant.c (host memory only): the quantize pass of a quantized problem (model/quant.h) on one
- * rank. fill: the finite BF16 pattern of the rank's target source shards, quantized with the
+/* quant.c (host memory only): the quantize pass of a quantized problem (model/problem/quant.h) on
+ * one rank. fill: the finite BF16 pattern of the rank's target source shards, quantized with the
  * production quantizer at the sender. verify: wrong e4m3 elements and scales of its destination
  * shards against the reference quantizer (at the receiver, first the BF16 that arrived, then its
  * quantize pass). Buffers are the rank's per-side buffer tables. */

@@ -3,8 +3,8 @@
  * Target weights are filled with a finite BF16 pattern (rf_pattern squeezed into 2^-8 .. 2^8,
  * so that blocks hold normals and e4m3 subnormals); the engine's own fill and verify lists leave
  * quantized parts out (lists.c). At the sender each source rank quantizes its shards with the
- * production quantizer (model/quant.c) before the refit; at the receiver the BF16 arrives and
- * the receiver quantizes it after the last stage. Either way the destination's e4m3 bytes and
+ * production quantizer (model/problem/quant.c) before the refit; at the receiver the BF16 arrives
+ * and the receiver quantizes it after the last stage. Either way the destination's e4m3 bytes and
  * scales are compared with the reference quantizer run on the pattern itself. */
 #include "quant.h"
 #include "engine_int.h"

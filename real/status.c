@@ -1,5 +1,5 @@
 /* The executor's status vocabulary, shared by its files: a backend status as a string and as an
- * error code (model/error.h), the GError of a failure, and the progress of a long phase. */
+ * error code (model/base/error.h), the GError of a failure, and the progress of a long phase. */
 #include "engine_int.h"
 
 #include <stdarg.h>

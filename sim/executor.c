@@ -192,7 +192,7 @@ static void add_step_stages(RfResult *out, const SimProgram *p, const SimOutcome
   }
 }
 
-/* The quantize pass (model/quant.h) at the HBM rate of the busiest GPU, in series with the
+/* The quantize pass (model/problem/quant.h) at the HBM rate of the busiest GPU, in series with the
  * transfers: before them at the sender (every stage starts later), after them at the receiver.
  * Bytes: what the pass reads and writes, so the rate is the HBM's own (not half of it, as for a
  * copy's payload). */

@@ -43,7 +43,7 @@ typedef struct {
 } SimStep;
 
 /* refit's executor (sim/models/refit_executor.c): every rank's program of the schedule
- * (model/schedule.h), run by one actor per rank (engine.c) instead of the steps' lanes. */
+ * (model/plan/schedule.h), run by one actor per rank (engine.c) instead of the steps' lanes. */
 typedef struct {
   int32_t peer;  /* destination rank */
   uint8_t phase; /* RfPhase */

@@ -69,7 +69,7 @@ void rf_recovery_cost(const RfProblem *pb, RfStrategy strategy, const RfCalibrat
     return;
   }
   /* NeMo RL's gather + broadcast: model_update_group only (collective_weight_synchronizer);
-   * refit's executor: one communicator over every rank (real/backend_cuda.cu); NCCL M2N's
+   * refit's executor: one communicator over every rank (real/backends/backend_cuda.cu); NCCL M2N's
    * reshard_model_bench: one communicator over every rank. */
   add_comm(r, c, world, world_alive);
   r->comms = g_strdup_printf("%s (%d ranks)",

@@ -33,7 +33,7 @@ typedef enum {
   RF_VARIANT_PACK,            /* nccl-m2n: PACK (today) */
   RF_VARIANT_RING_V01,        /* nccl-m2n: v0.1 zero-copy RING, 256 KiB pipelined forwarding */
   RF_VARIANT_DIRECT,          /* nccl-m2n: DIRECT, every source to every destination */
-  RF_VARIANT_EXECUTOR, /* refit: the schedule real/ runs (model/schedule.h), round by round */
+  RF_VARIANT_EXECUTOR, /* refit: the schedule real/ runs (model/plan/schedule.h), round by round */
 } RfSwVariant;
 
 /* "refit", "nemo-rl", "nccl-m2n" (NULL: refit) and a variant name (NULL or "": the software's

@@ -1,4 +1,4 @@
-/* The library side of `refit advise` (model/advise.c): the candidate layouts (each divides the
+/* The library side of `refit advise` (model/plan/advise.c): the candidate layouts (each divides the
  * GPUs, EP spans them all, the divisibility check only refuses what the preset refuses too), the
  * interleaved placement (a permutation of domains: every GPU once, sides alternating, a domain's
  * ranks kept together in their slots) and the fabric bound, from arithmetic. */

@@ -1,4 +1,4 @@
-/* The two executors together: both walk the one schedule of model/schedule.h. Needs sim/ and
+/* The two executors together: both walk the one schedule of model/plan/schedule.h. Needs sim/ and
  * real/ (the only test binary that links both, as cli/ does); each executor's own tests link its
  * library alone. */
 #include <glib.h>

@@ -1,4 +1,4 @@
-/* Memory of the inference GPUs (model/memory.c): weights from arithmetic on DTensor specs, a
+/* Memory of the inference GPUs (model/plan/memory.c): weights from arithmetic on DTensor specs, a
  * staging count by hand, and on the tiny models' plans and schedules the relations every count
  * keeps (peak = weights + extra, extra between the larger and the sum of holding and staging,
  * staging within the lanes' rooms, holding within what a rank receives, nothing held where no

@@ -1,4 +1,4 @@
-/* The schedule (model/schedule.c): the round assignment against the plain first-fit it stands
+/* The schedule (model/plan/schedule.c): the round assignment against the plain first-fit it stands
  * for, every rank's program under the schedule's rules, pipelined schedules of the tiny models
  * under their room, operation and dependency bounds, and a golden pipelined schedule by hand.
  * Whether real/ issues exactly these programs is test_real's /real/schedule/trace. */

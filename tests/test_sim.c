@@ -286,7 +286,7 @@ static void test_shipped_calibration(gconstpointer data) {
 
 static const char *const shipped[] = {"dgx-h100", "gb200-nvl72", "gb200-nvl72-800g"};
 
-/* ---- the published-software models (sim/sw.c, sim/sw_nemo.c) on the golden cluster ---- */
+/* ---- the published-software models (sim/models/) on the golden cluster ---- */
 
 /* Simulates model file `listing` (tests/data/sim/) planned with strategy on the golden cluster
  * under cal; returns the predicted time (stages in *res). */

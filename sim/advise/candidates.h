@@ -1,4 +1,4 @@
-/* What `refit advise` knows of the simulator: which candidates to try (model/advise.h's
+/* What `refit advise` knows of the simulator: which candidates to try (model/plan/advise.h's
  * layouts x placements x strategies), which the model or the memory cannot take, and how one
  * candidate is judged: its plan, that plan's bound at the link rates the calibration gives the
  * simulator, its memory, and its simulated time. search.h orders and prunes them. */
@@ -25,7 +25,7 @@ typedef struct {
 /* The rates the simulator gives its links under cal (sim/program.c): NIC and NVLink at
  * efficiency x peak, the export and broadcast phases' network bytes scaled by NIC efficiency /
  * collective efficiency, cal's fixed time per refit. A bound at these stays below every
- * prediction made with cal (model/advise.h). */
+ * prediction made with cal (model/plan/advise.h). */
 void rf_advise_bound_rates(const RfCalibration *cal, RfBoundRates *out);
 
 /* The space searched: every count of gpus[] x vLLM layout of rf_advise_layouts x place[] x

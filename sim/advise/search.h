@@ -33,7 +33,7 @@ typedef struct {
 typedef struct {
   int ngpus;             /* inference GPUs */
   char *layout;          /* owned: vLLM layout string, "TP4xDP2" or "TP4xDP2xEP8" */
-  RfParallel par;        /* the layout, parsed (model/layout.h) */
+  RfParallel par;        /* the layout, parsed (model/problem/layout.h) */
   RfPlacementKind place; /* where the two sides sit */
   RfStrategy strategy;   /* how the plan moves the weights */
   RfAdviseOutcome bound; /* step 2 (or why the candidate was dropped) */

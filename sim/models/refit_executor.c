@@ -1,5 +1,5 @@
 /* refit's own executor as a flow program (`refit sim --software refit --software-variant
- * executor`): the schedule of model/schedule.h, the one real/ runs, round by round.
+ * executor`): the schedule of model/plan/schedule.h, the one real/ runs, round by round.
  *
  * Every rank runs its program (rf_schedule_rank_program), one SimGrid actor per rank on its GPU's
  * host, exactly as real/ issues it:
