@@ -1,8 +1,8 @@
-/* Fitting calibration keys to measured times (sim/fit.c), on synthetic measurements: times the
- * simulator itself predicts on the golden cluster with a known value of a key. The golden-section
- * coordinate descent recovers that value, stays inside the key's fit range when the measurements
- * ask for more, ignores the rows left out, re-simulates only for keys that are not additive, and
- * refuses keys it cannot fit. */
+/* Fitting calibration keys to measured times (sim/fit.c), on synthetic measurements: the golden
+ * cluster's times from arithmetic (what /sim/golden/ checks the simulator gives) under a known
+ * value of a key. The golden-section coordinate descent recovers that value within its bracket,
+ * stays inside the key's fit range when the measurements ask for more, ignores the rows left out,
+ * re-simulates only for keys that are not additive, and refuses keys it cannot fit. */
 #include <glib.h>
 #include <math.h>
 
