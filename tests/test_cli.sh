@@ -97,5 +97,8 @@ grep -q "exit status: 0 success, 1 runtime failure" "$TMP/out" || bad "refit --h
 expect_ok "plan help names exit statuses" "$REFIT" plan --help
 grep -q "3 verification failed" "$TMP/out" || bad "refit plan --help lacks the exit statuses"
 expect_err "model usage" "usage" "$REFIT" model frobnicate
+expect_ok "version" "$REFIT" --version
+grep -Eq '^refit [0-9]+\.[0-9]+\.[0-9]+ \(backends of refit run: host' "$TMP/out" ||
+  bad "refit --version: $(cat "$TMP/out")"
 
 finish
