@@ -3,11 +3,12 @@
  * 1. Options: the model, training layout and strategies through the shared entries (args.h),
  *    the constraints (GPU counts, TP, EP, placements, KV reserve) parsed here into an
  *    RfAdviseSpace; candidates a layout or the memory rules out are dropped with their reason
- *    (sim/advise/candidates.h).
- * 2. + 3. The search (sim/advise/search.h): bound every candidate in forked workers, simulate in
- *    order of increasing bound, never simulating one whose bound exceeds the best prediction so
- *    far. Under mpirun / srun (or --mpi) it is spread over the ranks through the MPI steps of
- *    real/ (advise_comm), each rank forking its own workers, and rank 0 prints the one answer.
+ *    (sim/advise/advise_candidates.h).
+ * 2. + 3. The search (sim/advise/advise_search.h): bound every candidate in forked workers,
+ * simulate in order of increasing bound, never simulating one whose bound exceeds the best
+ * prediction so far. Under mpirun / srun (or --mpi) it is spread over the ranks through the MPI
+ * steps of real/ (advise_comm), each rank forking its own workers, and rank 0 prints the one
+ * answer.
  * 4. Rank, print (table, --json, --csv), plot (--plot, scripts/advise_plot.py). */
 #include <errno.h>
 #include <glib.h>
@@ -20,14 +21,14 @@
 #include <unistd.h>
 
 #include "advise.h"
+#include "advise_candidates.h"
+#include "advise_search.h"
 #include "args.h"
-#include "candidates.h"
 #include "commands.h"
 #include "error.h"
 #include "predict.h"
 #include "real.h"
 #include "report.h"
-#include "search.h"
 #include "sim.h"
 
 typedef struct {
@@ -388,7 +389,7 @@ static gboolean launcher_rank_zero(void) {
   return TRUE;
 }
 
-/* The search's collective steps (search.h), done by real/'s MPI world. */
+/* The search's collective steps (advise_search.h), done by real/'s MPI world. */
 static gboolean comm_allgather(const void *mine, void *all, size_t bytes, void *ud,
                                GError **error) {
   (void)ud;

@@ -47,23 +47,30 @@ echo "# ctest (release build)"
 run_ctest build
 echo "# ctest (ASan/UBSan build)"
 run_ctest build-asan
-echo "# valgrind on the unit tests"
+echo "# valgrind on the unit tests (two at a time, the slowest first)"
 vg_pass=0
 vg_fail=0
-for t in datafile dtensor zoo checkpoint layout plan topology frameworks quant schedule memory advise search sim fit real executors; do
-  [ -x build/tests/test_$t ] || continue
-  if REFIT_DATA_DIR=$PWD valgrind -q --error-exitcode=1 --leak-check=full \
-      --errors-for-leak-kinds=definite build/tests/test_$t >/dev/null 2>"$log.vg"; then
+vg_tests=""
+for t in fit frameworks real sim plan advise_search executors datafile dtensor zoo checkpoint layout \
+  topology quant schedule memory advise; do
+  [ -x build/tests/test_$t ] && vg_tests="$vg_tests $t"
+done
+# shellcheck disable=SC2086
+printf '%s\n' $vg_tests | xargs -P 2 -I{} sh -c 'REFIT_DATA_DIR="$1" valgrind -q --error-exitcode=1 \
+  --leak-check=full --errors-for-leak-kinds=definite "build/tests/test_$2" >/dev/null \
+  2>"$3.vg.$2" && : >"$3.vg.$2.ok"' _ "$PWD" {} "$log" || true
+for t in $vg_tests; do
+  if [ -f "$log.vg.$t.ok" ]; then
     echo "valgrind test_$t: clean"
     vg_pass=$((vg_pass + 1))
   else
-    cat "$log.vg"
+    cat "$log.vg.$t"
     echo "valgrind test_$t: FAILED"
     vg_fail=$((vg_fail + 1))
     status=1
   fi
+  rm -f "$log.vg.$t" "$log.vg.$t.ok"
 done
-rm -f "$log.vg"
 # Fuzz targets (libFuzzer, clang) for a short budget each, and the CLI random-argument driver
 # against the ASan build: any crash, sanitizer report or undocumented exit status fails.
 fz_pass=0

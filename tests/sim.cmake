@@ -1,7 +1,7 @@
 # Tests of the SimGrid executor (sim/: the executor, the calibration fit, the advise search),
 # included from tests/CMakeLists.txt.
 if(TARGET refit_sim)
-  foreach(t sim fit search)
+  foreach(t sim fit advise_search)
     add_executable(test_${t} test_${t}.c)
     target_link_libraries(test_${t} PRIVATE refit_sim)
     add_test(NAME ${t} COMMAND test_${t})

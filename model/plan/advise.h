@@ -1,7 +1,6 @@
 /* The library side of `refit advise`: which vLLM inference layouts to try, where to place the
  * two sides, and a lower bound of a plan that sees the fabric. The search itself (simulation in
- * forked workers, pruning, ranking) lives in cli/cmd_advise.c, the only place that links both
- * the plan engine and the simulator. */
+ * forked workers, pruning, ranking) lives in sim/advise/advise_search.c, beside the simulator. */
 #ifndef RF_ADVISE_H
 #define RF_ADVISE_H
 

@@ -1,6 +1,6 @@
 /* A pool of forked workers: each runs one item and sends back a fixed-size block of plain data
  * through a pipe, so a crash, a leak or a global in the work stays in its process. `refit
- * advise` bounds and simulates its candidates this way (sim/advise/search.h). */
+ * advise` bounds and simulates its candidates this way (sim/advise/advise_search.h). */
 #ifndef RF_POOL_H
 #define RF_POOL_H
 

@@ -1,4 +1,4 @@
-#include "pool.h"
+#include "advise_pool.h"
 #include "error.h"
 
 #include <errno.h>

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "candidates.h"
+#include "advise_candidates.h"
+#include "advise_pool.h"
+#include "advise_search.h"
 #include "error.h"
-#include "pool.h"
-#include "search.h"
 
 /* ---------- the pool ---------- */
 
@@ -412,14 +412,14 @@ static void test_candidates_space(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  g_test_add_func("/search/pool/each_once", test_pool_each_once);
-  g_test_add_func("/search/pool/died", test_pool_died);
-  g_test_add_func("/search/pool/free_running", test_pool_free_running);
-  g_test_add_func("/search/bnb/matches_exhaustive", test_bnb_matches_exhaustive);
-  g_test_add_func("/search/bnb/prunes_exactly", test_bnb_prunes_exactly);
-  g_test_add_func("/search/bnb/dropped_skipped", test_dropped_skipped);
-  g_test_add_data_func("/search/shards/2", GINT_TO_POINTER(2), test_shards);
-  g_test_add_data_func("/search/shards/3", GINT_TO_POINTER(3), test_shards);
-  g_test_add_func("/search/candidates/space", test_candidates_space);
+  g_test_add_func("/advise_search/pool/each_once", test_pool_each_once);
+  g_test_add_func("/advise_search/pool/died", test_pool_died);
+  g_test_add_func("/advise_search/pool/free_running", test_pool_free_running);
+  g_test_add_func("/advise_search/bnb/matches_exhaustive", test_bnb_matches_exhaustive);
+  g_test_add_func("/advise_search/bnb/prunes_exactly", test_bnb_prunes_exactly);
+  g_test_add_func("/advise_search/bnb/dropped_skipped", test_dropped_skipped);
+  g_test_add_data_func("/advise_search/shards/2", GINT_TO_POINTER(2), test_shards);
+  g_test_add_data_func("/advise_search/shards/3", GINT_TO_POINTER(3), test_shards);
+  g_test_add_func("/advise_search/candidates/space", test_candidates_space);
   return g_test_run();
 }

@@ -1,6 +1,6 @@
-#include "search.h"
+#include "advise_search.h"
+#include "advise_pool.h"
 #include "error.h"
-#include "pool.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* The search of `refit advise`: bound every candidate, then simulate in order of increasing
  * bound, never simulating one whose bound exceeds the best prediction so far (branch and
- * bound), each step in forked workers (pool.h) and, when a communicator is given, spread over
- * the ranks of a job. What a candidate is and how it is judged is candidates.h; this file only
- * orders, prunes and shares. No MPI here: the caller passes the collective steps in. */
+ * bound), each step in forked workers (advise_pool.h) and, when a communicator is given, spread
+ * over the ranks of a job. What a candidate is and how it is judged is advise_candidates.h; this
+ * file only orders, prunes and shares. No MPI here: the caller passes the collective steps in. */
 #ifndef RF_ADVISE_SEARCH_H
 #define RF_ADVISE_SEARCH_H
 

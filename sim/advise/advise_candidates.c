@@ -1,4 +1,4 @@
-#include "candidates.h"
+#include "advise_candidates.h"
 #include "error.h"
 #include "memory.h"
 

@@ -1,12 +1,12 @@
 /* What `refit advise` knows of the simulator: which candidates to try (model/plan/advise.h's
  * layouts x placements x strategies), which the model or the memory cannot take, and how one
  * candidate is judged: its plan, that plan's bound at the link rates the calibration gives the
- * simulator, its memory, and its simulated time. search.h orders and prunes them. */
+ * simulator, its memory, and its simulated time. advise_search.h orders and prunes them. */
 #ifndef RF_ADVISE_CANDIDATES_H
 #define RF_ADVISE_CANDIDATES_H
 
 #include "advise.h"
-#include "search.h"
+#include "advise_search.h"
 #include "sim.h"
 #include <glib.h>
 
@@ -55,9 +55,9 @@ gboolean rf_advise_candidates(const RfModel *m, const RfAdviseSpace *space, GArr
  * strategy. Returns how many of the n are dropped. Cost: one problem built per distinct key. */
 int rf_advise_drop_unfit(const RfAdviseSetup *setup, RfAdviseCandidate *cands, int n);
 
-/* An RfAdviseEvalFn (search.h) with ud an RfAdviseSetup: build k's problem and plan, take its
- * fabric bound at setup->rates and its memory (failing when weights + refit extra exceed the GPU
- * memory) and, with simulate, run the simulator at setup->cal. Never fails: out->ok 0, code and
+/* An RfAdviseEvalFn (advise_search.h) with ud an RfAdviseSetup: build k's problem and plan, take
+ * its fabric bound at setup->rates and its memory (failing when weights + refit extra exceed the
+ * GPU memory) and, with simulate, run the simulator at setup->cal. Never fails: out->ok 0, code and
  * error say why. Cost: one plan, and with simulate one simulation. */
 void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, RfAdviseOutcome *out,
                         void *setup);
