@@ -473,6 +473,186 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   dep_graph_clear(&d);
 }
 
+/* The staged first-fit of message m's segments (its stage's rounds start at round0): returns one
+ * past the last stage-relative round it used. us / ud: the usage of its source and destination. */
+static guint place_message(RfSchedule *s, const RfMessage *msg, uint64_t m, RankUse *us,
+                           RankUse *ud, int round0, int max_ops, RfScheduleProgress progress,
+                           void *progress_ud) {
+  const uint64_t B = s->seg_bytes, total = s->nsegs;
+  const int need = msg->src == msg->dst ? 2 : 1;
+  guint prev_r = 0, nr = 0;
+  uint64_t prev_b = 0;
+  uint64_t g = s->seg_first[m];
+  /* Full-size segments first, in one sweep: each takes the first round from the last one on
+   * where both ends are still empty in that direction and have operation slots. A segment
+   * changes only its own round, so this is the segment-by-segment first-fit. */
+  const uint64_t nfull = msg->bytes / B; /* B is aligned: b == B */
+  if (nfull) {
+    while (us->full_send < us->len &&
+           (us->slot[us->full_send].send || (int)us->slot[us->full_send].ops + 1 > max_ops))
+      us->full_send++;
+    while (ud->full_recv < ud->len &&
+           (ud->slot[ud->full_recv].recv || (int)ud->slot[ud->full_recv].ops + 1 > max_ops))
+      ud->full_recv++;
+    guint r = MAX(MAX(us->open_send, ud->open_recv), MAX(us->full_send, ud->full_recv));
+    for (uint64_t j = 0; j < nfull; r++) {
+      if (r < us->len && (us->slot[r].send || (int)us->slot[r].ops + need > max_ops)) continue;
+      if (r < ud->len && (ud->slot[r].recv || (int)ud->slot[r].ops + need > max_ops)) continue;
+      Slot *ss = rank_slot(us, r);
+      ss->send = B;
+      ss->ops++;
+      Slot *sd = rank_slot(ud, r); /* after ss: rank_slot may move the array (src == dst) */
+      sd->recv = B;
+      sd->ops++;
+      if (s->seg_round) s->seg_round[g + j] = round0 + (int)r;
+      if (!(++j & 4095) && progress) progress(g + j, total, progress_ud);
+      prev_r = r;
+    }
+    s->send_max[msg->src] = MAX(s->send_max[msg->src], B);
+    s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], B);
+    nr = MAX(nr, prev_r + 1);
+    prev_b = B;
+    g += nfull;
+    advance_open(us, B, max_ops);
+    if (ud != us) advance_open(ud, B, max_ops);
+  }
+  for (; g < s->seg_first[m + 1]; g++) {
+    if (progress && !(g & 4095)) progress(g, total, progress_ud);
+    uint64_t lo = (g - s->seg_first[m]) * B;
+    uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
+    guint r = MAX(us->open_send, ud->open_recv);
+    if (b == prev_b) r = MAX(r, prev_r);
+    while (!send_fits(us, r, b, B, need, max_ops) || !recv_fits(ud, r, b, B, need, max_ops))
+      r++;
+    Slot *ss = rank_slot(us, r);
+    ss->send += b;
+    ss->ops++;
+    s->send_max[msg->src] = MAX(s->send_max[msg->src], ss->send);
+    Slot *sd = rank_slot(ud, r); /* after ss: rank_slot may move the array (src == dst) */
+    sd->recv += b;
+    sd->ops++;
+    s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], sd->recv);
+    if (s->seg_round) s->seg_round[g] = round0 + (int)r;
+    nr = MAX(nr, r + 1);
+    prev_r = r;
+    prev_b = b;
+    advance_open(us, B, max_ops);
+    if (ud != us) advance_open(ud, B, max_ops);
+  }
+  return nr;
+}
+
+/* Mark rank id's usage as touched in this stage (to be reset at its end). */
+static void touch_rank(RankUse *u, int id, GArray *touched) {
+  if (u->touched) return;
+  u->touched = TRUE;
+  g_array_append_val(touched, id);
+}
+
+/* Forget the usage of the ranks a stage touched. */
+static void reset_touched(RankUse *use, GArray *touched) {
+  for (guint i = 0; i < touched->len; i++) {
+    RankUse *u = &use[g_array_index(touched, int, i)];
+    u->len = u->open_send = u->open_recv = u->full_send = u->full_recv = 0;
+    u->touched = FALSE;
+    if (u->cap > KEEP_SLOTS) { /* a long stage: do not keep its usage for every rank */
+      g_clear_pointer(&u->slot, g_free);
+      u->cap = 0;
+    }
+  }
+  g_array_set_size(touched, 0);
+}
+
+/* Stages one after another, each its own rounds: the first-fit of every message in plan order.
+ * FALSE + error when a message names a rank outside the world or the plan is not sorted by stage.
+ */
+static gboolean place_staged(RfSchedule *s, const RfPlan *plan, int max_ops,
+                             RfScheduleProgress progress, void *progress_ud, GError **error) {
+  const int nranks = s->nranks;
+  RankUse *use = g_new0(RankUse, nranks);
+  g_autoptr(GArray) touched = g_array_new(FALSE, FALSE, sizeof(int));
+  int round0 = 0;
+  uint64_t m = 0;
+  gboolean ok = TRUE;
+  for (int k = 0; k < plan->nstages && ok; k++) {
+    s->stage_round0[k] = round0;
+    guint nr = 0; /* rounds of this stage */
+    for (; m < plan->nmsgs && plan->msgs[m].stage == k; m++) {
+      const RfMessage *msg = &plan->msgs[m];
+      if (msg->src < 0 || msg->src >= nranks || msg->dst < 0 || msg->dst >= nranks) {
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                    "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
+        ok = FALSE;
+        break;
+      }
+      touch_rank(&use[msg->src], msg->src, touched);
+      touch_rank(&use[msg->dst], msg->dst, touched);
+      guint used = place_message(s, msg, m, &use[msg->src], &use[msg->dst], round0, max_ops,
+                                 progress, progress_ud); /* once: MAX evaluates twice */
+      nr = MAX(nr, used);
+    }
+    round0 += nr;
+    reset_touched(use, touched);
+  }
+  for (int x = 0; x < nranks; x++)
+    g_free(use[x].slot);
+  g_free(use);
+  if (!ok) return FALSE;
+  if (m != plan->nmsgs) {
+    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
+    return FALSE;
+  }
+  s->stage_round0[plan->nstages] = round0;
+  s->nrounds = round0;
+  return TRUE;
+}
+
+/* What the pipelined placement assumes of a plan: messages sorted by stage, every rank inside
+ * the world. */
+static gboolean check_pipelined(const RfPlan *plan, int nranks, GError **error) {
+  for (uint64_t m = 1; m < plan->nmsgs; m++)
+    if (plan->msgs[m].stage < plan->msgs[m - 1].stage) {
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
+      return FALSE;
+    }
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    if (plan->msgs[m].src < 0 || plan->msgs[m].src >= nranks || plan->msgs[m].dst < 0 ||
+        plan->msgs[m].dst >= nranks) {
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                  "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The schedule's sizes and its segments (no rounds yet): seg_bytes B per segment. */
+static RfSchedule *schedule_new(const RfPlan *plan, int nranks, uint64_t room, uint64_t B,
+                                int max_ops, int slots, gboolean pipelined, gboolean sizes_only) {
+  RfSchedule *s = g_new0(RfSchedule, 1);
+  s->room_bytes = room;
+  s->seg_bytes = B;
+  s->slots = slots;
+  s->max_ops = max_ops;
+  s->nranks = nranks;
+  s->nmsgs = plan->nmsgs;
+  s->nstages = plan->nstages;
+  s->seg_first = g_new(uint64_t, plan->nmsgs + 1);
+  uint64_t total = 0;
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    s->seg_first[m] = total;
+    total += (plan->msgs[m].bytes + B - 1) / B;
+  }
+  s->seg_first[plan->nmsgs] = total;
+  s->nsegs = total;
+  s->seg_round = sizes_only ? NULL : g_new(int, total ? total : 1);
+  s->pipelined = pipelined;
+  s->seg_dep = pipelined ? g_new(int, total ? total : 1) : NULL;
+  s->send_max = g_new0(uint64_t, nranks);
+  s->recv_max = g_new0(uint64_t, nranks);
+  s->stage_round0 = g_new0(int, plan->nstages + 1);
+  return s;
+}
+
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
                               int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error) {
@@ -497,153 +677,15 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
                 slots, RF_SCHEDULE_MAX_SLOTS);
     return NULL;
   }
-  g_autoptr(RfSchedule) s = g_new0(RfSchedule, 1);
-  s->room_bytes = room;
-  s->seg_bytes = B;
-  s->slots = slots;
-  s->max_ops = max_ops;
-  s->nranks = nranks;
-  s->nmsgs = plan->nmsgs;
-  s->nstages = plan->nstages;
-  s->seg_first = g_new(uint64_t, plan->nmsgs + 1);
-  uint64_t total = 0;
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
-    s->seg_first[m] = total;
-    total += (plan->msgs[m].bytes + B - 1) / B;
-  }
-  s->seg_first[plan->nmsgs] = total;
-  s->nsegs = total;
-  s->seg_round = sizes_only ? NULL : g_new(int, total ? total : 1);
-  s->pipelined = pipelined;
-  s->seg_dep = pipelined ? g_new(int, total ? total : 1) : NULL;
-  s->send_max = g_new0(uint64_t, nranks);
-  s->recv_max = g_new0(uint64_t, nranks);
-  s->stage_round0 = g_new0(int, plan->nstages + 1);
+  g_autoptr(RfSchedule) s =
+      schedule_new(plan, nranks, room, B, max_ops, slots, pipelined, sizes_only);
   if (pipelined) { /* one round space for every stage: stage_round0 all 0 */
-    for (uint64_t m = 1; m < plan->nmsgs; m++)
-      if (plan->msgs[m].stage < plan->msgs[m - 1].stage) {
-        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
-        return NULL;
-      }
-    for (uint64_t m = 0; m < plan->nmsgs; m++)
-      if (plan->msgs[m].src < 0 || plan->msgs[m].src >= nranks || plan->msgs[m].dst < 0 ||
-          plan->msgs[m].dst >= nranks) {
-        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                    "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
-        return NULL;
-      }
+    if (!check_pipelined(plan, nranks, error)) return NULL;
     place_pipelined(s, plan, max_ops, progress, progress_ud);
     s->stage_round0[plan->nstages] = s->nrounds;
     return g_steal_pointer(&s);
   }
-  RankUse *use = g_new0(RankUse, nranks);
-  g_autoptr(GArray) touched = g_array_new(FALSE, FALSE, sizeof(int));
-  int round0 = 0;
-  uint64_t m = 0;
-  gboolean ok = TRUE;
-  for (int k = 0; k < plan->nstages && ok; k++) {
-    s->stage_round0[k] = round0;
-    guint nr = 0; /* rounds of this stage */
-    for (; m < plan->nmsgs && plan->msgs[m].stage == k; m++) {
-      const RfMessage *msg = &plan->msgs[m];
-      if (msg->src < 0 || msg->src >= nranks || msg->dst < 0 || msg->dst >= nranks) {
-        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                    "plan message %" G_GUINT64_FORMAT " has a rank outside the world", m);
-        ok = FALSE;
-        break;
-      }
-      RankUse *us = &use[msg->src], *ud = &use[msg->dst];
-      for (int x = 0; x < 2; x++) {
-        RankUse *u = x ? ud : us;
-        if (!u->touched) {
-          u->touched = TRUE;
-          int id = x ? msg->dst : msg->src;
-          g_array_append_val(touched, id);
-        }
-      }
-      const int need = msg->src == msg->dst ? 2 : 1;
-      guint prev_r = 0;
-      uint64_t prev_b = 0;
-      uint64_t g = s->seg_first[m];
-      /* Full-size segments first, in one sweep: each takes the first round from the last one on
-       * where both ends are still empty in that direction and have operation slots. A segment
-       * changes only its own round, so this is the segment-by-segment first-fit. */
-      const uint64_t nfull = msg->bytes / B; /* B is aligned: b == B */
-      if (nfull) {
-        while (us->full_send < us->len &&
-               (us->slot[us->full_send].send || (int)us->slot[us->full_send].ops + 1 > max_ops))
-          us->full_send++;
-        while (ud->full_recv < ud->len &&
-               (ud->slot[ud->full_recv].recv || (int)ud->slot[ud->full_recv].ops + 1 > max_ops))
-          ud->full_recv++;
-        guint r = MAX(MAX(us->open_send, ud->open_recv), MAX(us->full_send, ud->full_recv));
-        for (uint64_t j = 0; j < nfull; r++) {
-          if (r < us->len && (us->slot[r].send || (int)us->slot[r].ops + need > max_ops)) continue;
-          if (r < ud->len && (ud->slot[r].recv || (int)ud->slot[r].ops + need > max_ops)) continue;
-          Slot *ss = rank_slot(us, r);
-          ss->send = B;
-          ss->ops++;
-          Slot *sd = rank_slot(ud, r); /* after ss: rank_slot may move the array (src == dst) */
-          sd->recv = B;
-          sd->ops++;
-          if (s->seg_round) s->seg_round[g + j] = round0 + (int)r;
-          if (!(++j & 4095) && progress) progress(g + j, total, progress_ud);
-          prev_r = r;
-        }
-        s->send_max[msg->src] = MAX(s->send_max[msg->src], B);
-        s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], B);
-        nr = MAX(nr, prev_r + 1);
-        prev_b = B;
-        g += nfull;
-        advance_open(us, B, max_ops);
-        if (ud != us) advance_open(ud, B, max_ops);
-      }
-      for (; g < s->seg_first[m + 1]; g++) {
-        if (progress && !(g & 4095)) progress(g, total, progress_ud);
-        uint64_t lo = (g - s->seg_first[m]) * B;
-        uint64_t b = align_up(MIN(B, msg->bytes - lo), RF_SCHEDULE_ALIGN);
-        guint r = MAX(us->open_send, ud->open_recv);
-        if (b == prev_b) r = MAX(r, prev_r);
-        while (!send_fits(us, r, b, B, need, max_ops) || !recv_fits(ud, r, b, B, need, max_ops))
-          r++;
-        Slot *ss = rank_slot(us, r);
-        ss->send += b;
-        ss->ops++;
-        s->send_max[msg->src] = MAX(s->send_max[msg->src], ss->send);
-        Slot *sd = rank_slot(ud, r); /* after ss: rank_slot may move the array (src == dst) */
-        sd->recv += b;
-        sd->ops++;
-        s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], sd->recv);
-        if (s->seg_round) s->seg_round[g] = round0 + (int)r;
-        nr = MAX(nr, r + 1);
-        prev_r = r;
-        prev_b = b;
-        advance_open(us, B, max_ops);
-        if (ud != us) advance_open(ud, B, max_ops);
-      }
-    }
-    round0 += nr;
-    for (guint i = 0; i < touched->len; i++) {
-      RankUse *u = &use[g_array_index(touched, int, i)];
-      u->len = u->open_send = u->open_recv = u->full_send = u->full_recv = 0;
-      u->touched = FALSE;
-      if (u->cap > KEEP_SLOTS) { /* a long stage: do not keep its usage for every rank */
-        g_clear_pointer(&u->slot, g_free);
-        u->cap = 0;
-      }
-    }
-    g_array_set_size(touched, 0);
-  }
-  for (int x = 0; x < nranks; x++)
-    g_free(use[x].slot);
-  g_free(use);
-  if (!ok) return NULL;
-  if (m != plan->nmsgs) {
-    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
-    return NULL;
-  }
-  s->stage_round0[plan->nstages] = round0;
-  s->nrounds = round0;
+  if (!place_staged(s, plan, max_ops, progress, progress_ud, error)) return NULL;
   return g_steal_pointer(&s);
 }
 
