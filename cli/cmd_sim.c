@@ -339,54 +339,114 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
   return TRUE;
 }
 
+/* refit sim's own options (the shared ones are RfArgs and RfPlanArgs). */
+typedef struct {
+  char *calib_path, *timeline, *software, *variant;
+  int group, max_flows, exec_slots, exec_max_ops;
+  double exec_staging_mib;
+  gboolean keep, overlap, sequential, exec_staged;
+} SimOpts;
+
+#define SIM_NENTRIES 14 /* with the terminator */
+
+/* The option entries of o's fields, with its defaults set. */
+static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
+  *o = (SimOpts){.exec_slots = RF_SCHEDULE_DEFAULT_SLOTS,
+                 .exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS,
+                 .exec_staging_mib = RF_SCHEDULE_DEFAULT_STAGING_BYTES / 1048576.0};
+  const GOptionEntry entries[SIM_NENTRIES] = {
+      {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &o->calib_path,
+       "Calibration file (default: sim/calibration/TOPOLOGY.cal)", "FILE"},
+      {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &o->timeline, "Write a timeline plot of the stages",
+       "FILE.png"},
+      {"group", 0, 0, G_OPTION_ARG_INT, &o->group,
+       "GPUs per simulated host (default: 1, coarser only above --max-flows; refit's executor: "
+       "1 up to 1024 ranks, above that the largest of at most 8 dividing the domain)",
+       "N"},
+      {"max-flows", 0, 0, G_OPTION_ARG_INT, &o->max_flows,
+       "Coarsen GPUs into hosts until at most N distinct flows (default 15000)", "N"},
+      {"hybrid-overlap", 0, 0, G_OPTION_ARG_NONE, &o->overlap,
+       "Hybrid: run m2n and gather-broadcast concurrently", NULL},
+      {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &o->sequential,
+       "Hybrid: run m2n, then gather-broadcast", NULL},
+      {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &o->keep, "Keep the generated SimGrid XML", NULL},
+      {"software", 0, 0, G_OPTION_ARG_STRING, &o->software,
+       "Model the published software instead of refit's executor: refit (default), nemo-rl "
+       "(hybrid, gather-broadcast), nccl-m2n (m2n); docs/sim.md",
+       "NAME"},
+      {"software-variant", 0, 0, G_OPTION_ARG_STRING, &o->variant,
+       "Code path of the software model: refit default (its strategies as flows), executor (the "
+       "schedule refit run executes, group by group); nemo-rl m2n-pack (default), "
+       "python-fallback, xfer-v0.1; nccl-m2n pack (default), ring-v0.1, direct",
+       "NAME"},
+      {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &o->exec_staging_mib,
+       "refit executor variant: refit run's staging bound per rank, direction and lane in MiB "
+       "(default 32)",
+       "MIB"},
+      {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->exec_max_ops,
+       "refit executor variant: refit run's operations per rank and group (default 0: from the "
+       "topology, as refit run)",
+       "N"},
+      {"slots", 0, 0, G_OPTION_ARG_INT, &o->exec_slots,
+       "refit executor variant: refit run's staging lanes, groups in flight (default 2)", "N"},
+      {"staged", 0, 0, G_OPTION_ARG_NONE, &o->exec_staged,
+       "refit executor variant: refit run --staged (m2n's stages one after another)", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  memcpy(out, entries, sizeof entries);
+}
+
+/* Every option of o checked before anything is built. */
+static gboolean sim_opts_check(const SimOpts *o, GError **e) {
+  if (o->group < 0 || o->max_flows < 0) {
+    g_set_error(e, RF_ERROR, RF_ERROR_INPUT, "--group and --max-flows must be >= 0");
+    return FALSE;
+  }
+  if (o->overlap && o->sequential) {
+    g_set_error(e, RF_ERROR, RF_ERROR_INPUT,
+                "--hybrid-overlap and --hybrid-sequential exclude each other");
+    return FALSE;
+  }
+  if (!(o->exec_staging_mib > 0 && o->exec_staging_mib <= 1 << 20) ||
+      (o->exec_max_ops < 2 && o->exec_max_ops != RF_SCHEDULE_AUTO_OPS) || o->exec_slots < 1 ||
+      o->exec_slots > RF_SCHEDULE_MAX_SLOTS) { /* refuses nan too */
+    g_set_error(e, RF_ERROR, RF_ERROR_INPUT,
+                "--staging-mib must be in (0, %d], --max-ops >= 2 (0: from the topology) and "
+                "--slots in 1..%d",
+                1 << 20, RF_SCHEDULE_MAX_SLOTS);
+    return FALSE;
+  }
+  return !o->timeline || timeline_check(o->timeline, e);
+}
+
+static void sim_opts_clear(SimOpts *o) {
+  g_free(o->calib_path);
+  g_free(o->timeline);
+  g_free(o->software);
+  g_free(o->variant);
+}
+
+/* The table of the rows, their summary, recovery and the OK / FAILED footer. */
+static void print_report(const RfArgs *a, const RfProblem *pb, const RfCalibration *cal,
+                         const char *cal_source, const Row *rows, int ns) {
+  print_header(stdout, a, pb, cal, cal_source);
+  for (int i = 0; i < ns; i++)
+    print_row(stdout, &rows[i]);
+  if (ns > 1) print_summary(rows, ns);
+  if (pb->nlost > 0) print_recovery(cal, rows, ns);
+  int failed = 0;
+  for (int i = 0; i < ns; i++)
+    failed += !rows[i].ok;
+  printf("# %s\n", failed ? "FAILED (see above)" : "OK");
+}
+
 int rf_cmd_sim(int argc, char **argv) {
   RfArgs a = {0};
   RfPlanArgs pa = {0};
   GOptionEntry plan_entries[RF_PLAN_ARGS_NENTRIES];
   rf_plan_args_entries(&pa, plan_entries);
-  char *calib_path = NULL, *timeline = NULL, *software = NULL, *variant = NULL;
-  int group = 0, max_flows = 0, exec_slots = RF_SCHEDULE_DEFAULT_SLOTS;
-  int exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
-  double exec_staging_mib = RF_SCHEDULE_DEFAULT_STAGING_BYTES / 1048576.0;
-  gboolean keep = FALSE, overlap = FALSE, sequential = FALSE, exec_staged = FALSE;
-  GOptionEntry entries[] = {
-      {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &calib_path,
-       "Calibration file (default: sim/calibration/TOPOLOGY.cal)", "FILE"},
-      {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline, "Write a timeline plot of the stages",
-       "FILE.png"},
-      {"group", 0, 0, G_OPTION_ARG_INT, &group,
-       "GPUs per simulated host (default: 1, coarser only above --max-flows; refit's executor: "
-       "1 up to 1024 ranks, above that the largest of at most 8 dividing the domain)",
-       "N"},
-      {"max-flows", 0, 0, G_OPTION_ARG_INT, &max_flows,
-       "Coarsen GPUs into hosts until at most N distinct flows (default 15000)", "N"},
-      {"hybrid-overlap", 0, 0, G_OPTION_ARG_NONE, &overlap,
-       "Hybrid: run m2n and gather-broadcast concurrently", NULL},
-      {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &sequential,
-       "Hybrid: run m2n, then gather-broadcast", NULL},
-      {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the generated SimGrid XML", NULL},
-      {"software", 0, 0, G_OPTION_ARG_STRING, &software,
-       "Model the published software instead of refit's executor: refit (default), nemo-rl "
-       "(hybrid, gather-broadcast), nccl-m2n (m2n); docs/sim.md",
-       "NAME"},
-      {"software-variant", 0, 0, G_OPTION_ARG_STRING, &variant,
-       "Code path of the software model: refit default (its strategies as flows), executor (the "
-       "schedule refit run executes, group by group); nemo-rl m2n-pack (default), "
-       "python-fallback, xfer-v0.1; nccl-m2n pack (default), ring-v0.1, direct",
-       "NAME"},
-      {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &exec_staging_mib,
-       "refit executor variant: refit run's staging bound per rank, direction and lane in MiB "
-       "(default 32)",
-       "MIB"},
-      {"max-ops", 0, 0, G_OPTION_ARG_INT, &exec_max_ops,
-       "refit executor variant: refit run's operations per rank and group (default 0: from the "
-       "topology, as refit run)",
-       "N"},
-      {"slots", 0, 0, G_OPTION_ARG_INT, &exec_slots,
-       "refit executor variant: refit run's staging lanes, groups in flight (default 2)", "N"},
-      {"staged", 0, 0, G_OPTION_ARG_NONE, &exec_staged,
-       "refit executor variant: refit run --staged (m2n's stages one after another)", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  SimOpts opts, *o = &opts; /* set by sim_opts_entries */
+  GOptionEntry entries[SIM_NENTRIES];
+  sim_opts_entries(o, entries);
   g_set_prgname("refit sim");
   GOptionContext *ctx = g_option_context_new("- predict the refit time with SimGrid");
   g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
@@ -406,26 +466,8 @@ int rf_cmd_sim(int argc, char **argv) {
   RfSwVariant swv = RF_VARIANT_DEFAULT;
   /* 1. options, all checked before anything is built */
   if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
-  if (group < 0 || max_flows < 0) {
-    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT, "--group and --max-flows must be >= 0");
-    goto out;
-  }
-  if (overlap && sequential) {
-    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
-                "--hybrid-overlap and --hybrid-sequential exclude each other");
-    goto out;
-  }
-  if (!(exec_staging_mib > 0 && exec_staging_mib <= 1 << 20) ||
-      (exec_max_ops < 2 && exec_max_ops != RF_SCHEDULE_AUTO_OPS) || exec_slots < 1 ||
-      exec_slots > RF_SCHEDULE_MAX_SLOTS) { /* refuses nan too */
-    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
-                "--staging-mib must be in (0, %d], --max-ops >= 2 (0: from the topology) and "
-                "--slots in 1..%d",
-                1 << 20, RF_SCHEDULE_MAX_SLOTS);
-    goto out;
-  }
-  if (timeline && !timeline_check(timeline, &e)) goto out;
-  if (!rf_software_parse(software, variant, &sw, &swv, &e)) goto out;
+  if (!sim_opts_check(o, &e)) goto out;
+  if (!rf_software_parse(o->software, o->variant, &sw, &swv, &e)) goto out;
   if (!rf_plan_args_check(&pa, &e)) goto out;
   ns = rf_args_strategies(&a, strategies, &e);
   if (ns < 0) goto out;
@@ -433,21 +475,21 @@ int rf_cmd_sim(int argc, char **argv) {
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
   if (a.json && !a.quiet && pb->placement_note) g_printerr("# placement: %s\n", pb->placement_note);
-  if (!rf_calibration_select(&cal, calib_path, pb->topo, &cal_source, &neutral, &e)) goto out;
+  if (!rf_calibration_select(&cal, o->calib_path, pb->topo, &cal_source, &neutral, &e)) goto out;
   cal.software = sw;
   cal.variant = swv;
-  cal.exec_staging_bytes = exec_staging_mib * 1048576.0;
-  cal.exec_max_ops = exec_max_ops;
-  cal.exec_slots = exec_slots;
-  cal.exec_staged = exec_staged;
-  if (overlap) cal.hybrid_overlap = TRUE;
-  if (sequential) cal.hybrid_overlap = FALSE;
+  cal.exec_staging_bytes = o->exec_staging_mib * 1048576.0;
+  cal.exec_max_ops = o->exec_max_ops;
+  cal.exec_slots = o->exec_slots;
+  cal.exec_staged = o->exec_staged;
+  if (o->overlap) cal.hybrid_overlap = TRUE;
+  if (o->sequential) cal.hybrid_overlap = FALSE;
   /* 3. the executor, one row per strategy */
   RfSimOptions so = {0};
   so.calib = cal;
-  so.group = group;
-  so.max_hosts_pairs = max_flows;
-  so.keep_platform = keep;
+  so.group = o->group;
+  so.max_hosts_pairs = o->max_flows;
+  so.keep_platform = o->keep;
   so.progress = !a.quiet;
   ex = rf_sim_executor_new(&so);
   if (!ex->prepare(ex, pb, &e)) goto out;
@@ -465,19 +507,11 @@ int rf_cmd_sim(int argc, char **argv) {
   if (a.json) {
     rf_json_print_strategies(json_head, cal_source, ns, json_row, rows);
   } else {
-    print_header(stdout, &a, pb, &cal, cal_source);
-    for (int i = 0; i < ns; i++)
-      print_row(stdout, &rows[i]);
-    if (ns > 1) print_summary(rows, ns);
-    if (pb->nlost > 0) print_recovery(&cal, rows, ns);
-    int failed = 0;
-    for (int i = 0; i < ns; i++)
-      failed += !rows[i].ok;
-    printf("# %s\n", failed ? "FAILED (see above)" : "OK");
+    print_report(&a, pb, &cal, cal_source, rows, ns);
   }
-  if (timeline) {
+  if (o->timeline) {
     char *title = timeline_title(&a, pb, rows, ns);
-    gboolean ok = write_timeline(timeline, title, rows, ns, &e);
+    gboolean ok = write_timeline(o->timeline, title, rows, ns, &e);
     g_free(title);
     if (!ok) goto out;
   }
@@ -493,10 +527,7 @@ out:
   g_free(cal_source);
   rf_problem_free(pb);
   rf_args_clear(&a);
-  g_free(calib_path);
-  g_free(timeline);
-  g_free(software);
-  g_free(variant);
+  sim_opts_clear(o);
   rf_plan_args_clear(&pa);
   g_option_context_free(ctx);
   return e ? rf_cmd_exit("refit sim", e, TRUE) : row_rc;
