@@ -1,4 +1,5 @@
 #include "args.h"
+#include "advise.h"
 #include "datafile.h"
 #include "error.h"
 #include "quant.h"
@@ -101,6 +102,14 @@ static void args_entries(RfArgs *a, GOptionEntry *out) {
        "gather-broadcast, p2p, m2n, hybrid, a comma list of them, or all (default all)", "NAME"},
       {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON instead of a table", NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No placement notes on stderr", NULL},
+      {"placement", 0, 0, G_OPTION_ARG_STRING, &a->placement,
+       "GPU placement of the two sides: split (training domains first, then inference; default) "
+       "or interleaved (training and inference domains alternate, as refit advise may pick)",
+       "split|interleaved"},
+      {"node-map", 0, 0, G_OPTION_ARG_INT, &a->node_map,
+       "Print which node of N GPUs (8 on a DGX, 4 on a GB200 tray) holds which training and "
+       "inference ranks (refit run: MPI rank = global rank)",
+       "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   memcpy(out, entries, sizeof entries);
 }
@@ -137,6 +146,7 @@ void rf_args_clear(RfArgs *a) {
   g_free(a->spec);
   g_free(a->topology);
   g_free(a->strategy);
+  g_free(a->placement);
   memset(a, 0, sizeof *a);
 }
 
@@ -254,10 +264,77 @@ RfProblem *rf_args_problem(const RfArgs *a, GError **error) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--quant-at needs --infer-quant fp8-block|mxfp8");
     return NULL;
   }
+  RfPlacementKind place = RF_PLACE_SPLIT;
+  if (a->placement && !rf_placement_kind_parse(a->placement, &place, error)) {
+    g_prefix_error(error, "--placement: ");
+    return NULL;
+  }
+  if (a->node_map < 0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--node-map %d: GPUs per node must be >= 1",
+                a->node_map);
+    return NULL;
+  }
   g_autoptr(RfProblem) pb = args_problem(a, error);
+  if (pb && place == RF_PLACE_INTERLEAVED) rf_problem_interleave(pb);
   if (pb && (a->lost || a->lost_dom) && !args_set_lost(pb, gpus, doms, error)) return NULL;
   if (pb && !rf_problem_set_quant(pb, qf, qa, error)) return NULL;
   return g_steal_pointer(&pb);
+}
+
+/* "a-b,c" of the sorted ranks in v (n of them), "-" for none. */
+static void append_ranges(GString *out, const int *v, int n) {
+  if (n == 0) g_string_append_c(out, '-');
+  for (int i = 0; i < n;) {
+    int j = i;
+    while (j + 1 < n && v[j + 1] == v[j] + 1)
+      j++;
+    g_string_append_printf(out, "%s%d", i ? "," : "", v[i]);
+    if (j > i) g_string_append_printf(out, "-%d", v[j]);
+    i = j + 1;
+  }
+}
+
+/* The ranks of side (sorted) whose GPU is in [lo, hi). */
+static int side_ranks_on(const RfProblem *pb, const RfSide *side, int lo, int hi, int *out) {
+  int n = 0;
+  for (int i = 0; i < side->nranks; i++) {
+    int g = pb->gpu[side->ranks[i]];
+    if (g >= lo && g < hi) out[n++] = side->ranks[i];
+  }
+  return n;
+}
+
+static int cmp_int(const void *x, const void *y) {
+  return (*(const int *)x > *(const int *)y) - (*(const int *)x < *(const int *)y);
+}
+
+void rf_args_print_node_map(FILE *f, const RfArgs *a, const RfProblem *pb) {
+  if (a->node_map <= 0) return;
+  const int N = a->node_map, D = pb->topo->gpus_per_domain;
+  int maxgpu = -1;
+  for (int r = 0; r < pb->nranks; r++)
+    maxgpu = MAX(maxgpu, pb->gpu[r]);
+  int *buf = g_new(int, MAX(pb->nranks, 1));
+  fprintf(f, "# node map: %d GPUs per node, %d per NVLink domain (%s)%s\n", N, D, pb->topo->name,
+          D % N && N % D ? "; nodes straddle NVLink domains" : "");
+  fprintf(f, "# %-6s %-8s %-11s %-24s %s\n", "node", "domain", "GPUs", "training ranks",
+          "inference ranks");
+  for (int node = 0; node * N <= maxgpu; node++) {
+    const int lo = node * N, hi = lo + N;
+    g_autoptr(GString) tr = g_string_new(NULL), in = g_string_new(NULL);
+    int nt = side_ranks_on(pb, &pb->src, lo, hi, buf);
+    qsort(buf, (size_t)nt, sizeof *buf, cmp_int);
+    append_ranges(tr, buf, nt);
+    int ni = side_ranks_on(pb, &pb->dst, lo, hi, buf);
+    qsort(buf, (size_t)ni, sizeof *buf, cmp_int);
+    append_ranges(in, buf, ni);
+    if (nt + ni == 0) continue; /* a node the refit leaves idle */
+    char gpus[32], dom[16];
+    g_snprintf(gpus, sizeof gpus, "%d-%d", lo, hi - 1);
+    g_snprintf(dom, sizeof dom, lo / D == (hi - 1) / D ? "%d" : "%d-%d", lo / D, (hi - 1) / D);
+    fprintf(f, "  %-6d %-8s %-11s %-24s %s\n", node, dom, gpus, tr->str, in->str);
+  }
+  g_free(buf);
 }
 
 int rf_args_strategies(const RfArgs *a, RfStrategy out[RF_STRATEGY_COUNT], GError **error) {

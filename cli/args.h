@@ -6,6 +6,7 @@
 #include "layout.h"
 #include "plan.h"
 #include <glib.h>
+#include <stdio.h>
 
 typedef struct {
   char *model;     /* --model NAME|FILE */
@@ -22,6 +23,8 @@ typedef struct {
   char *strategy;  /* --strategy NAME|all */
   gboolean json;   /* --json */
   gboolean quiet;  /* --quiet: no placement notes on stderr */
+  char *placement; /* --placement split|interleaved (default split) */
+  int node_map;    /* --node-map N: GPUs per node of the printed map; 0: none */
 } RfArgs;
 
 /* The exit statuses, for the --help of every command (the README's usage section says the same). */
@@ -34,7 +37,7 @@ typedef struct {
 gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean positional,
                        GError **error);
 
-#define RF_ARGS_NENTRIES 15 /* the shared entries, with the terminator */
+#define RF_ARGS_NENTRIES 17 /* the shared entries, with the terminator */
 
 /* Option group with the entries above; args must outlive the context. */
 GOptionGroup *rf_args_group(RfArgs *args);
@@ -45,10 +48,16 @@ GOptionGroup *rf_args_group(RfArgs *args);
 gboolean rf_args_entry(RfArgs *args, const char *long_name, GOptionEntry *out);
 void rf_args_clear(RfArgs *args);
 
-/* Build the problem the arguments describe, with the lost GPUs of --lost / --lost-domain
- * marked (rf_problem_set_lost) and the inference quantization of --infer-quant / --quant-at
- * (rf_problem_set_quant). NULL + one-line error on bad input. */
+/* Build the problem the arguments describe, on the GPUs of --placement (interleaved:
+ * rf_problem_interleave), with the lost GPUs of --lost / --lost-domain marked
+ * (rf_problem_set_lost, GPU indices of that placement) and the inference quantization of
+ * --infer-quant / --quant-at (rf_problem_set_quant). NULL + one-line error on bad input. */
 RfProblem *rf_args_problem(const RfArgs *args, GError **error);
+
+/* With --node-map N: print to f which node (N consecutive GPUs) and NVLink domain hold which
+ * training and inference ranks (refit run's MPI rank = global rank), one line per node that
+ * holds a rank of the refit: what a host file for the launcher must follow. No-op without it. */
+void rf_args_print_node_map(FILE *f, const RfArgs *args, const RfProblem *pb);
 
 /* Strategies selected by --strategy (default: all for plan). Returns the count written to out. */
 int rf_args_strategies(const RfArgs *args, RfStrategy out[RF_STRATEGY_COUNT], GError **error);

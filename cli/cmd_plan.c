@@ -84,6 +84,7 @@ static void print_header(const RfArgs *a, const RfProblem *pb) {
   printf("# topology %s: %d GPUs per NVLink domain, %d x %.0f Gb/s NIC per GPU\n", pb->topo->name,
          pb->topo->gpus_per_domain, pb->topo->nics_per_gpu, pb->topo->nic_Gbps);
   printf("# placement: %s\n", pb->placement_note);
+  rf_args_print_node_map(stdout, a, pb);
   g_autofree char *quant = rf_quant_describe(pb);
   if (quant) printf("# quant: %s\n", quant);
   printf("%-17s %12s %12s %12s %10s %11s %7s %10s %10s %8s\n", "strategy", "network", "nvlink",
@@ -146,6 +147,7 @@ int rf_cmd_plan(int argc, char **argv) {
     print_header(&a, pb);
   else if (!a.quiet)
     fprintf(stderr, "# placement: %s\n", pb->placement_note);
+  if (a.json) rf_args_print_node_map(stderr, &a, pb);
   for (int i = 0; i < nst; i++) {
     RfPlan *plan = rf_plan_args_build(&pa, pb, st[i], nst > 1, &e);
     if (!plan) goto out;

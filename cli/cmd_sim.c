@@ -69,6 +69,7 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
       c->hybrid_overlap ? "concurrent" : "sequential");
   fprintf(f, "# ranks %d (train %d, infer %d)\n", pb->nranks, pb->src.nranks, pb->dst.nranks);
   if (pb->placement_note) fprintf(f, "# placement: %s\n", pb->placement_note);
+  rf_args_print_node_map(f, a, pb);
   g_autofree char *quant = rf_quant_describe(pb);
   if (quant) fprintf(f, "# quant: %s\n", quant);
 }
@@ -475,6 +476,7 @@ int rf_cmd_sim(int argc, char **argv) {
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
   if (a.json && !a.quiet && pb->placement_note) g_printerr("# placement: %s\n", pb->placement_note);
+  if (a.json) rf_args_print_node_map(stderr, &a, pb);
   if (!rf_calibration_select(&cal, o->calib_path, pb->topo, &cal_source, &neutral, &e)) goto out;
   cal.software = sw;
   cal.variant = swv;

@@ -133,6 +133,7 @@ static gboolean predict_refit(const RfArgs *a, const char *calib, RfSoftware sw,
                               double f[RF_STRATEGY_COUNT], char **cal_source, GError **error) {
   RfProblem *pb = rf_args_problem(a, error);
   if (!pb) return FALSE;
+  rf_args_print_node_map(a->json ? stderr : stdout, a, pb);
   RfSimOptions so = {0};
   gboolean neutral = FALSE, ok = FALSE;
   if (!rf_calibration_select(&so.calib, calib, pb->topo, cal_source, &neutral, error)) goto out;

@@ -101,4 +101,22 @@ expect_ok "version" "$REFIT" --version
 grep -Eq '^refit [0-9]+\.[0-9]+\.[0-9]+ \(backends of refit run: host' "$TMP/out" ||
   bad "refit --version: $(cat "$TMP/out")"
 
+# Placement: interleaved alternates the sides' domains; the node map names each node's ranks.
+expect_ok "plan interleaved node map" "$REFIT" plan -m tiny-moe -t TP2xPP2 -i TP4 -D 4 -s m2n \
+  --placement interleaved --node-map 2
+grep -q '^# placement: .*interleaved: 1 training and 1 inference domains alternate' "$TMP/out" ||
+  bad "plan --placement interleaved: no interleaved note"
+grep -Eq '^  0 +0 +0-1 +0-1 +-$' "$TMP/out" || bad "node map: node 0 should hold training ranks 0-1"
+[ "$(grep -c '^  [0-9]' "$TMP/out")" -ge 4 ] || bad "node map: fewer than 4 nodes listed"
+expect_ok "sim interleaved json" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n \
+  --placement interleaved --node-map 4 --json -q
+grep -q '^# node map: 4 GPUs per node' "$TMP/err" || bad "sim --json --node-map: map not on stderr"
+json_shape "sim interleaved json" predicted_s 1
+expect_ok "run interleaved" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n --iters 1 -q \
+  --placement interleaved
+expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \
+  "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --placement diagonal
+expect_err "node map negative" "--node-map -1: GPUs per node must be >= 1" \
+  "$REFIT" sim -m tiny-moe -t TP2 -i TP2 --node-map -1
+
 finish
