@@ -197,6 +197,7 @@ static RfProblem *args_problem(const RfArgs *a, GError **error) {
     return NULL;
   }
   RfModel *m = rf_model_load(a->model, error);
+  if (m && !rf_model_check_plannable(m, error)) g_clear_pointer(&m, rf_model_free);
   if (!m) {
     rf_topology_free(topo);
     return NULL;

@@ -567,6 +567,7 @@ static gboolean advise_setup(Ctx *c, RfModel **model, GError **error) {
     o->exhaustive = TRUE;
   rf_advise_bound_rates(&c->cal, &su->rates);
   *model = rf_model_load(o->a.model, error);
+  if (*model && !rf_model_check_plannable(*model, error)) g_clear_pointer(model, rf_model_free);
   if (!*model) return FALSE;
   su->model = o->a.model, su->train = o->a.train, su->topology = o->topology;
   su->arch = *model, su->cal = &c->cal;

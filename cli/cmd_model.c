@@ -32,7 +32,9 @@ static int model_show(const char *name, gboolean json) {
   GError *e = NULL;
   RfModel *m = rf_model_load(name, &e);
   if (!m) return fail(e);
-  if (m->ckpt_note) fprintf(stderr, "refit: %s: %s\n", m->ckpt_dir, m->ckpt_note);
+  if (m->ckpt_note) /* shown, never planned: rf_model_check_plannable */
+    fprintf(stderr, "refit: %s: %s; shown: the checkpoint's tensors (plan, sim, run refuse it)\n",
+            m->ckpt_dir, m->ckpt_note);
   uint64_t kb[RF_KIND_COUNT] = {0}, kt[RF_KIND_COUNT] = {0}, mtp_b = 0, mtp_t = 0;
   for (uint32_t i = 0; i < m->ntensors; i++) {
     const RfTensor *t = &m->tensors[i];

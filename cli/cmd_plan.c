@@ -140,8 +140,6 @@ int rf_cmd_plan(int argc, char **argv) {
   if (nst < 0) goto out;
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
-  if (pb->model->ckpt_note && !a.quiet)
-    fprintf(stderr, "refit: %s: %s\n", pb->model->ckpt_dir, pb->model->ckpt_note);
   uint64_t model_bytes = (uint64_t)rf_model_bytes(pb->model);
   if (!a.json)
     print_header(&a, pb);

@@ -221,6 +221,7 @@ static void test_family(gconstpointer data) {
     RfModel *d = rf_model_load(dir, &e);
     g_assert_no_error(e);
     g_assert_null(d->ckpt_note);
+    g_assert_true(rf_model_check_plannable(d, &e));
     g_assert_cmpstr(d->ckpt_dir, ==, dir);
     g_assert_cmpint(rf_model_checkpoint_bytes(d), ==, rf_model_checkpoint_bytes(m));
     g_assert_cmpint(rf_model_checkpoint_tensors(d), ==, es->len);
@@ -238,7 +239,8 @@ static void test_family(gconstpointer data) {
 }
 
 /* A checkpoint that lacks a tensor, reshapes one and adds one: noted in one line, and the
- * checkpoint wins for its description while the training tensors stay the config's. */
+ * checkpoint wins for its description while the training tensors stay the config's; such a
+ * model is refused for planning. */
 static void test_disagree(void) {
   char *dir = tmpdir(), *cfg = read_config("model/configs/tiny-moe.json");
   GError *e = NULL;
@@ -264,6 +266,14 @@ static void test_disagree(void) {
   g_assert_null(strchr(d->ckpt_note, '\n'));
   g_assert_nonnull(strstr(d->ckpt_note, lost)); /* the first difference in config order */
   g_assert_nonnull(strstr(d->ckpt_note, "1 missing, 1 extra, 1 differ"));
+  /* shown, never planned: the plan would move config.json's tensors, not the checkpoint's */
+  g_assert_false(rf_model_check_plannable(d, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+  g_assert_true(g_str_has_prefix(e->message, dir));
+  g_assert_nonnull(strstr(e->message, d->ckpt_note));
+  g_assert_nonnull(strstr(e->message, "refuses a checkpoint that differs"));
+  g_assert_null(strchr(e->message, '\n'));
+  g_clear_error(&e);
   g_assert_cmpint(rf_model_checkpoint_tensors(d), ==, es->len);
   int64_t bytes = 0;
   for (guint i = 0; i < es->len; i++)

@@ -74,4 +74,41 @@ LC_ALL=C.UTF-8 expect_rc "invalid UTF-8 option" 2 "^refit: error: -m: the value 
 LC_ALL=C expect_rc "non-ASCII option, run" 2 "^refit run: --train: the value has bytes" \
   "$REFIT" run --local -m tiny-moe --train="$bytes" -i TP2
 
+# Strict inputs (issue 25).
+# A checkpoint directory whose safetensors disagree with its config.json: shown by model show,
+# with the difference on stderr; refused by every command that plans, -q or not.
+mkdir "$TMP/ck"
+cp "$DATA/model/configs/tiny-moe.json" "$TMP/ck/config.json"
+h='{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+{ printf "\\$(printf '%03o' ${#h})\\0\\0\\0\\0\\0\\0\\0"; printf '%s' "$h"; printf '\0\0\0\0'; } >"$TMP/ck/model.safetensors"
+CK="checkpoint and config.json differ: first at model.embed_tokens.weight: checkpoint lacks it"
+expect_rc "checkpoint differs: model show" 0 "$CK.*shown: the checkpoint's tensors" \
+  "$REFIT" model show "$TMP/ck"
+CKP="$CK.*refit plans config.json's tensors, so it refuses a checkpoint that differs"
+for cmd in plan sim; do
+  expect_err "checkpoint differs: $cmd -q" "$CKP" "$REFIT" $cmd -q -m "$TMP/ck" -t TP2 -i TP2
+done
+expect_err "checkpoint differs: step -q" "$CKP" \
+  "$REFIT" step -q -m "$TMP/ck" -t TP2 -i TP2 --rollout-s 10 --train-s 10
+expect_err "checkpoint differs: run" "$CKP" "$REFIT" run --local -m "$TMP/ck" -t TP2 -i TP2
+expect_err "checkpoint differs: advise" "$CKP" "$REFIT" advise -m "$TMP/ck" -t TP2 -n 2
+# A misspelled topology key or group: refused with the file, group and key.
+sed 's/^hbm_GBps *=.*/&\nmemory_gb=80/' "$DATA/topologies/dgx-h100.topo" >"$TMP/k.topo"
+expect_err "topology unknown key" "k.topo: \\[gpu\\] unknown key 'memory_gb' (known: hbm_GBps, memory_GB)" \
+  "$REFIT" plan $P -q -T "$TMP/k.topo"
+printf '[ncl]\nbcast_channels=4\n' | cat "$DATA/topologies/dgx-h100.topo" - >"$TMP/g.topo"
+expect_err "topology unknown group" "g.topo: unknown group \\[ncl\\]" "$REFIT" topology check "$TMP/g.topo"
+# A MoE model_type without its expert count; 0 where a dimension sizes tensors.
+grep -v '"num_experts"' "$DATA/model/configs/tiny-moe.json" >"$TMP/noexp.json"
+expect_err "MoE without experts" "noexp: model_type 'qwen3_moe' has routed experts, but 'num_experts'" \
+  "$REFIT" plan -q -m "$TMP/noexp.json" -t TP2 -i TP2
+sed 's/"qk_rope_head_dim": *[0-9]*/"qk_rope_head_dim": 0/' "$DATA/model/configs/tiny-mla.json" >"$TMP/rope0.json"
+expect_err "qk_rope_head_dim 0" "rope0: 'qk_rope_head_dim' is 0 (want >= 1" \
+  "$REFIT" plan -q -m "$TMP/rope0.json" -t TP2 -i TP2
+# A spec whose tensors total more than 2^60 bytes (33 x 2^56 fp32): refused before the sum.
+t='"shape":[72057594037927936],"dtype":"fp32","src":{"mesh":[1],"ranks":[0],"placements":["R"]},"dst":{"mesh":[1],"ranks":[1],"placements":["R"]}'
+{ printf '{"tensors":['; for i in $(seq 0 32); do [ "$i" -gt 0 ] && printf ','; printf '{"name":"t%d",%s}' "$i" "$t"; done; printf ']}'; } >"$TMP/huge.json"
+expect_err "spec over 2^60 bytes" "spec: the model is more than 2^60 bytes, the most refit plans (its byte sums must fit in int64)" \
+  "$REFIT" plan -q --spec "$TMP/huge.json"
+
 finish

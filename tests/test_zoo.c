@@ -1,5 +1,6 @@
 /* Model zoo: public totals, tensor lists, listings, bad configs. */
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -360,6 +361,125 @@ static void test_limits(void) {
   g_string_free(js, TRUE);
 }
 
+/* A shipped config with one member set (value >= 0) or removed (value < 0), as JSON text. */
+static char *config_with(const char *rel, const char *key, int64_t value) {
+  g_autofree char *path = g_build_filename(g_getenv("REFIT_DATA_DIR"), rel, NULL);
+  g_autoptr(JsonParser) p = json_parser_new();
+  g_assert_true(json_parser_load_from_file(p, path, NULL));
+  JsonObject *o = json_node_get_object(json_parser_get_root(p));
+  if (value < 0)
+    json_object_remove_member(o, key);
+  else
+    json_object_set_int_member(o, key, value);
+  return json_to_string(json_parser_get_root(p), FALSE);
+}
+
+/* Issue 25: a MoE model_type without routed experts, and 0 where a dimension sizes tensors,
+ * are refused in one line naming the key; 0 stays legal where it means none. */
+static void test_strict(void) {
+  static const struct {
+    const char *file, *key;
+    int64_t value;    /* -1: removed */
+    const char *says; /* NULL: loads */
+  } cases[] = {
+      {"model/configs/tiny-moe.json", "num_experts", -1,
+       "model_type 'qwen3_moe' has routed experts, but 'num_experts' (or 'n_routed_experts', "
+       "'num_local_experts') is missing"},
+      {"model/configs/tiny-moe.json", "num_experts", 0,
+       "'num_experts' is 0 (want >= 1: the routed experts of a MoE model)"},
+      {"model/configs/tiny-moe.json", "moe_intermediate_size", 0,
+       "'moe_intermediate_size' is 0 (want >= 1: the routed experts' width)"},
+      {"tests/data/hf/Mixtral-8x7B-v0.1.json", "num_local_experts", -1,
+       "model_type 'mixtral' has routed experts"},
+      {"tests/data/hf/gpt-oss-120b.json", "num_local_experts", 0, "'num_local_experts' is 0"},
+      {"tests/data/hf/Qwen3-Next-80B-A3B-Thinking.json", "num_experts", -1,
+       "model_type 'qwen3_next' has routed experts"},
+      {"model/configs/tiny-mla.json", "n_routed_experts", -1,
+       "model_type 'deepseek_v3' has routed experts"},
+      {"model/configs/tiny-mla.json", "qk_nope_head_dim", 0, "'qk_nope_head_dim' is 0"},
+      {"model/configs/tiny-mla.json", "qk_rope_head_dim", 0, "'qk_rope_head_dim' is 0"},
+      {"model/configs/tiny-hybrid.json", "moe_latent_size", 0,
+       "'moe_latent_size' is 0 (want >= 1: the routed experts' latent width; leave it out for "
+       "none)"},
+      /* 0 meaning none */
+      {"model/configs/tiny-mla.json", "q_lora_rank", 0, NULL},
+      {"model/configs/tiny-mla.json", "n_shared_experts", 0, NULL},
+      {"model/configs/tiny-mla.json", "first_k_dense_replace", 0, NULL},
+      {"model/configs/tiny-mla.json", "num_nextn_predict_layers", 0, NULL},
+      {"model/configs/tiny-hybrid.json", "moe_latent_size", -1, NULL},
+      {"tests/data/tiny/llama.json", "num_experts", 0, NULL}, /* dense: no experts */
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *json = config_with(cases[i].file, cases[i].key, cases[i].value);
+    GError *e = NULL;
+    RfModel *m = rf_model_from_json("cfg", json, -1, &e);
+    if (!cases[i].says) {
+      if (!m)
+        g_error("%s %s=%lld: %s", cases[i].file, cases[i].key, (long long)cases[i].value,
+                e->message);
+      rf_model_free(m);
+      continue;
+    }
+    if (m) g_error("accepted: %s %s=%lld", cases[i].file, cases[i].key, (long long)cases[i].value);
+    g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+    if (!strstr(e->message, cases[i].says)) g_error("'%s' lacks '%s'", e->message, cases[i].says);
+    g_assert_true(g_str_has_prefix(e->message, "cfg: "));
+    g_assert_null(strchr(e->message, '\n'));
+    g_clear_error(&e);
+  }
+}
+
+/* Every config shipped (model/configs/), the public ones (tests/data/hf/, copies of
+ * shared/reference/hf-configs/) and the tiny families load. */
+static void test_all_configs(void) {
+  const char *dirs[] = {"model/configs", "tests/data/hf", "tests/data/tiny"};
+  int n = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+    g_autofree char *dir = g_build_filename(g_getenv("REFIT_DATA_DIR"), dirs[i], NULL);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(d);
+    for (const char *f; (f = g_dir_read_name(d));) {
+      if (!g_str_has_suffix(f, ".json")) continue;
+      g_autofree char *p = g_build_filename(dir, f, NULL);
+      rf_model_free(load(p));
+      n++;
+    }
+  }
+  g_assert_cmpint(n, >=, 32);
+}
+
+/* A DTensor spec of 33 tensors of 2^56 fp32 elements: each within its limit, the byte total
+ * (2^63) is not; refused before it is summed (UBSan saw the int64 sum overflow). Two such
+ * tensors (2^59 bytes) stay within RF_MAX_MODEL_BYTES. */
+static void test_spec_total(void) {
+  for (int nt = 2; nt <= 33; nt += 31) {
+    GString *js = g_string_new("{\"tensors\":[");
+    for (int i = 0; i < nt; i++)
+      g_string_append_printf(js,
+                             "%s{\"name\":\"t%d\",\"shape\":[72057594037927936],\"dtype\":"
+                             "\"fp32\",\"src\":{\"mesh\":[1],\"ranks\":[0],\"placements\":"
+                             "[\"R\"]},\"dst\":{\"mesh\":[1],\"ranks\":[1],\"placements\":"
+                             "[\"R\"]}}",
+                             i ? "," : "", i);
+    g_string_append(js, "]}");
+    GError *e = NULL;
+    RfProblem *pb = rf_problem_new_spec(js->str, -1, rf_topology_new_domains(8), &e);
+    if (nt == 2) {
+      g_assert_no_error(e);
+      g_assert_cmpint(rf_model_bytes(pb->model), ==, INT64_C(1) << 59);
+      rf_problem_free(pb);
+    } else {
+      g_assert_null(pb);
+      g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+      g_assert_cmpstr(e->message, ==,
+                      "spec: the model is more than 2^60 bytes, the most refit plans (its byte "
+                      "sums must fit in int64)");
+      g_clear_error(&e);
+    }
+    g_string_free(js, TRUE);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   for (size_t i = 0; i < G_N_ELEMENTS(hf_cases); i++) {
@@ -382,5 +502,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/zoo/expert_names", test_expert_names);
   g_test_add_func("/zoo/listing", test_listing);
   g_test_add_func("/zoo/bad_input", test_bad);
+  g_test_add_func("/zoo/strict", test_strict);
+  g_test_add_func("/zoo/all_configs", test_all_configs);
+  g_test_add_func("/zoo/spec_total", test_spec_total);
   return g_test_run();
 }

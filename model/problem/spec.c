@@ -257,6 +257,7 @@ RfProblem *rf_problem_new_spec(const char *json, gssize len, RfTopology *topo, G
     JsonObject *to = JSON_NODE_HOLDS_OBJECT(tn) ? json_node_get_object(tn) : NULL;
     if (!parse_tensor(to, i, pb, names, error)) return NULL;
   }
+  if (!rf_model_check(m, error)) return NULL; /* the byte total the plan sums */
   spec_finish(pb);
   return g_steal_pointer(&pb);
 }

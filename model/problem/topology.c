@@ -99,6 +99,55 @@ static gboolean get_int(GKeyFile *kf, const char *path, const char *group, const
   return TRUE;
 }
 
+/* The keys of each group (docs/topologies.md); [calibration] takes any GROUP.KEY, which the
+ * simulator checks against its own table. */
+static const struct {
+  const char *group;
+  const char *const keys[5];
+} topo_keys[] = {
+    {"cluster", {"name", "description", "gpus_per_domain"}},
+    {"nvlink", {"bandwidth_GBps", "latency_us"}},
+    {"nic", {"per_gpu", "bandwidth_Gbps", "latency_us", "pcie_GBps"}},
+    {"fabric", {"kind", "oversubscription", "gpus_per_leaf", "switch_latency_us"}},
+    {"gpu", {"hbm_GBps", "memory_GB"}},
+    {"nccl", {"bcast_channels"}},
+    {"calibration", {NULL}},
+};
+
+/* Every group and key is one refit reads: a misspelled optional key would otherwise be
+ * ignored and its default planned. */
+static gboolean check_keys(GKeyFile *kf, const char *path, GError **error) {
+  g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+  for (int g = 0; groups[g]; g++) {
+    size_t i = 0;
+    while (i < G_N_ELEMENTS(topo_keys) && strcmp(topo_keys[i].group, groups[g]))
+      i++;
+    if (i == G_N_ELEMENTS(topo_keys)) {
+      g_autofree char *shown = g_strescape(groups[g], NULL);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                  "%s: unknown group [%s] (known: cluster, nvlink, nic, fabric, gpu, nccl, "
+                  "calibration)",
+                  path, shown);
+      return FALSE;
+    }
+    if (!strcmp(groups[g], "calibration")) continue;
+    g_auto(GStrv) keys = g_key_file_get_keys(kf, groups[g], NULL, NULL);
+    for (int k = 0; keys && keys[k]; k++) {
+      const char *const *known = topo_keys[i].keys;
+      int j = 0;
+      while (known[j] && strcmp(known[j], keys[k])) /* NULL-terminated: at most 4 keys */
+        j++;
+      if (known[j]) continue;
+      g_autofree char *shown = g_strescape(keys[k], NULL);
+      g_autofree char *list = g_strjoinv(", ", (char **)known);
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s: [%s] unknown key '%s' (known: %s)", path,
+                  groups[g], shown, list);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 /* [calibration] base=NAME|PATH and "group.key" overrides, kept as strings (model/ does not know
  * the simulator's keys). Overrides without a base are refused: they would silently apply to
  * whichever calibration the simulator picked. */
@@ -148,6 +197,7 @@ RfTopology *rf_topology_load(const char *name_or_path, GError **error) {
     g_error_free(e);
     return NULL;
   }
+  if (!check_keys(kf, path, error)) return NULL;
   t->name = g_key_file_get_string(kf, "cluster", "name", NULL);
   if (!t->name) t->name = g_path_get_basename(path);
   t->description = g_key_file_get_string(kf, "cluster", "description", NULL);

@@ -540,7 +540,7 @@ RfTensor *rf_checkpoint_fold(const RfModel *m, const RfCheckpoint *c, uint32_t *
   }
   *diff = NULL;
   if (d.first)
-    *diff = g_strdup_printf("checkpoint and config.json differ (the checkpoint wins): first at %s; "
+    *diff = g_strdup_printf("checkpoint and config.json differ: first at %s; "
                             "checkpoint %u tensors, config %lld (%lld missing, %lld extra, %lld "
                             "differ in shape or dtype)",
                             d.first->str, c->ntensors, (long long)rf_model_checkpoint_tensors(m),

@@ -46,6 +46,15 @@ static RfModel *model_load_dir(const char *dir, GError **error) {
   return m;
 }
 
+gboolean rf_model_check_plannable(const RfModel *m, GError **error) {
+  if (!m->ckpt_note) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "%s: %s; refit plans config.json's tensors, so it refuses a checkpoint that differs "
+              "(fix config.json or the checkpoint)",
+              m->ckpt_dir, m->ckpt_note);
+  return FALSE;
+}
+
 RfModel *rf_model_load(const char *name_or_path, GError **error) {
   const char *const *zoo_names = rf_zoo_names();
   char *label;

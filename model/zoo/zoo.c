@@ -105,6 +105,7 @@ typedef struct {
   const char *file;
   GError **error;
   gboolean failed;
+  const char *moe_type; /* the model_type when its family has routed experts, else NULL */
 } Cfg;
 
 /* Dims, counts and sizes of a config: integers in [0, 2^24]. Real configs stay far below (the
@@ -155,6 +156,17 @@ static int64_t cfg_any(Cfg *c, const char *const *keys, int64_t def) {
     if (cfg_has(c, keys[i])) return cfg_int(c, keys[i]);
   if (def >= 0) return def;
   return cfg_int(c, keys[0]);
+}
+
+/* A dimension that sizes tensors: 0 is refused where the config writes it (a missing key keeps
+ * the family's default); why says what it sizes. */
+static void cfg_positive(Cfg *c, const char *const *keys, int64_t v, const char *why) {
+  if (c->failed || v > 0) return;
+  for (int i = 0; keys[i]; i++)
+    if (cfg_has(c, keys[i])) {
+      cfg_fail(c, RF_ERROR_INPUT, "'%s' is 0 (want >= 1: %s)", keys[i], why);
+      return;
+    }
 }
 
 static gboolean cfg_bool_or(Cfg *c, const char *key, gboolean def) {
@@ -233,6 +245,8 @@ static const char *const K_EXPERT_INTER[] = {"moe_intermediate_size", NULL};
 static const char *const K_INTER[] = {"intermediate_size", NULL};
 static const char *const K_LATENT[] = {"moe_latent_size", "routed_expert_hidden_size", NULL};
 static const char *const K_MTP[] = {"num_nextn_predict_layers", "mtp_num_hidden_layers", NULL};
+static const char *const K_NOPE[] = {"qk_nope_head_dim", NULL};
+static const char *const K_ROPE[] = {"qk_rope_head_dim", NULL};
 
 enum {
   COMMON_NO_LAYERS = 1 << 0, /* the family lists its layers instead of num_hidden_layers */
@@ -241,21 +255,34 @@ enum {
 };
 
 /* Read the common keys into a, then check them: every count a builder loops over or multiplies
- * is in range before any shape is formed. */
+ * is in range before any shape is formed. A MoE model_type (c->moe_type) needs routed experts:
+ * without them it would be built as a dense model of another size. */
 static void read_common(Cfg *c, RfArch *a, int flags) {
+  if (c->moe_type) flags |= COMMON_MOE;
   a->hidden = cfg_any(c, K_HIDDEN, -1);
   a->layers = flags & COMMON_NO_LAYERS ? 0 : cfg_any(c, K_LAYERS, -1);
   a->heads = cfg_any(c, K_HEADS, -1);
   a->kv_heads = cfg_any(c, K_KV, a->heads);
   a->head_dim = cfg_any(c, K_HEAD_DIM, a->heads ? a->hidden / MAX(a->heads, 1) : 0);
   a->vocab = cfg_any(c, K_VOCAB, -1);
-  a->experts = cfg_any(c, K_EXPERTS, flags & COMMON_MOE ? -1 : 0);
+  a->experts = cfg_any(c, K_EXPERTS, 0);
+  if (flags & COMMON_MOE) { /* written as 0, or missing */
+    cfg_positive(c, K_EXPERTS, a->experts, "the routed experts of a MoE model");
+    if (!a->experts)
+      cfg_fail(c, RF_ERROR_INPUT,
+               "model_type '%s' has routed experts, but 'num_experts' (or 'n_routed_experts', "
+               "'num_local_experts') is missing",
+               c->moe_type ? c->moe_type : "?");
+  }
   a->top_k = cfg_any(c, K_TOPK, a->experts ? -1 : 0);
   a->shared_experts = cfg_any(c, K_SHARED, 0);
   a->expert_inter = cfg_any(c, K_EXPERT_INTER, 0);
   a->dense_inter = cfg_any(c, K_INTER, flags & COMMON_DENSE ? -1 : 0);
   a->moe_latent = cfg_any(c, K_LATENT, 0);
   a->mtp_layers = cfg_any(c, K_MTP, 0);
+  if (a->experts) cfg_positive(c, K_EXPERT_INTER, a->expert_inter, "the routed experts' width");
+  cfg_positive(c, K_LATENT, a->moe_latent,
+               "the routed experts' latent width; leave it out for none");
 }
 
 /* Counts that size loops and stacked entries; call once the family filled in a->layers. */
@@ -555,6 +582,8 @@ static void build_deepseek(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean
   a->kv_lora = cfg_int(c, "kv_lora_rank");
   a->qk_nope = cfg_int(c, "qk_nope_head_dim");
   a->qk_rope = cfg_int(c, "qk_rope_head_dim");
+  cfg_positive(c, K_NOPE, a->qk_nope, "the q / k head width without RoPE");
+  cfg_positive(c, K_ROPE, a->qk_rope, "the q / k head width with RoPE");
   a->v_head = cfg_int(c, "v_head_dim");
   int64_t first_dense = cfg_int_or(c, "first_k_dense_replace", 0);
   int64_t idx_heads = indexer ? cfg_int(c, "index_n_heads") : 0;
@@ -568,7 +597,7 @@ static void build_deepseek(Builder *b, Cfg *c, RfArch *a, int *nlayers, gboolean
     JsonObject *lin = rf_json_object(c->o, "linear_attn_config");
     if (!lin) cfg_fail(c, RF_ERROR_INPUT, "'linear_attn_config' missing");
     if (c->failed) return;
-    Cfg lc = {lin, c->file, c->error, FALSE};
+    Cfg lc = {lin, c->file, c->error, FALSE, NULL};
     a->lin_heads = cfg_int(&lc, "num_heads");
     a->lin_head_dim = cfg_int(&lc, "head_dim");
     a->conv_kernel = cfg_int(&lc, "short_conv_kernel_size");
@@ -876,7 +905,7 @@ static gboolean quant_read(Cfg *c, JsonObject *qc, Quant *q) {
   memset(q, 0, sizeof *q);
   if (!qc) return TRUE;
   const char *m = rf_json_string(qc, "quant_method");
-  Cfg qcfg = {qc, c->file, c->error, FALSE};
+  Cfg qcfg = {qc, c->file, c->error, FALSE, NULL};
   if (!g_strcmp0(m, "fp8")) {
     JsonArray *bs = rf_json_array(qc, "weight_block_size");
     if (!bs || !rf_json_array_int(bs, 0, 1, CFG_MAX, &q->bo) ||
@@ -1128,31 +1157,34 @@ static const struct {
   const char *model_type, *family;
   BuildFn build;
   const char *why;
+  gboolean moe; /* routed experts required (read_common) */
 } families[] = {
-    {"qwen3_moe", "qwen3_moe", build_qwen3, NULL},
-    {"qwen3", "qwen3_moe", build_qwen3, NULL},
-    {"llama", "llama", build_llama, NULL},
-    {"mistral", "llama", build_llama, NULL},
-    {"mixtral", "mixtral", build_mixtral, NULL},
-    {"minimax_m2", "minimax_m2", build_minimax_m2, NULL},
-    {"glm4_moe", "glm4_moe", build_glm4_moe, NULL},
-    {"deepseek_v3", "deepseek_v3", build_ds, NULL},
-    {"kimi_k2", "deepseek_v3", build_ds, NULL},
-    {"deepseek_v32", "deepseek_v32", build_dsa, NULL},
-    {"glm_moe_dsa", "glm_moe_dsa", build_dsa, NULL},
-    {"kimi_linear", "kimi", build_kimi, NULL},
-    {"kimi", "kimi", build_kimi, NULL},
-    {"nemotron_h", "nemotron_h", build_nemotron_h, NULL},
-    {"qwen3_next", "qwen3_next", build_qwen3_next, NULL},
-    {"qwen3_5_moe_text", "qwen3_5", build_qwen35, NULL},
-    {"qwen3_5_text", "qwen3_5", build_qwen35, NULL},
-    {"gpt_oss", "gpt_oss", build_gpt_oss_cfg, NULL},
+    {"qwen3_moe", "qwen3_moe", build_qwen3, NULL, TRUE},
+    {"qwen3", "qwen3_moe", build_qwen3, NULL, FALSE},
+    {"llama", "llama", build_llama, NULL, FALSE},
+    {"mistral", "llama", build_llama, NULL, FALSE},
+    {"mixtral", "mixtral", build_mixtral, NULL, TRUE},
+    {"minimax_m2", "minimax_m2", build_minimax_m2, NULL, TRUE},
+    {"glm4_moe", "glm4_moe", build_glm4_moe, NULL, TRUE},
+    {"deepseek_v3", "deepseek_v3", build_ds, NULL, TRUE},
+    {"kimi_k2", "deepseek_v3", build_ds, NULL, TRUE},
+    {"deepseek_v32", "deepseek_v32", build_dsa, NULL, TRUE},
+    {"glm_moe_dsa", "glm_moe_dsa", build_dsa, NULL, TRUE},
+    {"kimi_linear", "kimi", build_kimi, NULL, TRUE},
+    {"kimi", "kimi", build_kimi, NULL, TRUE},
+    {"nemotron_h", "nemotron_h", build_nemotron_h, NULL, FALSE},
+    {"qwen3_next", "qwen3_next", build_qwen3_next, NULL, TRUE},
+    {"qwen3_5_moe_text", "qwen3_5", build_qwen35, NULL, TRUE},
+    {"qwen3_5_text", "qwen3_5", build_qwen35, NULL, FALSE},
+    {"gpt_oss", "gpt_oss", build_gpt_oss_cfg, NULL, TRUE},
     {"llama4", NULL, NULL,
      "Llama 4 is not modelled: its interleaved MoE / dense layers, fused expert tensors and "
-     "vision tower have no builder"},
+     "vision tower have no builder",
+     TRUE},
     {"llama4_text", NULL, NULL,
      "Llama 4 is not modelled: its interleaved MoE / dense layers and fused expert tensors have "
-     "no builder"},
+     "no builder",
+     TRUE},
 };
 
 const char *const *rf_zoo_families(void) {
@@ -1194,7 +1226,7 @@ static gboolean config_read(Cfg *c, JsonObject *top, Builder *b, Quant *q) {
 
 static gboolean config_build(Builder *b, JsonObject *top, const char *name, RfModel *m, Quant *q,
                              GError **error) {
-  Cfg c = {top, name, error, FALSE};
+  Cfg c = {top, name, error, FALSE, NULL};
   if (!config_read(&c, top, b, q)) return FALSE;
   const char *mt = rf_json_string(c.o, "model_type");
   if (!mt) mt = rf_json_string(top, "model_type");
@@ -1209,6 +1241,7 @@ static gboolean config_build(Builder *b, JsonObject *top, const char *name, RfMo
       return FALSE;
     }
     m->family = g_strdup(families[i].family);
+    c.moe_type = families[i].moe ? mt : NULL;
     families[i].build(b, &c, &m->arch, &m->nlayers);
     return !c.failed;
   }
@@ -1220,9 +1253,8 @@ static gboolean config_build(Builder *b, JsonObject *top, const char *name, RfMo
   return FALSE;
 }
 
-/* Every volume within 2^56 elements, every segment non-empty, the totals within
- * RF_MAX_MODEL_BYTES: after this, the rf_model_* sums cannot overflow. */
-static gboolean model_check(const RfModel *m, const char *name, GError **error) {
+gboolean rf_model_check(const RfModel *m, GError **error) {
+  const char *name = m->name;
   for (int list = 0; list < 2; list++) {
     const RfTensor *ts = list ? m->ckpt : m->tensors;
     uint32_t n = list ? m->nckpt : m->ntensors;
@@ -1246,7 +1278,10 @@ static gboolean model_check(const RfModel *m, const char *name, GError **error) 
       }
       int64_t by = vol * rf_dtype_size(t->dtype); /* < 2^59 */
       if (total > RF_MAX_MODEL_BYTES - by) {
-        g_set_error(error, RF_ERROR, RF_ERROR_LIMIT, "%s: the model is more than 2^60 bytes", name);
+        g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                    "%s: the model is more than 2^60 bytes, the most refit plans (its byte sums "
+                    "must fit in int64)",
+                    name);
         return FALSE;
       }
       total += by;
@@ -1320,7 +1355,7 @@ RfModel *rf_model_from_json(const char *name, const char *json, gssize len, GErr
   m->tensors = (RfTensor *)g_array_free(b.tensors, FALSE);
   m->nparts = b.parts->len;
   m->parts = (RfPart *)g_array_free(b.parts, FALSE);
-  if (ok) ok = model_check(m, name, error);
+  if (ok) ok = rf_model_check(m, error);
   if (!ok) {
     rf_model_free(m);
     m = NULL;

@@ -50,7 +50,8 @@ typedef struct {
   uint32_t nckpt;
   char *quant;     /* published quantization in words ("fp8 e4m3, 128x128 blocks"), or NULL */
   char *ckpt_dir;  /* loaded from a checkpoint directory: its path (ckpt read from its headers) */
-  char *ckpt_note; /* one line: where the checkpoint and config.json disagree, or NULL */
+  char *ckpt_note; /* one line: where the checkpoint and config.json disagree, or NULL; such a
+                    * model is shown (model show: the checkpoint's list) but never planned */
 } RfModel;
 
 /* Config families refit builds (model_type values, NULL-terminated, static). */
@@ -63,6 +64,10 @@ const char *const *rf_zoo_names(void);
  * where they disagree. NULL + one-line error for an unknown name, unsupported family or
  * malformed file or header. */
 RfModel *rf_model_load(const char *name_or_path, GError **error);
+/* (model_load.c) Whether m can be planned: FALSE + one line (RF_ERROR_INPUT: the directory and
+ * ckpt_note) for a checkpoint directory that disagrees with its config.json, as the plan engine
+ * moves the config's tensors and that plan would not be the checkpoint's; TRUE otherwise. */
+gboolean rf_model_check_plannable(const RfModel *m, GError **error);
 /* Build from JSON text: a config.json (Python's Infinity/NaN accepted, as Hugging Face writes
  * them) or a tensor listing (strict RFC 8259). name labels it. Errors: RF_ERROR_INPUT for a
  * malformed or unsupported file, RF_ERROR_LIMIT for sizes past refit's limits. */
@@ -76,7 +81,15 @@ int64_t rf_model_bytes(const RfModel *m);
 /* The published checkpoint: tensors (scales included) and bytes as stored. */
 int64_t rf_model_checkpoint_tensors(const RfModel *m);
 int64_t rf_model_checkpoint_bytes(const RfModel *m);
-/* Largest model total in bytes (both lists); a model past it is refused at load. */
+/* Largest model total in bytes (both lists); a model past it is refused at load. Far above any
+ * model (2^41 B is a 1T-parameter BF16 model), it keeps every byte sum over the tensors and
+ * their shards within int64. */
 #define RF_MAX_MODEL_BYTES (INT64_C(1) << 60)
+/* Check a model built outside rf_model_from_json (a DTensor spec): every dim >= 1, every
+ * tensor within 2^56 elements, every part's segment non-empty, each list's bytes summed with
+ * the limit checked before each add, within RF_MAX_MODEL_BYTES. FALSE + one line naming
+ * m->name and the tensor or limit (RF_ERROR_INPUT for an empty dim, RF_ERROR_LIMIT past a
+ * limit); after TRUE, the rf_model_* sums cannot overflow. */
+gboolean rf_model_check(const RfModel *m, GError **error);
 
 #endif
