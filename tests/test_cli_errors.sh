@@ -105,10 +105,14 @@ expect_err "MoE without experts" "noexp: model_type 'qwen3_moe' has routed exper
 sed 's/"qk_rope_head_dim": *[0-9]*/"qk_rope_head_dim": 0/' "$DATA/model/configs/tiny-mla.json" >"$TMP/rope0.json"
 expect_err "qk_rope_head_dim 0" "rope0: 'qk_rope_head_dim' is 0 (want >= 1" \
   "$REFIT" plan -q -m "$TMP/rope0.json" -t TP2 -i TP2
-# A spec whose tensors total more than 2^60 bytes (33 x 2^56 fp32): refused before the sum.
+# Specs whose tensors total more than 2^50 bytes: 33 x 2^56 fp32 (overflowed the int64 sum) and
+# 2 x 2^56 fp32 (576 PB, planned before): refused before the sum passes the limit.
 t='"shape":[72057594037927936],"dtype":"fp32","src":{"mesh":[1],"ranks":[0],"placements":["R"]},"dst":{"mesh":[1],"ranks":[1],"placements":["R"]}'
 { printf '{"tensors":['; for i in $(seq 0 32); do [ "$i" -gt 0 ] && printf ','; printf '{"name":"t%d",%s}' "$i" "$t"; done; printf ']}'; } >"$TMP/huge.json"
-expect_err "spec over 2^60 bytes" "spec: the model is more than 2^60 bytes, the most refit plans (its byte sums must fit in int64)" \
+expect_err "spec over 2^50 bytes" "spec: the model is more than 2^50 bytes (1.1 PB), the most refit plans (200x the largest published model)" \
   "$REFIT" plan -q --spec "$TMP/huge.json"
+{ printf '{"tensors":['; for i in 0 1; do [ "$i" -gt 0 ] && printf ','; printf '{"name":"t%d",%s}' "$i" "$t"; done; printf ']}'; } >"$TMP/huge2.json"
+expect_err "spec of 576 PB" "spec: the model is more than 2^50 bytes (1.1 PB)" \
+  "$REFIT" plan -q --spec "$TMP/huge2.json"
 
 finish

@@ -406,7 +406,7 @@ RfCheckpoint *rf_checkpoint_read(const char *dir, GError **error) {
   for (guint j = 0; ok && j < ts->len; j++) {
     const RfCkptTensor *t = &g_array_index(ts, RfCkptTensor, j);
     if (t->end - t->begin > RF_MAX_MODEL_BYTES - c->bytes)
-      ok = fail(error, RF_ERROR_LIMIT, dir, "the checkpoint is more than 2^60 bytes");
+      ok = fail(error, RF_ERROR_LIMIT, dir, "the checkpoint is more than " RF_MAX_MODEL_BYTES_TEXT);
     else
       c->bytes += t->end - t->begin;
   }

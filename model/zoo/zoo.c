@@ -1279,8 +1279,8 @@ gboolean rf_model_check(const RfModel *m, GError **error) {
       int64_t by = vol * rf_dtype_size(t->dtype); /* < 2^59 */
       if (total > RF_MAX_MODEL_BYTES - by) {
         g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
-                    "%s: the model is more than 2^60 bytes, the most refit plans (its byte sums "
-                    "must fit in int64)",
+                    "%s: the model is more than " RF_MAX_MODEL_BYTES_TEXT
+                    ", the most refit plans (200x the largest published model)",
                     name);
         return FALSE;
       }

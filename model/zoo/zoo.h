@@ -81,10 +81,11 @@ int64_t rf_model_bytes(const RfModel *m);
 /* The published checkpoint: tensors (scales included) and bytes as stored. */
 int64_t rf_model_checkpoint_tensors(const RfModel *m);
 int64_t rf_model_checkpoint_bytes(const RfModel *m);
-/* Largest model total in bytes (both lists); a model past it is refused at load. Far above any
- * model (2^41 B is a 1T-parameter BF16 model), it keeps every byte sum over the tensors and
- * their shards within int64. */
-#define RF_MAX_MODEL_BYTES (INT64_C(1) << 60)
+/* Largest model total in bytes (both lists); a model past it is refused at load. 200x the
+ * largest model of the zoo (Kimi K3, 5.5 TB), and small enough that a sum of the model's bytes
+ * over 2^13 copies (replicas, destinations) stays within int64. */
+#define RF_MAX_MODEL_BYTES (INT64_C(1) << 50)
+#define RF_MAX_MODEL_BYTES_TEXT "2^50 bytes (1.1 PB)"
 /* Check a model built outside rf_model_from_json (a DTensor spec): every dim >= 1, every
  * tensor within 2^56 elements, every part's segment non-empty, each list's bytes summed with
  * the limit checked before each add, within RF_MAX_MODEL_BYTES. FALSE + one line naming
