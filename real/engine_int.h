@@ -40,9 +40,10 @@ typedef struct {
   uint64_t send_top, recv_top;
   void *pack_dev, *unpack_dev;
   uint64_t npack, nunpack;
-  GArray *unpack_drop; /* test hook: the unpack list less one chunk */
+  uint64_t npack_small, nunpack_small; /* the small copies, first in each list */
+  GArray *unpack_drop;                 /* test hook: the unpack list less one chunk */
   void *unpack_drop_dev;
-  uint64_t nunpack_drop;
+  uint64_t nunpack_drop, nunpack_drop_small;
 } RRound;
 
 typedef struct {

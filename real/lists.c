@@ -676,12 +676,15 @@ static gboolean rank_upload(Build *b, GError **error) {
     recv_top = MAX(recv_top, r->recv_top);
     rf_real_chunk_copies(r->pack, RF_REAL_CHUNK_BYTES);
     rf_real_chunk_copies(r->unpack, RF_REAL_CHUNK_BYTES);
+    r->npack_small = rf_real_order_copies(r->pack, RF_REAL_SMALL_COPY_BYTES);
+    r->nunpack_small = rf_real_order_copies(r->unpack, RF_REAL_SMALL_COPY_BYTES);
     r->npack = r->pack->len;
     r->nunpack = r->unpack->len;
     r->pack_dev = rf_real_upload_array(st, r->pack, sizeof(RfCopy), &s);
     if (s == RF_REAL_OK) r->unpack_dev = rf_real_upload_array(st, r->unpack, sizeof(RfCopy), &s);
     if (s == RF_REAL_OK && r->unpack_drop) {
       rf_real_chunk_copies(r->unpack_drop, RF_REAL_CHUNK_BYTES);
+      r->nunpack_drop_small = rf_real_order_copies(r->unpack_drop, RF_REAL_SMALL_COPY_BYTES);
       r->nunpack_drop = r->unpack_drop->len;
       r->unpack_drop_dev = rf_real_upload_array(st, r->unpack_drop, sizeof(RfCopy), &s);
       g_array_free(r->unpack_drop, TRUE);
