@@ -103,9 +103,13 @@ static void report_device_error(const char *host, int rank, cudaError_t e) {
   int drv = 0, rt = 0;
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);
-  fprintf(stderr,
-          "%s %d: cudaGetDeviceCount: '%s' (CUDA driver supports %d.%d, runtime is %d.%d%s)\n",
-          host, rank, cudaGetErrorString(e), drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
+  char who[96];
+  if (rank >= 0)
+    snprintf(who, sizeof who, "%s %d", host, rank);
+  else
+    snprintf(who, sizeof who, "%s", host);
+  fprintf(stderr, "%s: cudaGetDeviceCount: '%s' (CUDA driver supports %d.%d, runtime is %d.%d%s)\n",
+          who, cudaGetErrorString(e), drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
           drv && drv < rt ? ": the driver is older than the toolkit" : "");
   cudaGetLastError();
 }
