@@ -108,9 +108,14 @@ static void report_device_error(const char *host, int rank, cudaError_t e) {
     snprintf(who, sizeof who, "%s %d", host, rank);
   else
     snprintf(who, sizeof who, "%s", host);
-  fprintf(stderr, "%s: cudaGetDeviceCount: '%s' (CUDA driver supports %d.%d, runtime is %d.%d%s)\n",
-          who, cudaGetErrorString(e), drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
-          drv && drv < rt ? ": the driver is older than the toolkit" : "");
+  if (!drv) /* no driver loaded: cudaDriverGetVersion answers 0 */
+    fprintf(stderr, "%s: cudaGetDeviceCount: '%s' (no CUDA driver loaded; runtime %d.%d)\n", who,
+            cudaGetErrorString(e), rt / 1000, rt % 1000 / 10);
+  else
+    fprintf(stderr,
+            "%s: cudaGetDeviceCount: '%s' (CUDA driver supports %d.%d, runtime is %d.%d%s)\n", who,
+            cudaGetErrorString(e), drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
+            drv < rt ? ": the driver is older than the toolkit" : "");
   cudaGetLastError();
 }
 
