@@ -57,6 +57,9 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
          o->staging_bytes, o->slots, o->slots == 1 ? "" : "s", ops);
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved\n");
+    if (!strcmp(o->backend, "cuda"))
+      printf("# not counted: NCCL's own buffers (communicator, channels, proxy), the CUDA "
+             "context, the copy lists\n");
     return;
   }
   printf(", warm-up %d, iterations %d, timeout %.1f s\n", o->warmup, o->iters, o->timeout_s);
@@ -80,6 +83,10 @@ static void print_row(const Row *r, gboolean memory) {
         "%.3f (maxima over ranks, each)\n",
         gib(r->spread.rank_bytes), gib(r->spread.src_bytes), gib(r->spread.dst_bytes),
         gib(r->spread.hold_bytes), gib(r->spread.staging_bytes));
+    if (r->spread.process_ranks > 1) /* --local: every rank on one GPU (or in one host) */
+      printf("   process total: %.3f GiB = source + destination 2 x + holding + staging, summed "
+             "over the %d ranks of this process\n",
+             gib(r->spread.process_bytes), r->spread.process_ranks);
     printf("#  %" G_GUINT64_FORMAT " groups, %" G_GUINT64_FORMAT " transfers, %" G_GUINT64_FORMAT
            " B to deliver\n",
            r->spread.rounds, r->nxfers, r->plan.payload_bytes);

@@ -59,6 +59,34 @@ gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int loca
   return FALSE;
 }
 
+int rf_real_pick_gpu(int local_rank, int ngpus, int override, gboolean visible_set) {
+  if (override >= 0) return override;
+  if (ngpus == 1 && visible_set) return 0;
+  return local_rank;
+}
+
+/* REFIT_CUDA_DEVICE: a GPU index, or -1 when unset or not a number. */
+static int device_override(void) {
+  const char *v = g_getenv("REFIT_CUDA_DEVICE");
+  guint64 d = 0;
+  if (!v || !g_ascii_string_to_unsigned(v, 10, 0, G_MAXINT, &d, NULL)) return -1;
+  return (int)d;
+}
+
+/* The GPU of this rank (cfg->device), checked against the ngpus it sees; FALSE + *mine. */
+static gboolean choose_gpu(const RfBoot *b, int ngpus, RfDevConfig *cfg, GError **mine) {
+  const int over = device_override();
+  cfg->device =
+      rf_real_pick_gpu(b->local_rank, ngpus, over, g_getenv("CUDA_VISIBLE_DEVICES") != NULL);
+  if (over < 0 && cfg->device == b->local_rank)
+    return rf_real_check_gpus(b->rank, b->host, b->local_rank, b->local_size, ngpus, mine);
+  if (cfg->device < ngpus) return TRUE;
+  g_set_error(mine, RF_ERROR, RF_ERROR_INPUT,
+              "rank %d (%s): REFIT_CUDA_DEVICE=%d but %d GPU%s visible", b->rank, b->host,
+              cfg->device, ngpus, ngpus == 1 ? "" : "s");
+  return FALSE;
+}
+
 /* Open the backend on every rank and join the communicator; the ranks agree first, so that one
  * rank without a (free) GPU or host memory (precheck: taken) cannot leave the others waiting in
  * the communicator setup. */
@@ -82,6 +110,7 @@ static gboolean open_device(RealState *st, GError *precheck, GError **error) {
                      .local = st->opt.local,
                      .device = b->local_rank,
                      .timeout_s = st->opt.timeout_s,
+                     .init_timeout_s = MAX(st->opt.timeout_s, RF_REAL_INIT_TIMEOUT_S),
                      .op_delay_s = st->opt.op_delay_s};
   /* Elastic recovery: the lost ranks stay in the MPI world (idle, they take part in the engine's
    * bookkeeping collectives) but not in the data communicator. */
@@ -99,8 +128,7 @@ static gboolean open_device(RealState *st, GError *precheck, GError **error) {
     s = RF_REAL_ERR_NOMEM; /* reported through mine */
   else if (ngpus == 0)
     s = RF_REAL_ERR_NODEV;
-  else if (ngpus > 0 &&
-           !rf_real_check_gpus(b->rank, b->host, b->local_rank, b->local_size, ngpus, &mine))
+  else if (ngpus > 0 && !choose_gpu(b, ngpus, &cfg, &mine))
     s = RF_REAL_ERR_INTERNAL; /* reported through mine */
   else
     s = st->ops->open(&cfg, &st->dev);
@@ -225,6 +253,30 @@ gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_by
   return FALSE;
 }
 
+gboolean rf_real_check_device_memory(int nranks, const char *what, uint64_t need_bytes,
+                                     uint64_t free_bytes, GError **error) {
+  if (need_bytes <= free_bytes) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+              "--local: the %s of the %d ranks need %.3f GiB of device memory, the GPU has %.3f "
+              "GiB free (`refit run --memory --local` prints the process total)",
+              what, nranks, need_bytes / 1073741824.0, free_bytes / 1073741824.0);
+  return FALSE;
+}
+
+/* --local on a GPU: refuse what one GPU cannot hold before allocating any of it. */
+static gboolean check_local_device(RealState *st, const char *what, uint64_t need_bytes,
+                                   GError **error) {
+  if (!st->opt.local || st->opt.plan_only || !st->ops->mem_free) return TRUE;
+  uint64_t free_bytes = 0;
+  RfRealStatus s = st->ops->mem_free(st->dev, &free_bytes);
+  if (s != RF_REAL_OK) {
+    rf_real_set_err(error, rf_real_status_code(s), "rank %d: free device memory: %s", st->me,
+                    rf_real_status_string(s));
+    return FALSE;
+  }
+  return rf_real_check_device_memory(st->nlr, what, need_bytes, free_bytes, error);
+}
+
 static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error) {
   RealState *st = ex->state;
   const RfBoot *b = rf_boot();
@@ -263,6 +315,9 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
     rf_real_check_host_memory(st->me, src_bytes, dst_bytes, rf_real_host_available_bytes(),
                               &precheck);
   if (!open_device(st, precheck, error)) return FALSE;
+  if (!check_local_device(st, "shards (source + 2 x destination)", src_bytes + 2 * dst_bytes,
+                          error))
+    return FALSE;
   for (int i = 0; i < st->nlr; i++)
     if (!prepare_rank(st, &st->lr[i], error)) return FALSE;
   return TRUE;
@@ -310,7 +365,8 @@ static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gbool
   }
   switch ((RfSchedOpKind)op->kind) {
   case RF_SOP_PACK:
-    return r->npack ? st->ops->copy(st->dev, l->bases_dev[0], r->pack_dev, r->npack) : RF_REAL_OK;
+    return r->npack ? st->ops->copy(st->dev, l->bases_dev[0], r->pack_dev, r->npack, r->npack_small)
+                    : RF_REAL_OK;
   case RF_SOP_POST:
     if (st->opt.local) return RF_REAL_OK; /* the caller moves the round when all ranks posted */
     return st->ops->post(st->dev, op->lane, (const RfOp *)r->sends->data, (int)r->sends->len,
@@ -321,7 +377,8 @@ static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gbool
     gboolean d = last && r->unpack_drop_dev;
     uint64_t n = d ? r->nunpack_drop : r->nunpack;
     return n ? st->ops->copy(st->dev, l->bases_dev[1 - st->bank],
-                             d ? r->unpack_drop_dev : r->unpack_dev, n)
+                             d ? r->unpack_drop_dev : r->unpack_dev, n,
+                             d ? r->nunpack_drop_small : r->nunpack_small)
              : RF_REAL_OK;
   }
   }
@@ -455,11 +512,13 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
   RfRealSpread *sp = &st->spread;
   const gint64 t0 = g_get_monotonic_time();
   gint64 shown = t0;
+  uint64_t plan_bytes = 0; /* holding + staging of every local rank */
   for (int i = 0; i < st->nlr; i++) {
     LRank *l = &st->lr[i];
     rf_real_progress(st, plan, "ranks built", (uint64_t)i, (uint64_t)st->nlr, t0, &shown);
     if (!rf_real_build_rank(st, plan, sg, l, error)) return FALSE;
-    if (!st->opt.plan_only && !rf_real_rank_tables(st, l, error)) return FALSE;
+    plan_bytes += l->hold_bytes + l->sstage_bytes + l->rstage_bytes;
+    sp->process_bytes += l->src_bytes + 2 * l->dst_bytes;
     sp->hold_bytes = MAX(sp->hold_bytes, l->hold_bytes);
     sp->staging_bytes = MAX(sp->staging_bytes, l->sstage_bytes + l->rstage_bytes);
     sp->src_bytes = MAX(sp->src_bytes, l->src_bytes);
@@ -467,6 +526,11 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
     sp->rank_bytes = MAX(sp->rank_bytes, l->src_bytes + 2 * l->dst_bytes + l->hold_bytes +
                                              l->sstage_bytes + l->rstage_bytes);
   }
+  sp->process_bytes += plan_bytes;
+  sp->process_ranks = st->nlr;
+  if (!check_local_device(st, "holding stores and staging", plan_bytes, error)) return FALSE;
+  for (int i = 0; i < st->nlr && !st->opt.plan_only; i++)
+    if (!rf_real_rank_tables(st, &st->lr[i], error)) return FALSE;
   sp->rounds = st->nrounds;
   sp->slots = st->opt.slots;
   if (st->opt.local && !st->opt.plan_only) { /* ranks per round, for the local interleaving */
@@ -804,6 +868,9 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
   ok = TRUE;
   goto out;
 abort:
+  /* First tear the communicator down: the check below queues behind groups that only an abort
+   * ends (an NCCL kernel waiting on a dead peer). */
+  if (st->ops->cancel) st->ops->cancel(st->dev);
   note_bank_in_service(st, error);
   /* A peer may be stuck in a group with us: tear the communicator down, do not wait. */
   st->ops->close(st->dev, 1);

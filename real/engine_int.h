@@ -38,11 +38,12 @@ typedef struct {
   uint32_t stage_mask; /* plan stages of its segments (bit min(stage, 31)) */
   GArray *sends, *recvs, *pack, *unpack; /* RfOp, RfOp, RfCopy, RfCopy while building */
   uint64_t send_top, recv_top;
-  void *pack_dev, *unpack_dev;
+  void *pack_dev, *unpack_dev; /* in the rank's list arena (LRank.lists_dev) */
   uint64_t npack, nunpack;
-  GArray *unpack_drop; /* test hook: the unpack list less one chunk */
+  uint64_t npack_small, nunpack_small; /* the small copies, first in each list */
+  GArray *unpack_drop;                 /* test hook: the unpack list less one chunk */
   void *unpack_drop_dev;
-  uint64_t nunpack_drop;
+  uint64_t nunpack_drop, nunpack_drop_small;
 } RRound;
 
 typedef struct {
@@ -59,8 +60,9 @@ typedef struct {
   void **bases_dev[2];
   RRound *rounds;
   int nrounds;
-  int *local_round; /* global round -> index in rounds or -1 */
-  RfSchedOp *prog;  /* the rank's program (rf_schedule_rank_program) */
+  RfCopy *lists_dev; /* every round's copy lists, one allocation (the rounds point into it) */
+  int *local_round;  /* global round -> index in rounds or -1 */
+  RfSchedOp *prog;   /* the rank's program (rf_schedule_rank_program) */
   int nprog;
   uint64_t slot_send, slot_recv; /* staging of one lane, each direction */
 } LRank;

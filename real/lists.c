@@ -641,6 +641,53 @@ static gboolean rank_messages(Build *b, GError **error) {
   return TRUE;
 }
 
+/* Append a round's copy list to the arena (chunked, small copies first); *off: where it starts,
+ * *nsmall: its small copies. The list is freed. */
+static uint64_t arena_add(GArray *arena, GArray *list, uint64_t *off, uint64_t *nsmall) {
+  rf_real_chunk_copies(list, RF_REAL_CHUNK_BYTES);
+  *nsmall = rf_real_order_copies(list, RF_REAL_SMALL_COPY_BYTES);
+  *off = arena->len;
+  const uint64_t n = list->len;
+  g_array_append_vals(arena, list->data, list->len);
+  g_array_free(list, TRUE);
+  return n;
+}
+
+/* Every round's pack, unpack (and test-drop) lists in one backend allocation, one upload: a
+ * round's lists are offsets into it (an allocation, an upload and two syncs per list cost more
+ * than the copies of a short round). */
+static gboolean upload_lists(RealState *st, LRank *l, GError **error) {
+  g_autoptr(GArray) arena = g_array_new(FALSE, FALSE, sizeof(RfCopy));
+  g_autofree uint64_t *off = g_new(uint64_t, 3 * (size_t)MAX(1, l->nrounds));
+  for (int k = 0; k < l->nrounds; k++) {
+    RRound *r = &l->rounds[k];
+    r->npack = arena_add(arena, r->pack, &off[3 * k], &r->npack_small);
+    r->nunpack = arena_add(arena, r->unpack, &off[3 * k + 1], &r->nunpack_small);
+    r->pack = r->unpack = NULL;
+    if (r->unpack_drop) {
+      r->nunpack_drop = arena_add(arena, r->unpack_drop, &off[3 * k + 2], &r->nunpack_drop_small);
+      r->unpack_drop = NULL;
+    } else {
+      off[3 * k + 2] = UINT64_MAX;
+    }
+  }
+  RfRealStatus s = RF_REAL_OK;
+  l->lists_dev = rf_real_upload_array(st, arena, sizeof(RfCopy), &s);
+  if (s != RF_REAL_OK) {
+    rf_real_set_err(error, rf_real_status_code(s), "rank %d: copy lists: %s", l->rank,
+                    rf_real_status_string(s));
+    return FALSE;
+  }
+  RfCopy *base = l->lists_dev;
+  for (int k = 0; k < l->nrounds; k++) {
+    RRound *r = &l->rounds[k];
+    r->pack_dev = base + off[3 * k];
+    r->unpack_dev = base + off[3 * k + 1];
+    r->unpack_drop_dev = off[3 * k + 2] == UINT64_MAX ? NULL : base + off[3 * k + 2];
+  }
+  return TRUE;
+}
+
 /* 4. Rounds in global order, lists chunked and uploaded into backend memory. */
 static gboolean rank_upload(Build *b, GError **error) {
   RealState *st = b->st;
@@ -670,32 +717,10 @@ static gboolean rank_upload(Build *b, GError **error) {
   l->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
   uint64_t send_top = 0, recv_top = 0;
   for (k = 0; k < l->nrounds; k++) {
-    RRound *r = &l->rounds[k];
-    RfRealStatus s = RF_REAL_OK;
-    send_top = MAX(send_top, r->send_top);
-    recv_top = MAX(recv_top, r->recv_top);
-    rf_real_chunk_copies(r->pack, RF_REAL_CHUNK_BYTES);
-    rf_real_chunk_copies(r->unpack, RF_REAL_CHUNK_BYTES);
-    r->npack = r->pack->len;
-    r->nunpack = r->unpack->len;
-    r->pack_dev = rf_real_upload_array(st, r->pack, sizeof(RfCopy), &s);
-    if (s == RF_REAL_OK) r->unpack_dev = rf_real_upload_array(st, r->unpack, sizeof(RfCopy), &s);
-    if (s == RF_REAL_OK && r->unpack_drop) {
-      rf_real_chunk_copies(r->unpack_drop, RF_REAL_CHUNK_BYTES);
-      r->nunpack_drop = r->unpack_drop->len;
-      r->unpack_drop_dev = rf_real_upload_array(st, r->unpack_drop, sizeof(RfCopy), &s);
-      g_array_free(r->unpack_drop, TRUE);
-      r->unpack_drop = NULL;
-    }
-    g_array_free(r->pack, TRUE);
-    g_array_free(r->unpack, TRUE);
-    r->pack = r->unpack = NULL;
-    if (s != RF_REAL_OK) {
-      rf_real_set_err(error, rf_real_status_code(s), "rank %d: copy lists: %s", b->me,
-                      rf_real_status_string(s));
-      return FALSE;
-    }
+    send_top = MAX(send_top, l->rounds[k].send_top);
+    recv_top = MAX(recv_top, l->rounds[k].recv_top);
   }
+  if (!upload_lists(st, l, error)) return FALSE;
   /* the schedule's per-rank maxima (the lane size) are the built rounds' */
   if (send_top != l->slot_send || recv_top != l->slot_recv) {
     rf_real_set_err(error, RF_ERROR_VERIFY,
@@ -747,12 +772,9 @@ static void free_rank_plan(RealState *st, LRank *l) {
   for (int k = 0; k < l->nrounds; k++) {
     RRound *r = &l->rounds[k];
     rround_clear(r);
-    if (live) {
-      st->ops->release(st->dev, r->pack_dev);
-      st->ops->release(st->dev, r->unpack_dev);
-      if (r->unpack_drop_dev) st->ops->release(st->dev, r->unpack_drop_dev);
-    }
   }
+  if (live) st->ops->release(st->dev, l->lists_dev);
+  l->lists_dev = NULL;
   g_free(l->rounds);
   g_free(l->local_round);
   g_clear_pointer(&l->prog, g_free);

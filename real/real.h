@@ -67,6 +67,8 @@ typedef struct {
   uint64_t src_bytes;     /* largest source shards of one rank */
   uint64_t dst_bytes;     /* largest destination shards of one rank (one bank) */
   uint64_t rank_bytes;    /* largest source + 2 x destination + holding + staging of one rank */
+  uint64_t process_bytes; /* the same summed over this process's ranks (--local: every rank) */
+  int process_ranks;      /* ranks in this process (--local: all of the plan, else 1) */
   uint64_t wrong_new;     /* elements of the new weights that differ from the pattern */
   uint64_t wrong_old;     /* elements of the previous weights changed during the refit */
 } RfRealSpread;

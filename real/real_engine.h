@@ -9,6 +9,10 @@
  * so that a list of a few large copies still spreads over the whole GPU (one block per piece). */
 #define RF_REAL_CHUNK_BYTES (256u << 10)
 
+/* Communicator set-up (NCCL init over many nodes, shrink) may take this long, whatever the stage
+ * timeout (RfDevConfig.init_timeout_s: the larger of the two). */
+#define RF_REAL_INIT_TIMEOUT_S 300.0
+
 /* Most timed (and warm-up) refits of one run: their stage times are kept, one row each. */
 #define RF_REAL_MAX_ITERS 100000
 
@@ -24,6 +28,10 @@ void rf_real_set_progress(RfExecutor *ex, RfRealProgressFn fn, void *user_data);
  * multiple of 16: piece j starts j * chunk_bytes into both source and destination, so every
  * piece keeps the copy's source / destination alignment modulo 16. */
 void rf_real_chunk_copies(GArray *copies, uint64_t chunk_bytes);
+/* Put the copies of at most small_bytes first, each class in its order (stable), and return how
+ * many there are: the nsmall of RfDevOps.copy (RF_REAL_SMALL_COPY_BYTES). Copies of one list
+ * write disjoint bytes, so their order does not change the result. */
+uint64_t rf_real_order_copies(GArray *copies, uint64_t small_bytes);
 /* Cut every RfRun of runs (in place, order kept) into pieces of at most chunk_bytes of its box's
  * element size (boxes[run.box].esize); offsets and sequence numbers advance together. */
 void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_bytes);
@@ -32,6 +40,11 @@ void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_byt
  * own of ngpus, else FALSE + one line (RF_ERROR_INPUT) naming the ranks and the GPUs. */
 gboolean rf_real_check_gpus(int rank, const char *host, int local_rank, int local_size, int ngpus,
                             GError **error);
+
+/* The GPU a rank drives: override (REFIT_CUDA_DEVICE, >= 0) when set; GPU 0 when it sees exactly
+ * one and visible_set (CUDA_VISIBLE_DEVICES set: the launcher gave each rank its own, as Slurm's
+ * --gpus-per-task=1 does); else its node-local rank, which rf_real_check_gpus checks. */
+int rf_real_pick_gpu(int local_rank, int ngpus, int override, gboolean visible_set);
 
 /* Elastic recovery: the data communicator of a world of `world` ranks whose lost[r] are set
  * (lost NULL: none). Fills exclude (ascending lost ranks) and comm_rank (each rank's rank among
@@ -46,5 +59,12 @@ uint64_t rf_real_host_available_bytes(void);
  * it in prepare for the host backend, before allocating anything. */
 gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes,
                                    uint64_t available_bytes, GError **error);
+
+/* --local on a GPU: TRUE when need_bytes (what of this process's ranks is still to be allocated,
+ * `what` names it) fit in free_bytes (cudaMemGetInfo), else FALSE + one line (RF_ERROR_LIMIT)
+ * naming both figures in GiB. The executor checks it before allocating the shards and before
+ * the holding stores and staging of a plan: one GPU holds every rank. */
+gboolean rf_real_check_device_memory(int nranks, const char *what, uint64_t need_bytes,
+                                     uint64_t free_bytes, GError **error);
 
 #endif

@@ -3,6 +3,8 @@
  * lists into chunks. Pure host code, no backend. */
 #include "engine_int.h"
 
+#include <string.h>
+
 /* Runs of sub (inside outer) in outer's row-major order, in row-major order of sub. */
 void rf_box_spans(const RfBox *outer, const RfBox *sub, int ndim, GArray *out) {
   int64_t ext[RF_MAX_DIMS], oext[RF_MAX_DIMS];
@@ -127,4 +129,20 @@ void rf_real_chunk_runs(GArray *runs, const RfBoxDesc *boxes, uint64_t chunk_byt
   g_array_set_size(runs, 0);
   g_array_append_vals(runs, out->data, out->len);
   g_array_free(out, TRUE);
+}
+
+uint64_t rf_real_order_copies(GArray *copies, uint64_t small_bytes) {
+  const guint n = copies->len;
+  if (!n) return 0;
+  g_autofree RfCopy *large = g_new(RfCopy, n);
+  guint ns = 0, nl = 0;
+  for (guint i = 0; i < n; i++) {
+    const RfCopy c = g_array_index(copies, RfCopy, i);
+    if (c.bytes <= small_bytes)
+      g_array_index(copies, RfCopy, ns++) = c; /* ns <= i: never ahead of the reading */
+    else
+      large[nl++] = c;
+  }
+  memcpy(&g_array_index(copies, RfCopy, ns), large, sizeof(RfCopy) * nl);
+  return ns;
 }

@@ -1,17 +1,22 @@
 #!/bin/sh
 # The GPU checks of the CUDA backend, as one prepared script for a machine with one GPU (issue 9
-# "On a GPU", issue 14). Steps, each logged under $OUT (default ./device-out):
+# "On a GPU", issues 14 and 24). Steps, each logged under $OUT (default ./device-out), and ONE
+# summary of them all in $OUT/summary.txt:
 #   0. preflight: one line per missing dependency (nothing can be installed there)
 #   1. build with the CUDA backend (build-gpu/, the GPU's architecture, no -Werror) -> build.log
-#   2. ctest -R real_cuda (single-GPU mode, a one-rank NCCL self-send)       -> ctest.log
-#   3. pack / unpack bandwidth of the copy kernel against device memcpy      -> copy-bw.txt
-#      (test_real --copy-bw; target: ratio >= 0.8)
-#   4. a model-sized single-GPU refit: qwen3-30b-a3b (per-layer shapes of the real model) scaled
-#      to $LAYERS (8) of its 48 layers, so that every rank fits on one GPU together,
-#      TP2xPP4 -> TP4xDP2, every strategy, --local --backend cuda          -> refit.txt
-#      (its --memory figures first                                         -> memory.txt)
-# Budget: at most 200 + 90 + 45 + 30 + 120 s = about 8 minutes (each step has its own timeout). Without a GPU it stops after
-# saying so (exit 77). Usage: sh scripts/device-check.sh [BUILD_DIR]
+#   2. ctest -R real_cuda (single-GPU mode, one-rank NCCL self-send and multi-group) -> ctest.log
+#   3. pack / unpack bandwidth of the copy kernel against device memcpy, per shape
+#      (384 B expert rows included; test_real --copy-bw; target: ratio >= 0.8)   -> copy-bw.txt
+#   4. one-rank NCCL, a 256 MiB spec at 2 MiB of staging (32 groups, each a self-send), timed
+#      with --slots 1 and --slots 2: the two-lane path and its overlap           -> nccl-slots*.txt
+#   5. a model-sized single-GPU refit: qwen3-30b-a3b (per-layer shapes of the real model) scaled to
+#      $LAYERS (8) of its 48 layers, TP2xPP4 -> TP4xDP2, --local --backend cuda. All 16 ranks
+#      share the GPU: each strategy runs at the most layers (8, 4, 2, 1) whose `--memory --local`
+#      process total fits 85% of the GPU's free memory (gather-broadcast at 8 layers needs 190 GiB)
+#                                                                                  -> memory-*.txt, refit-*.txt
+# Budget: at most 180 + 60 + 40 + 2 x 25 + 120 s = 7.5 minutes on an H200 with 16 cores (each step
+# has its own timeout). Without a GPU it stops after saying so (exit 77).
+# Usage: sh scripts/device-check.sh [BUILD_DIR]
 set -u
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -83,7 +88,7 @@ case $arch in '' | *[!0-9]*) arch="80;90;100" ;; esac
 # here: a compiler this project's CI does not run must not stop a hardware check (CPU CI keeps
 # -Werror).
 say "1. building $build with the CUDA backend (architectures $arch, -Werror off)"
-timeout 200 sh scripts/build.sh "$build" -DREFIT_CUDA=ON -DREFIT_WERROR=OFF \
+timeout 180 sh scripts/build.sh "$build" -DREFIT_CUDA=ON -DREFIT_WERROR=OFF \
   "-DCMAKE_CUDA_ARCHITECTURES=$arch" ${nvcc:+"-DCMAKE_CUDA_COMPILER=$nvcc"} >"$out/build.log" 2>&1
 rc=$?
 if [ $rc = 0 ] && ! grep -q '^-- CUDA backend: nvcc' "$build.cmake.log"; then
@@ -92,7 +97,7 @@ if [ $rc = 0 ] && ! grep -q '^-- CUDA backend: nvcc' "$build.cmake.log"; then
 fi
 step "build ($(grep -h 'CUDA backend' "$build.cmake.log" 2>/dev/null | head -1))" $rc
 if [ $rc != 0 ]; then
-  tail -20 "$out/build.log"
+  tail -20 "$out/build.log" | tee -a "$summary"
   exit 1
 fi
 refit="$build/cli/refit"
@@ -100,35 +105,93 @@ test_real="$build/tests/test_real"
 
 # 2. The CUDA tests of the suite.
 say "2. ctest -R real_cuda"
-(cd "$build" && timeout 90 ctest -R real_cuda --output-on-failure) >"$out/ctest.log" 2>&1
+(cd "$build" && timeout 60 ctest -R real_cuda --output-on-failure) >"$out/ctest.log" 2>&1
 rc=$?
 grep -q 'real_cuda .*Skipped' "$out/ctest.log" && rc=77
+grep -E '^(ok|FAIL|SKIP|note):' "$out/ctest.log" >>"$summary"
 step "ctest -R real_cuda" $rc
 
-# 3. Copy bandwidth: pack / unpack lists against cudaMemcpyAsync device to device.
+# 3. Copy bandwidth: pack / unpack lists against cudaMemcpyAsync device to device, per shape.
 say "3. copy bandwidth (256 MiB lists)"
-timeout 45 "$test_real" --copy-bw 256 >"$out/copy-bw.txt" 2>&1
+timeout 40 "$test_real" --copy-bw 256 >"$out/copy-bw.txt" 2>&1
 rc=$?
-cat "$out/copy-bw.txt"
+cat "$out/copy-bw.txt" | tee -a "$summary"
 step "copy bandwidth" $rc
 grep -q 'below the 0.8 target' "$out/copy-bw.txt" &&
-  say "note: a list is below 0.8 of device memcpy bandwidth (see copy-bw.txt)"
+  say "note: a list is below 0.8 of device memcpy bandwidth (see above)"
 
-# 4. A model-sized refit on one GPU: every rank of the plan in this process.
-say "4. qwen3-30b-a3b@$layers TP2xPP4 -> TP4xDP2, --local --backend cuda"
-cfg="$out/qwen3-30b-a3b-${layers}L.json"
-sed -E "s/\"num_hidden_layers\": *[0-9]+/\"num_hidden_layers\": $layers/" \
-  "$root/model/configs/qwen3-30b-a3b.json" >"$cfg"
-run="$refit run --local --model $cfg --train TP2xPP4 --infer TP4xDP2 --topology dgx-h100"
-echo "\$ $run --memory" >"$out/memory.txt"
-timeout 30 $run --memory >>"$out/memory.txt" 2>&1
-step "--memory" $?
-grep -E '^## |largest rank' "$out/memory.txt"
-echo "\$ $run --warmup 1 --iters 3" >"$out/refit.txt"
-timeout 120 $run --warmup 1 --iters 3 >>"$out/refit.txt" 2>&1
-rc=$?
-grep -E '^## |^   total|^# wrong|^# OK|^# FAILED|failed' "$out/refit.txt"
-step "single-GPU refit (every strategy, zero wrong elements)" $rc
+# 4. One rank, NCCL: every transfer a self-send, tens of groups at 8 MiB of staging; one lane
+# against two (the second overlaps a group's transfer with the other lane's pack and unpack).
+say "4. one-rank NCCL, 32 x 8 MiB at 2 MiB staging (32 groups), --slots 1 and 2"
+spec="$out/one-rank-256mib.json"
+{
+  printf '{"tensors":['
+  t=0
+  while [ $t -lt 32 ]; do
+    [ $t = 0 ] || printf ','
+    printf '{"name":"w%d","shape":[2048,2048],"dtype":"bf16",' $t
+    printf '"src":{"mesh":[1],"ranks":[0],"placements":["R"]},'
+    printf '"dst":{"mesh":[1],"ranks":[0],"placements":["R"]}}'
+    t=$((t + 1))
+  done
+  printf ']}\n'
+} >"$spec"
+for slots in 1 2; do
+  f="$out/nccl-slots$slots.txt"
+  echo "\$ mpirun -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 --slots $slots" >"$f"
+  timeout 25 mpirun --allow-run-as-root -np 1 "$refit" run --backend cuda --spec "$spec" -s p2p \
+    --staging-mib 2 --slots "$slots" --warmup 1 --iters 5 >>"$f" 2>&1
+  rc=$?
+  groups=$(sed -n 's/.* \([0-9]*\) groups,.*/\1/p' "$f" | head -1)
+  total=$(awk '/^   total/ {print $4}' "$f" | head -1)
+  say "   --slots $slots: ${groups:-?} groups, total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
+  [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$f" || rc=1
+  step "one-rank NCCL multi-group, --slots $slots" $rc
+  eval "t$slots=\${total:-}"
+done
+# shellcheck disable=SC2154 # t1, t2: set by the eval above
+if [ -n "$t1" ] && [ -n "$t2" ]; then
+  say "   lane overlap: --slots 1 / --slots 2 = $(awk -v a="$t1" -v b="$t2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }') (above 1: the lanes overlap)"
+fi
+
+# 5. A model-sized refit on one GPU: every rank of the plan in this process, each strategy at the
+# most layers whose process total fits.
+free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' ')
+case $free_mib in '' | *[!0-9]*) free_mib=0 ;; esac
+fit_gib=$(awk -v m="$free_mib" 'BEGIN { printf "%.1f", m * 0.85 / 1024 }')
+say "5. qwen3-30b-a3b TP2xPP4 -> TP4xDP2, --local --backend cuda; $free_mib MiB free, fit under $fit_gib GiB"
+plan="--local --backend cuda --train TP2xPP4 --infer TP4xDP2 --topology dgx-h100"
+cfg_of() { # LAYERS: the model at that many layers
+  c="$out/qwen3-30b-a3b-${1}L.json"
+  sed -E "s/\"num_hidden_layers\": *[0-9]+/\"num_hidden_layers\": $1/" \
+    "$root/model/configs/qwen3-30b-a3b.json" >"$c"
+  echo "$c"
+}
+picks=""
+for s in gather-broadcast p2p m2n hybrid; do
+  l=$layers
+  while :; do
+    m="$out/memory-$s-${l}L.txt"
+    # shellcheck disable=SC2086 # $plan: words
+    timeout 30 "$refit" run $plan --model "$(cfg_of "$l")" -s "$s" --memory >"$m" 2>&1
+    gib=$(awk '/process total:/ {print $3}' "$m" | head -1)
+    if [ -n "$gib" ] && awk -v g="$gib" -v f="$fit_gib" 'BEGIN { exit !(g <= f) }'; then break; fi
+    [ "$l" -le 1 ] && break
+    l=$((l / 2))
+  done
+  say "   $s: $l layers, process total ${gib:-?} GiB"
+  picks="$picks $l:$s"
+done
+for l in $(echo "$picks" | tr ' ' '\n' | sed -n 's/:.*//p' | sort -un); do
+  strategies=$(echo "$picks" | tr ' ' '\n' | sed -n "s/^$l://p" | paste -sd, -)
+  f="$out/refit-${l}L.txt"
+  echo "\$ $refit run $plan --model $(cfg_of "$l") -s $strategies --warmup 1 --iters 3" >"$f"
+  # shellcheck disable=SC2086 # $plan: words
+  timeout 60 "$refit" run $plan --model "$(cfg_of "$l")" -s "$strategies" --warmup 1 --iters 3 >>"$f" 2>&1
+  rc=$?
+  grep -E '^## |^   total|^# wrong|^# OK|^# FAILED|failed|GiB' "$f" | tee -a "$summary"
+  step "single-GPU refit at $l layers ($strategies, zero wrong elements)" $rc
+done
 
 say "done in $(elapsed) s, $fails failure(s); results in $out"
 [ $fails = 0 ]

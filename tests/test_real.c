@@ -323,6 +323,54 @@ static void test_gpu_check(void) {
   g_clear_error(&e);
 }
 
+/* One GPU for every rank (--local): refused before allocating, one line with both figures. */
+static void test_device_memory(void) {
+  GError *e = NULL;
+  g_assert_true(rf_real_check_device_memory(16, "shards", 2ull << 30, 2ull << 30, &e));
+  g_assert_no_error(e);
+  g_assert_false(rf_real_check_device_memory(16, "holding stores and staging", 203901354394ull,
+                                             139ull << 30, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_assert_cmpstr(e->message, ==,
+                  "--local: the holding stores and staging of the 16 ranks need 189.898 GiB of "
+                  "device memory, the GPU has 139.000 GiB free (`refit run --memory --local` "
+                  "prints the process total)");
+  g_clear_error(&e);
+}
+
+/* The GPU of a rank: its node-local rank, GPU 0 when the launcher gave it one alone
+ * (CUDA_VISIBLE_DEVICES, Slurm --gpus-per-task=1), or the REFIT_CUDA_DEVICE override. */
+static void test_gpu_pick(void) {
+  g_assert_cmpint(rf_real_pick_gpu(3, 8, -1, FALSE), ==, 3);
+  g_assert_cmpint(rf_real_pick_gpu(3, 8, -1, TRUE), ==, 3);
+  g_assert_cmpint(rf_real_pick_gpu(3, 1, -1, TRUE), ==, 0);
+  g_assert_cmpint(rf_real_pick_gpu(3, 1, -1, FALSE), ==, 3); /* then refused: 1 GPU, 4+ ranks */
+  g_assert_cmpint(rf_real_pick_gpu(3, 8, 5, FALSE), ==, 5);
+}
+
+/* Small copies first, each class in its order, nothing lost: the cuda backend gives each small
+ * copy a warp. */
+static void test_order_copies(void) {
+  GArray *a = g_array_new(FALSE, FALSE, sizeof(RfCopy));
+  const uint64_t sizes[] = {4096, 384, 262144, 2048, 2049, 1, 384, 100000};
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    RfCopy c = {i * 1000, i * 7, sizes[i], 0, 1};
+    g_array_append_val(a, c);
+  }
+  g_assert_cmpuint(rf_real_order_copies(a, RF_REAL_SMALL_COPY_BYTES), ==, 4);
+  const guint want[] = {1, 3, 5, 6, 0, 2, 4, 7}; /* the original index at each place */
+  g_assert_cmpuint(a->len, ==, G_N_ELEMENTS(want));
+  for (guint i = 0; i < a->len; i++) {
+    const RfCopy *c = &g_array_index(a, RfCopy, i);
+    g_assert_cmpuint(c->src_off, ==, want[i] * 1000);
+    g_assert_cmpuint(c->dst_off, ==, want[i] * 7);
+    g_assert_cmpuint(c->bytes, ==, sizes[want[i]]);
+  }
+  g_array_set_size(a, 0);
+  g_assert_cmpuint(rf_real_order_copies(a, RF_REAL_SMALL_COPY_BYTES), ==, 0);
+  g_array_free(a, TRUE);
+}
+
 /* Shards that cannot fit host memory: refused up front with both figures, before any allocation
  * (and by the executor, for a spec of 12 TiB). */
 static void test_host_memory(void) {
@@ -378,12 +426,12 @@ static void test_iters_limit(void) {
 /* `test_real --copy-bw MIB`: pack / unpack bandwidth of the backend's copy kernel against its
  * device-to-device memcpy (peer_copy), on one GPU. Exit 77 without the cuda backend or a GPU. */
 static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy *list, uint64_t n,
-                      void *dst, const void *src, uint64_t bytes, int reps) {
+                      uint64_t nsmall, void *dst, const void *src, uint64_t bytes, int reps) {
   double since[2] = {0, 0};
   int done = 0;
   if (ops->mark(d, 0)) return -1;
   for (int i = 0; i < reps; i++)
-    if (list ? ops->copy(d, bases, list, n) : ops->peer_copy(d, dst, src, bytes)) return -1;
+    if (list ? ops->copy(d, bases, list, n, nsmall) : ops->peer_copy(d, dst, src, bytes)) return -1;
   if (ops->mark(d, 1) || ops->finish(d, 2, since, &done)) return -1;
   return since[1] / reps;
 }
@@ -422,8 +470,11 @@ static int copy_bandwidth(int mib) {
                 {"pack 4 KiB rows", 4096, 16384, 0},
                 {"unpack 4 KiB rows", 4096, 16384, 1},
                 {"pack 1 KiB rows", 1024, 4096, 0},
+                /* an expert's down_proj row at TP4 (bf16): most items of an m2n refit */
+                {"pack 384 B rows", 384, 1536, 0},
+                {"unpack 384 B rows", 384, 1536, 1},
                 {"pack 6 B-shifted", 4096 - 6, 16384, 0}};
-  double ref = timed_s(ops, d, NULL, NULL, 0, buf[1], buf[0], bytes, 10);
+  double ref = timed_s(ops, d, NULL, NULL, 0, 0, buf[1], buf[0], bytes, 10);
   if (ref <= 0) {
     printf("FAIL: memcpy timing\n");
     goto out;
@@ -450,12 +501,13 @@ static int copy_bandwidth(int mib) {
       }
     }
     rf_real_chunk_copies(list, RF_REAL_CHUNK_BYTES);
+    const uint64_t nsmall = rf_real_order_copies(list, RF_REAL_SMALL_COPY_BYTES);
     RfCopy *list_dev = NULL;
     double t = -1;
     if (!ops->alloc(d, (uint64_t)list->len * sizeof(RfCopy), (void **)&list_dev) &&
         !ops->upload(d, list_dev, list->data, (uint64_t)list->len * sizeof(RfCopy))) {
-      timed_s(ops, d, bases_dev, list_dev, list->len, NULL, NULL, 0, 1); /* warm up */
-      t = timed_s(ops, d, bases_dev, list_dev, list->len, NULL, NULL, 0, 10);
+      timed_s(ops, d, bases_dev, list_dev, list->len, nsmall, NULL, NULL, 0, 1); /* warm up */
+      t = timed_s(ops, d, bases_dev, list_dev, list->len, nsmall, NULL, NULL, 0, 10);
     }
     if (t <= 0) {
       printf("FAIL: %s\n", shapes[k].name);
@@ -538,7 +590,12 @@ static void test_schedule_memory(void) {
         RfResult res = {0};
         g_assert_true(ex->run(ex, plan, &res, &e));
         g_assert_no_error(e);
-        const uint64_t real_hold = rf_real_spread(ex)->hold_bytes;
+        const RfRealSpread *sp = rf_real_spread(ex);
+        const uint64_t real_hold = sp->hold_bytes;
+        /* --memory --local's process total: every rank, between the largest and nranks x it */
+        g_assert_cmpint(sp->process_ranks, ==, pb->nranks);
+        g_assert_cmpuint(sp->process_bytes, >=, sp->rank_bytes);
+        g_assert_cmpuint(sp->process_bytes, <=, (uint64_t)pb->nranks * sp->rank_bytes);
         rf_result_clear(&res);
         ex->destroy(ex);
         g_free(o.backend);
@@ -663,6 +720,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/backend/unknown", test_bad_backend);
   g_test_add_func("/real/chunk/copies", test_chunk_copies);
   g_test_add_func("/real/chunk/runs", test_chunk_runs);
+  g_test_add_func("/real/chunk/small-first", test_order_copies);
+  g_test_add_func("/real/gpus/pick", test_gpu_pick);
+  g_test_add_func("/real/limits/device-memory", test_device_memory);
   g_test_add_func("/real/gpus/per-node", test_gpu_check);
   g_test_add_func("/real/options/iters-limit", test_iters_limit);
   g_test_add_func("/real/limits/host-memory", test_host_memory);

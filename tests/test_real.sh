@@ -251,6 +251,9 @@ cuda)
     fail "single-GPU mode"
   fi
   run_ok "cuda NCCL self-send (1 rank)" 1 --backend cuda --spec "$tmp/self.json"
+  # 104 B of staging: up to 5 groups, two lanes in flight (the NCCL two-lane path)
+  run_ok "cuda NCCL multi-group, 2 lanes (1 rank)" 1 --backend cuda --spec "$tmp/self.json" \
+    --staging-mib 0.0001 --slots 2
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   if [ "${ngpu:-0}" -ge 8 ]; then
     run_ok "cuda NCCL tiny-moe TP2xPP2 -> TP4" 8 --backend cuda --model tiny-moe --train TP2xPP2 --infer TP4

@@ -33,6 +33,10 @@ typedef enum {
 
 const char *rf_real_status_string(RfRealStatus s);
 
+/* Copies of at most this many bytes are small: a copy list puts them first (rf_real_order_copies)
+ * and the cuda backend gives each a warp, eight to a block, instead of a block each. */
+#define RF_REAL_SMALL_COPY_BYTES 2048u
+
 /* Copy bytes from bases[src_sp] + src_off to bases[dst_sp] + dst_off. */
 typedef struct {
   uint64_t src_off, dst_off, bytes;
@@ -70,6 +74,7 @@ typedef struct {
   int local;       /* all ranks in this process: no communicator */
   int device;      /* GPU to use (node-local rank) */
   double timeout_s;
+  double init_timeout_s; /* communicator set-up (NCCL init, shrink): longer than a stage's */
   /* Elastic recovery: the plan's lost ranks, excluded from the data communicator (ascending,
    * nexclude of them), and comm_rank[r], world rank r's rank in that communicator (-1: excluded).
    * nexclude 0: the communicator is the whole world (comm_rank NULL). The arrays outlive the
@@ -97,19 +102,30 @@ typedef struct {
    * ncclUniqueIds when needs_nccl_id (the second one only with lost ranks), else NULL. */
   RfRealStatus (*connect)(RfDev *dev, const void *nccl_id, const void *nccl_id2);
   int needs_nccl_id;
-  /* abort: tear the communicator down without waiting for peers. */
+  /* abort: tear the communicator down without waiting for peers. A failed normal close
+   * (ncclCommFinalize) is reported on stderr. */
   void (*close)(RfDev *dev, int abort);
+  /* After a failure: tear the communicator down without waiting for peers (ncclCommAbort), so
+   * that no queued work waits on a group any more, keeping the device and its memory usable for
+   * a local check (verify); close(dev, 1) follows. NULL: nothing queued can wait on a peer. */
+  void (*cancel)(RfDev *dev);
   /* Zeroed memory of the backend's kind; bytes may be 0 (a valid, unique pointer comes back). */
   RfRealStatus (*alloc)(RfDev *dev, uint64_t bytes, void **out);
   void (*release)(RfDev *dev, void *p);
+  /* Device memory still free on the device (cudaMemGetInfo), for the --local check before
+   * allocating; NULL when the backend uses host memory (checked against MemAvailable). */
+  RfRealStatus (*mem_free)(RfDev *dev, uint64_t *free_bytes);
   /* Copy host data into backend memory (for tables and lists). */
   RfRealStatus (*upload)(RfDev *dev, void *dst, const void *src, uint64_t bytes);
   RfRealStatus (*download)(RfDev *dev, void *dst, const void *src, uint64_t bytes);
-  /* bases: backend copy of a table of space pointers. Asynchronous on cuda. */
-  RfRealStatus (*copy)(RfDev *dev, void *const *bases, const RfCopy *list, uint64_t n);
+  /* bases: backend copy of a table of space pointers; the first nsmall of the n copies are small
+   * (at most RF_REAL_SMALL_COPY_BYTES each, rf_real_order_copies). Asynchronous on cuda. */
+  RfRealStatus (*copy)(RfDev *dev, void *const *bases, const RfCopy *list, uint64_t n,
+                       uint64_t nsmall);
   RfRealStatus (*fill)(RfDev *dev, void *const *bases, const RfRun *runs, uint64_t n,
                        const RfBoxDesc *boxes, uint64_t step);
-  /* Synchronous: counts elements that differ from the pattern of step. */
+  /* Synchronous: counts elements that differ from the pattern of step; waits at most the
+   * timeout (RF_REAL_ERR_TIMEOUT) behind work still queued. */
   RfRealStatus (*verify)(RfDev *dev, void *const *bases, const RfRun *runs, uint64_t n,
                          const RfBoxDesc *boxes, uint64_t step, uint64_t *wrong);
   /* Start one group of sends from sstage and receives into rstage with peers (MPI mode) on a

@@ -25,13 +25,19 @@ struct RfDev {
   int device;
   char host[64];
   cudaStream_t stream;  /* copies, fill, verify, timing marks */
-  cudaStream_t cstream; /* NCCL groups */
+  cudaStream_t cstream; /* NCCL groups, at the greatest priority: copy grids wait, not NCCL */
   cudaEvent_t copied;   /* the copies queued before a group */
   cudaEvent_t lane_done[RF_REAL_MAX_LANES];
   ncclComm_t comm;
   cudaEvent_t *ev;
   int nev;
+  /* One event per group posted since mark 0 (a pool of ngcap): finish() counts each completed
+   * group as progress, so that a long pipelined refit is not taken for a hang. */
+  cudaEvent_t *gev;
+  int ngev, ngcap, gdone;
+  cudaEvent_t synced; /* verify's end, polled with a timeout */
   unsigned long long *wrong_dev;
+  unsigned long long *wrong_host; /* pinned: an asynchronous copy lands there */
 };
 
 #define CUDACHECK(d, cmd)                                                                          \
@@ -69,7 +75,7 @@ static void poll_pause(double waited_s) {
 
 /* A non-blocking communicator answers ncclInProgress while it works in the background: poll it
  * with a deadline, so that a dead peer cannot hang us. */
-static RfRealStatus nccl_wait_comm(RfDev *d, ncclComm_t comm) {
+static RfRealStatus nccl_wait_comm(RfDev *d, ncclComm_t comm, double timeout_s) {
   double t0 = now_s();
   for (;;) {
     ncclResult_t st = ncclSuccess;
@@ -81,20 +87,46 @@ static RfRealStatus nccl_wait_comm(RfDev *d, ncclComm_t comm) {
       return RF_REAL_ERR_NCCL;
     }
     double waited = now_s() - t0;
-    if (waited > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
+    if (waited > timeout_s) return RF_REAL_ERR_TIMEOUT;
     poll_pause(waited);
   }
 }
 
+/* A group's enqueue: the stage timeout. */
 static RfRealStatus nccl_wait(RfDev *d) {
-  return nccl_wait_comm(d, d->comm);
+  return nccl_wait_comm(d, d->comm, d->cfg.timeout_s);
+}
+
+/* A failed cudaGetDeviceCount, in full: "no GPU" is also what a driver older than the toolkit
+ * answers (cudaErrorInsufficientDriver), so name the error and both versions. */
+static void report_device_error(const char *host, int rank, cudaError_t e) {
+  int drv = 0, rt = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  char who[96];
+  if (rank >= 0)
+    snprintf(who, sizeof who, "%s %d", host, rank);
+  else
+    snprintf(who, sizeof who, "%s", host);
+  if (!drv) /* no driver loaded: cudaDriverGetVersion answers 0 */
+    fprintf(stderr, "%s: cudaGetDeviceCount: '%s' (no CUDA driver loaded; runtime %d.%d)\n", who,
+            cudaGetErrorString(e), rt / 1000, rt % 1000 / 10);
+  else
+    fprintf(stderr,
+            "%s: cudaGetDeviceCount: '%s' (CUDA driver supports %d.%d, runtime is %d.%d%s)\n", who,
+            cudaGetErrorString(e), drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
+            drv < rt ? ": the driver is older than the toolkit" : "");
+  cudaGetLastError();
 }
 
 static int cuda_device_count(void) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    cudaGetLastError(); /* not sticky, but clear it for the kernel checks that follow */
+    char host[64];
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "localhost");
+    host[sizeof host - 1] = '\0';
+    report_device_error(host, -1, e); /* also clears it for the kernel checks that follow */
     return 0;
   }
   return n;
@@ -104,14 +136,15 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   *out = NULL;
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || (e == cudaSuccess && n == 0))
-    return RF_REAL_ERR_NODEV;
   RfDev *d = (RfDev *)calloc(1, sizeof *d);
   if (!d) return RF_REAL_ERR_NOMEM;
   d->cfg = *cfg;
   if (gethostname(d->host, sizeof d->host) != 0) strcpy(d->host, "localhost");
   d->host[sizeof d->host - 1] = '\0';
   *out = d;
+  if (e != cudaSuccess) report_device_error(d->host, cfg->rank, e);
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || (e == cudaSuccess && n == 0))
+    return RF_REAL_ERR_NODEV;
   CUDACHECK(d, e);
   /* The engine checked the node's ranks against the GPUs (rf_real_check_gpus): no wrap-around,
    * two ranks on one GPU would only show up as an NCCL error when joining. */
@@ -123,8 +156,14 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   d->device = cfg->local ? 0 : cfg->device;
   CUDACHECK(d, cudaSetDevice(d->device));
   CUDACHECK(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
-  CUDACHECK(d, cudaStreamCreateWithFlags(&d->cstream, cudaStreamNonBlocking));
+  /* Copy grids of up to 65,535 blocks fill every SM: NCCL's kernels must be scheduled first
+   * (the numerically lowest priority is the greatest). */
+  int least = 0, greatest = 0;
+  CUDACHECK(d, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CUDACHECK(d, cudaStreamCreateWithPriority(&d->cstream, cudaStreamNonBlocking, greatest));
   CUDACHECK(d, cudaEventCreateWithFlags(&d->copied, cudaEventDisableTiming));
+  CUDACHECK(d, cudaEventCreateWithFlags(&d->synced, cudaEventDisableTiming));
+  CUDACHECK(d, cudaMallocHost((void **)&d->wrong_host, sizeof *d->wrong_host));
   for (int i = 0; i < RF_REAL_MAX_LANES; i++)
     CUDACHECK(d, cudaEventCreateWithFlags(&d->lane_done[i], cudaEventDisableTiming));
   CUDACHECK(d, cudaMalloc((void **)&d->wrong_dev, sizeof *d->wrong_dev));
@@ -137,17 +176,23 @@ static RfRealStatus comm_init(RfDev *d, const void *id, int nranks, int rank, nc
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   NCCLCHECK(d, ncclCommInitRankConfig(out, nranks, uid, rank, &config));
-  return nccl_wait_comm(d, *out);
+  return nccl_wait_comm(d, *out, d->cfg.init_timeout_s);
 }
 
-/* Release a communicator nothing is queued on (non-blocking: finalize may answer in progress). */
+/* Release a communicator nothing is queued on (non-blocking: finalize may answer in progress);
+ * a failure is reported on stderr, and the communicator aborted. */
 static RfRealStatus comm_release(RfDev *d, ncclComm_t comm) {
   RfRealStatus s = RF_REAL_OK;
   ncclResult_t r = ncclCommFinalize(comm);
   if (r == ncclInProgress)
-    s = nccl_wait_comm(d, comm);
+    s = nccl_wait_comm(d, comm, d->cfg.init_timeout_s);
   else if (r != ncclSuccess)
     s = RF_REAL_ERR_NCCL;
+  if (s != RF_REAL_OK)
+    fprintf(stderr, "%s %d: ncclCommFinalize: %s%s%s; communicator aborted\n", d->host, d->cfg.rank,
+            s == RF_REAL_ERR_TIMEOUT ? "no answer within the set-up timeout" : "'",
+            s == RF_REAL_ERR_TIMEOUT ? "" : ncclGetErrorString(r),
+            s == RF_REAL_ERR_TIMEOUT ? "" : "'");
   if (s == RF_REAL_OK)
     ncclCommDestroy(comm);
   else
@@ -200,7 +245,7 @@ static RfRealStatus cuda_connect(RfDev *d, const void *id, const void *id2) {
       d->comm = NULL;
       return RF_REAL_ERR_NCCL;
     }
-    s = nccl_wait(d);
+    s = nccl_wait_comm(d, d->comm, c->init_timeout_s);
   }
   RfRealStatus s2 = comm_release(d, world);
   return s != RF_REAL_OK ? s : s2;
@@ -215,20 +260,22 @@ static RfRealStatus cuda_connect(RfDev *d, const void *id, const void *id2) {
 static void cuda_close(RfDev *d, int abort) {
   if (!d) return;
   if (d->comm) {
-    if (abort) {
+    if (abort)
       ncclCommAbort(d->comm);
-    } else {
-      /* finalize flushes pending work; it may answer ncclInProgress (non-blocking comm) */
-      if (ncclCommFinalize(d->comm) == ncclInProgress) nccl_wait(d);
-      ncclCommDestroy(d->comm);
-    }
+    else /* finalize flushes pending work; a failure is reported (and the communicator aborted) */
+      comm_release(d, d->comm);
   }
   /* Also after an abort (and on the open / connect failure path): ncclCommAbort has stopped
    * NCCL's kernels, so nothing on the stream waits for a peer any more. */
   for (int i = 0; i < d->nev; i++)
     cudaEventDestroy(d->ev[i]);
   free(d->ev);
+  for (int i = 0; i < d->ngcap; i++)
+    cudaEventDestroy(d->gev[i]);
+  free(d->gev);
   if (d->copied) cudaEventDestroy(d->copied);
+  if (d->synced) cudaEventDestroy(d->synced);
+  if (d->wrong_host) cudaFreeHost(d->wrong_host);
   for (int i = 0; i < RF_REAL_MAX_LANES; i++)
     if (d->lane_done[i]) cudaEventDestroy(d->lane_done[i]);
   if (d->wrong_dev) cudaFree(d->wrong_dev);
@@ -236,6 +283,20 @@ static void cuda_close(RfDev *d, int abort) {
   if (d->stream) cudaStreamDestroy(d->stream);
   cudaGetLastError(); /* whatever failed here is not the next run's error */
   free(d);
+}
+
+/* After a failure: NCCL's kernels stop, so the streams drain and a local verify can run. */
+static void cuda_cancel(RfDev *d) {
+  if (!d || !d->comm) return;
+  ncclCommAbort(d->comm);
+  d->comm = NULL;
+}
+
+static RfRealStatus cuda_mem_free(RfDev *d, uint64_t *free_bytes) {
+  size_t fr = 0, total = 0;
+  CUDACHECK(d, cudaMemGetInfo(&fr, &total));
+  *free_bytes = fr;
+  return RF_REAL_OK;
 }
 
 static RfRealStatus cuda_alloc(RfDev *d, uint64_t bytes, void **out) {
@@ -267,45 +328,66 @@ static RfRealStatus cuda_upload(RfDev *d, void *dst, const void *src, uint64_t b
   return RF_REAL_OK;
 }
 
-/* One block per copy (grid-stride over copies; the engine cuts copies into pieces of at most
- * RF_REAL_CHUNK_BYTES, so a long copy spreads over many blocks): 16-byte vectors when source and
- * destination agree modulo 16, four in flight per thread, else 2-byte or byte copies. */
-__global__ void copy_kernel(void *const *bases, const RfCopy *list, uint64_t n) {
-  for (uint64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    RfCopy c = list[i];
-    const unsigned char *s = (const unsigned char *)bases[c.src_sp] + c.src_off;
-    unsigned char *d = (unsigned char *)bases[c.dst_sp] + c.dst_off;
-    uint64_t b = c.bytes;
-    if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
-      uint64_t head = (16 - ((uintptr_t)s & 15)) & 15;
-      if (head > b) head = b;
-      for (uint64_t k = threadIdx.x; k < head; k += blockDim.x)
-        d[k] = s[k];
-      const uint4 *s4 = (const uint4 *)(s + head);
-      uint4 *d4 = (uint4 *)(d + head);
-      uint64_t nv = (b - head) / 16;
-      const uint64_t step = 4ull * blockDim.x;
-      uint64_t k = threadIdx.x;
-      for (; k + 3ull * blockDim.x < nv; k += step) {
-        uint4 v0 = s4[k], v1 = s4[k + blockDim.x], v2 = s4[k + 2ull * blockDim.x],
-              v3 = s4[k + 3ull * blockDim.x];
-        d4[k] = v0;
-        d4[k + blockDim.x] = v1;
-        d4[k + 2ull * blockDim.x] = v2;
-        d4[k + 3ull * blockDim.x] = v3;
-      }
-      for (; k < nv; k += blockDim.x)
-        d4[k] = s4[k];
-      for (uint64_t k = head + nv * 16 + threadIdx.x; k < b; k += blockDim.x)
-        d[k] = s[k];
-    } else if ((((uintptr_t)s | (uintptr_t)d | b) & 1) == 0) {
-      const uint16_t *s2 = (const uint16_t *)s;
-      uint16_t *d2 = (uint16_t *)d;
-      for (uint64_t k = threadIdx.x; k < b / 2; k += blockDim.x)
-        d2[k] = s2[k];
+/* One copy by `width` threads (a block, or a warp for a small copy), t = 0 .. width - 1: 16-byte
+ * vectors when source and destination agree modulo 16, four in flight per thread, read through
+ * the read-only cache; else 2-byte or byte copies, unrolled. */
+__device__ static inline void copy_one(const void *const *__restrict__ bases, const RfCopy &c,
+                                       unsigned t, unsigned width) {
+  const unsigned char *__restrict__ s = (const unsigned char *)bases[c.src_sp] + c.src_off;
+  unsigned char *__restrict__ d = (unsigned char *)bases[c.dst_sp] + c.dst_off;
+  const uint64_t b = c.bytes;
+  if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
+    uint64_t head = (16 - ((uintptr_t)s & 15)) & 15;
+    if (head > b) head = b;
+    for (uint64_t k = t; k < head; k += width)
+      d[k] = __ldg(s + k);
+    const uint4 *__restrict__ s4 = (const uint4 *)(s + head);
+    uint4 *__restrict__ d4 = (uint4 *)(d + head);
+    const uint64_t nv = (b - head) / 16;
+    const uint64_t step = 4ull * width;
+    uint64_t k = t;
+    for (; k + 3ull * width < nv; k += step) {
+      uint4 v0 = __ldg(s4 + k), v1 = __ldg(s4 + k + width), v2 = __ldg(s4 + k + 2ull * width),
+            v3 = __ldg(s4 + k + 3ull * width);
+      d4[k] = v0;
+      d4[k + width] = v1;
+      d4[k + 2ull * width] = v2;
+      d4[k + 3ull * width] = v3;
+    }
+    for (; k < nv; k += width)
+      d4[k] = __ldg(s4 + k);
+    for (uint64_t k = head + nv * 16 + t; k < b; k += width)
+      d[k] = __ldg(s + k);
+  } else if ((((uintptr_t)s | (uintptr_t)d | b) & 1) == 0) {
+    const unsigned short *__restrict__ s2 = (const unsigned short *)s;
+    unsigned short *__restrict__ d2 = (unsigned short *)d;
+#pragma unroll 4
+    for (uint64_t k = t; k < b / 2; k += width)
+      d2[k] = __ldg(s2 + k);
+  } else {
+#pragma unroll 4
+    for (uint64_t k = t; k < b; k += width)
+      d[k] = __ldg(s + k);
+  }
+}
+
+/* Copy lists, grid-stride over "virtual blocks": the first ceil(nsmall / 8) take eight small copies
+ * each (one warp per copy: an expert row of 384 B is too little for a block), then one block per
+ * large copy (the engine cuts copies into pieces of at most RF_REAL_CHUNK_BYTES, so a long copy
+ * spreads over many blocks). */
+#define COPY_THREADS 256
+#define COPY_WARPS (COPY_THREADS / 32)
+__global__ void __launch_bounds__(COPY_THREADS)
+    copy_kernel(const void *const *__restrict__ bases, const RfCopy *__restrict__ list, uint64_t n,
+                uint64_t nsmall) {
+  const uint64_t sblocks = (nsmall + COPY_WARPS - 1) / COPY_WARPS;
+  const uint64_t nvb = sblocks + (n - nsmall);
+  for (uint64_t vb = blockIdx.x; vb < nvb; vb += gridDim.x) {
+    if (vb < sblocks) {
+      const uint64_t i = vb * COPY_WARPS + threadIdx.x / 32;
+      if (i < nsmall) copy_one(bases, list[i], threadIdx.x % 32, 32);
     } else {
-      for (uint64_t k = threadIdx.x; k < b; k += blockDim.x)
-        d[k] = s[k];
+      copy_one(bases, list[nsmall + (vb - sblocks)], threadIdx.x, blockDim.x);
     }
   }
 }
@@ -348,9 +430,13 @@ static unsigned grid_for(uint64_t n) {
   return (unsigned)(n < 65535 ? n : 65535);
 }
 
-static RfRealStatus cuda_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n) {
+static RfRealStatus cuda_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n,
+                              uint64_t nsmall) {
   if (!n) return RF_REAL_OK;
-  copy_kernel<<<grid_for(n), 256, 0, d->stream>>>(bases, list, n);
+  if (nsmall > n) return RF_REAL_ERR_INTERNAL;
+  const uint64_t nvb = (nsmall + COPY_WARPS - 1) / COPY_WARPS + (n - nsmall);
+  copy_kernel<<<grid_for(nvb), COPY_THREADS, 0, d->stream>>>((const void *const *)bases, list, n,
+                                                             nsmall);
   CUDACHECK(d, cudaGetLastError());
   return RF_REAL_OK;
 }
@@ -367,13 +453,25 @@ static RfRealStatus cuda_verify(RfDev *d, void *const *bases, const RfRun *runs,
                                 const RfBoxDesc *boxes, uint64_t step, uint64_t *wrong) {
   *wrong = 0;
   if (!n) return RF_REAL_OK;
-  unsigned long long h = 0;
-  CUDACHECK(d, cudaMemsetAsync(d->wrong_dev, 0, sizeof h, d->stream));
+  CUDACHECK(d, cudaMemsetAsync(d->wrong_dev, 0, sizeof *d->wrong_dev, d->stream));
   verify_kernel<<<grid_for(n), 256, 0, d->stream>>>(bases, runs, n, boxes, step, d->wrong_dev);
   CUDACHECK(d, cudaGetLastError());
-  CUDACHECK(d, cudaMemcpyAsync(&h, d->wrong_dev, sizeof h, cudaMemcpyDeviceToHost, d->stream));
-  CUDACHECK(d, cudaStreamSynchronize(d->stream));
-  *wrong = h;
+  /* into pinned memory (to pageable memory the call itself would wait, without a timeout) */
+  CUDACHECK(d, cudaMemcpyAsync(d->wrong_host, d->wrong_dev, sizeof *d->wrong_dev,
+                               cudaMemcpyDeviceToHost, d->stream));
+  /* Poll, not cudaStreamSynchronize: after a failure the stream may still wait on a group. */
+  CUDACHECK(d, cudaEventRecord(d->synced, d->stream));
+  const double t0 = now_s();
+  for (;;) {
+    cudaError_t e = cudaEventQuery(d->synced);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) CUDACHECK(d, e);
+    cudaGetLastError(); /* "not ready" is recorded as the last error */
+    const double waited = now_s() - t0;
+    if (waited > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
+    poll_pause(waited);
+  }
+  *wrong = *d->wrong_host;
   return RF_REAL_OK;
 }
 
@@ -408,6 +506,14 @@ static RfRealStatus cuda_post(RfDev *d, int lane, const RfOp *sends, int nsends,
     if (s != RF_REAL_OK) return s;
   }
   CUDACHECK(d, cudaEventRecord(d->lane_done[lane], d->cstream));
+  if (d->ngev == d->ngcap) { /* the pool grows to the largest refit's groups */
+    cudaEvent_t *g = (cudaEvent_t *)realloc(d->gev, sizeof(cudaEvent_t) * (d->ngcap + 64));
+    if (!g) return RF_REAL_ERR_NOMEM;
+    d->gev = g;
+    for (; d->ngcap < d->ngev + 64; d->ngcap++)
+      CUDACHECK(d, cudaEventCreateWithFlags(&d->gev[d->ngcap], cudaEventDisableTiming));
+  }
+  CUDACHECK(d, cudaEventRecord(d->gev[d->ngev++], d->cstream));
   return RF_REAL_OK;
 }
 
@@ -432,11 +538,13 @@ static RfRealStatus cuda_mark(RfDev *d, int i) {
     d->nev++;
   }
   CUDACHECK(d, cudaEventRecord(d->ev[i], d->stream));
+  if (i == 0) d->ngev = d->gdone = 0; /* a new refit: its groups count as progress */
   return RF_REAL_OK;
 }
 
-/* Poll the marks in order; give up when none completes within the timeout (a peer that never
- * posts its half of a group leaves our kernels waiting forever). */
+/* Poll the marks in order; give up when neither a mark nor a group completes within the timeout
+ * (a peer that never posts its half of a group leaves our kernels waiting forever; a pipelined
+ * refit has one mark for many groups). */
 static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int *done_marks) {
   int done = 0;
   double t = now_s();
@@ -446,6 +554,10 @@ static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int
       done++;
       t = now_s();
       continue;
+    }
+    while (d->gdone < d->ngev && cudaEventQuery(d->gev[d->gdone]) == cudaSuccess) {
+      d->gdone++;
+      t = now_s();
     }
     if (e != cudaErrorNotReady) {
       *done_marks = done;
@@ -488,8 +600,10 @@ extern "C" const RfDevOps rf_dev_cuda_ops = {
     /* .connect = */ cuda_connect,
     /* .needs_nccl_id = */ 1,
     /* .close = */ cuda_close,
+    /* .cancel = */ cuda_cancel,
     /* .alloc = */ cuda_alloc,
     /* .release = */ cuda_release,
+    /* .mem_free = */ cuda_mem_free,
     /* .upload = */ cuda_upload,
     /* .download = */ cuda_upload,
     /* .copy = */ cuda_copy,
