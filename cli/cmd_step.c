@@ -130,7 +130,8 @@ static gboolean parse_refit(const char *s, double f[RF_STRATEGY_COUNT], GError *
 /* With a model of the published software (sw != refit), a strategy it does not run, or a plan
  * its limits refuse, has no time (f < 0). */
 static gboolean predict_refit(const RfArgs *a, const char *calib, RfSoftware sw, RfSwVariant swv,
-                              double f[RF_STRATEGY_COUNT], char **cal_source, GError **error) {
+                              const gboolean want[RF_STRATEGY_COUNT], double f[RF_STRATEGY_COUNT],
+                              char **cal_source, GError **error) {
   RfProblem *pb = rf_args_problem(a, error);
   if (!pb) return FALSE;
   rf_args_print_node_map(a->json ? stderr : stdout, a, pb);
@@ -142,6 +143,7 @@ static gboolean predict_refit(const RfArgs *a, const char *calib, RfSoftware sw,
   RfExecutor *ex = rf_sim_executor_new(&so);
   ok = ex->prepare(ex, pb, error);
   for (int s = 0; ok && s < RF_STRATEGY_COUNT; s++) {
+    if (!want[s]) continue;
     RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, error);
     RfResult res = {0};
     ok = plan && ex->run(ex, plan, &res, error);
@@ -176,6 +178,9 @@ static void print_table(const Report *r) {
   if (w->source) printf("# source: %s (%s)\n", w->source, w->date);
   printf("# rollout %.4g s, training %.4g s, other trainer work %.4g s; refit %s; baseline %s\n",
          w->rollout_s, w->train_s, w->other_s, r->refit_source, rf_strategy_name(r->base));
+  printf("# NeMo RL's nccl_reshard refit is the hybrid strategy (reshard for the FFN and expert "
+         "projections, gather + broadcast for the rest; refit step --software nemo-rl predicts "
+         "its code); its older refit is gather-broadcast\n");
   printf("# step: sync R+T+O+F; async max(R,T+O)+F; async-overlap max(R,T+O+F); colocated "
          "R+T+O+Fc (Fc = %.4g s, --colocated-refit-s)\n",
          w->colocated_s);
@@ -393,7 +398,15 @@ int rf_cmd_step(int argc, char **argv) {
     RfSoftware sw = RF_SOFTWARE_REFIT;
     RfSwVariant swv = RF_VARIANT_DEFAULT;
     if (!rf_software_parse(software, variant, &sw, &swv, &e)) goto out;
-    if (!predict_refit(&a, calib, sw, swv, f, &cal, &e)) {
+    /* --strategy's strategies (default all), and the baseline the speedups are against */
+    RfStrategy sel[RF_STRATEGY_COUNT];
+    gboolean want[RF_STRATEGY_COUNT] = {FALSE};
+    int nsel = rf_args_strategies(&a, sel, &e);
+    if (nsel < 0) goto out;
+    for (int i = 0; i < nsel; i++)
+      want[sel[i]] = TRUE;
+    want[r.base] = TRUE;
+    if (!predict_refit(&a, calib, sw, swv, want, f, &cal, &e)) {
       g_free(cal);
       goto out;
     }

@@ -114,6 +114,13 @@ grep -q '^# node map: 4 GPUs per node' "$TMP/err" || bad "sim --json --node-map:
 json_shape "sim interleaved json" predicted_s 1
 expect_ok "run interleaved" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n --iters 1 -q \
   --placement interleaved
+# refit step honours --strategy (the baseline is always predicted: the speedups are against it).
+expect_ok "step strategy" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -q --rollout-s 10 \
+  --train-s 5 -s m2n --mode async
+[ "$(grep -c '^async ' "$TMP/out")" -eq 2 ] || bad "step -s m2n: want the m2n and baseline rows"
+grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
+grep -q "NeMo RL's nccl_reshard refit is the hybrid strategy" "$TMP/out" ||
+  bad "step: does not say which strategy NeMo RL uses"
 expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \
   "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --placement diagonal
 expect_err "node map negative" "--node-map -1: GPUs per node must be >= 1" \
