@@ -144,6 +144,9 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
          c->cal.software != RF_SOFTWARE_REFIT || c->cal.variant != RF_VARIANT_DEFAULT
              ? ", every feasible candidate simulated"
              : "");
+  double oos;
+  g_autofree char *model = rf_predict_model_line(c->cal.software, c->cal.variant, &oos);
+  printf("# model of the predictions: %s\n", model);
   char mem[32] = "unknown";
   if (c->setup.mem_bytes > 0) g_snprintf(mem, sizeof mem, "%.0f GB", c->setup.mem_bytes / 1e9);
   printf("# GPU memory %s; KV reserve %.1f GB per GPU; weights must fit memory - reserve, "
@@ -234,6 +237,12 @@ static void print_json(const Ctx *c, const RfAdviseCandidate *cands, const int *
   rf_json_str(b, "calibration", c->cal_source);
   rf_json_str(b, "software", rf_software_name(c->cal.software));
   rf_json_str(b, "software_variant", rf_variant_name(c->cal.software, c->cal.variant));
+  double oos;
+  g_autofree char *key = rf_predict_model_key(c->cal.software, c->cal.variant);
+  g_autofree char *line = rf_predict_model_line(c->cal.software, c->cal.variant, &oos);
+  rf_json_str(b, "predicted_by", key);
+  rf_json_str(b, "model_note", line);
+  if (oos >= 0) rf_json_num(b, "out_of_sample_error_pct", oos);
   rf_json_int(b, "candidates", n);
   rf_json_int(b, "infeasible", s->ndropped);
   rf_json_int(b, "simulated", s->nsim);

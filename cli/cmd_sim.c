@@ -80,6 +80,9 @@ static void print_row(FILE *f, const Row *r) {
   else
     fprintf(f, "\n## %s  (software %s, %s)\n", rf_strategy_name(r->strategy),
             rf_software_name(r->software), rf_variant_name(r->software, r->variant));
+  double oos;
+  g_autofree char *model = rf_predict_model_line(r->software, r->variant, &oos);
+  fprintf(f, "#  model: %s\n", model);
   if (!r->ok) {
     fprintf(f, "#  failed: %s\n", r->error->message);
     return;
@@ -170,6 +173,12 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   rf_json_int(b, "sim_flows", (gint64)r->stats.flows);
   rf_json_str(b, "software", rf_software_name(r->software));
   rf_json_str(b, "software_variant", rf_variant_name(r->software, r->variant));
+  double oos;
+  g_autofree char *key = rf_predict_model_key(r->software, r->variant);
+  g_autofree char *line = rf_predict_model_line(r->software, r->variant, &oos);
+  rf_json_str(b, "predicted_by", key);
+  rf_json_str(b, "model_note", line);
+  if (oos >= 0) rf_json_num(b, "out_of_sample_error_pct", oos);
   rf_json_num(b, "reshard_calls", r->stats.sw_calls);
   rf_json_num(b, "software_s", r->stats.sw_software_s);
   rf_json_num(b, "export_latency_s", r->stats.export_latency_s);

@@ -410,8 +410,11 @@ int rf_cmd_step(int argc, char **argv) {
       g_free(cal);
       goto out;
     }
-    refit_source = g_strdup_printf("predicted by refit sim (software %s, %s; calibration %s)",
-                                   rf_software_name(sw), rf_variant_name(sw, swv), cal);
+    double oos;
+    g_autofree char *model = rf_predict_model_line(sw, swv, &oos);
+    refit_source = g_strdup_printf("predicted by refit sim (software %s, %s; calibration %s; "
+                                   "model: %s)",
+                                   rf_software_name(sw), rf_variant_name(sw, swv), cal, model);
     g_free(cal);
   } else if (w.refit_s >= 0) {
     f[r.base] = w.refit_s;

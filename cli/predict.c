@@ -1,5 +1,9 @@
 #include "predict.h"
+#include "datafile.h"
 #include "error.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 gboolean rf_calibration_select(RfCalibration *c, const char *path, const RfTopology *t,
                                char **source, gboolean *neutral, GError **error) {
@@ -47,4 +51,60 @@ gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gb
   if (!quiet) g_printerr("%s: warning: %s exceeds the GPU memory\n", who, line);
   g_free(line);
   return TRUE;
+}
+
+char *rf_predict_model_key(RfSoftware sw, RfSwVariant v) {
+  if (sw == RF_SOFTWARE_REFIT)
+    return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR ? "executor" : "flows");
+  return g_strdup_printf("%s/%s", rf_software_name(sw), rf_variant_name(sw, v));
+}
+
+/* The line of software/variant in validate-public's summary: rows, mean and max |error| (%).
+ * FALSE when the file or the line is missing or malformed. */
+static gboolean variant_error(const char *software, const char *variant, int *rows, double *mean,
+                              double *max) {
+  char *path = g_build_filename(rf_data_dir(), "experiments", "results",
+                                "validate-public-variants.csv", NULL);
+  char *text = NULL;
+  gboolean found = FALSE;
+  if (rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, NULL)) {
+    char **lines = g_strsplit(text, "\n", -1);
+    for (int i = 0; lines[i] && !found; i++) {
+      char **f = g_strsplit(lines[i], ",", -1);
+      if (g_strv_length(f) == 5 && !strcmp(f[0], software) && !strcmp(f[1], variant)) {
+        char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+        *rows = (int)strtol(f[2], &e1, 10);
+        *mean = g_ascii_strtod(f[3], &e2);
+        *max = g_ascii_strtod(f[4], &e3);
+        found = *e1 == '\0' && *e2 == '\0' && *e3 == '\0' && *rows > 0;
+      }
+      g_strfreev(f);
+    }
+    g_strfreev(lines);
+  }
+  g_free(text);
+  g_free(path);
+  return found;
+}
+
+char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, double *oos_pct) {
+  *oos_pct = -1;
+  if (sw == RF_SOFTWARE_REFIT)
+    return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR
+                        ? "refit's executor: every rank's program of the schedule refit run "
+                          "executes (not yet checked against a GPU run)"
+                        : "flows: refit's plan at the calibrated link rates with no software "
+                          "cost, a bound, not what refit run executes (--software-variant "
+                          "executor)");
+  const char *name = rf_software_name(sw), *var = rf_variant_name(sw, v);
+  int rows = 0;
+  double mean = 0, max = 0;
+  if (!variant_error(name, var, &rows, &mean, &max))
+    return g_strdup_printf("a model of %s's code (variant %s); out of sample: no published run "
+                           "of this variant measured (experiments/validate-public)",
+                           name, var);
+  *oos_pct = mean;
+  return g_strdup_printf("a model of %s's code (variant %s); out of sample: mean |error| %.0f%%, "
+                         "max %.0f%% on %d published run%s (experiments/validate-public)",
+                         name, var, mean, max, rows, rows == 1 ? "" : "s");
 }

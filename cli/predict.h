@@ -22,4 +22,16 @@ gboolean rf_calibration_select(RfCalibration *c, const char *path, const RfTopol
 gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gboolean quiet,
                          GError **error);
 
+/* Which model produced a prediction: "flows" (refit's strategies as flows: the plan's bound at
+ * calibrated rates), "executor" (the schedule refit run executes), or "SOFTWARE/VARIANT" for a
+ * model of the published software. Static string or one the caller frees: always g_free. */
+char *rf_predict_model_key(RfSoftware sw, RfSwVariant v);
+
+/* The same in words, for a report's "# model:" line: what the model is and, for a model of the
+ * published software, its out-of-sample error on the published runs of that variant as
+ * experiments/validate-public last measured it (experiments/results/validate-public-variants.csv
+ * under the data dir), or that it has none. Caller frees. *oos_pct gets the mean |error| in
+ * percent, or -1 when not measured. */
+char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, double *oos_pct);
+
 #endif

@@ -121,6 +121,17 @@ expect_ok "step strategy" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -q
 grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
 grep -q "NeMo RL's nccl_reshard refit is the hybrid strategy" "$TMP/out" ||
   bad "step: does not say which strategy NeMo RL uses"
+# Every prediction names its model: flows (a bound), refit's executor, or a software model.
+expect_ok "sim predicted_by flows" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
+grep -q '"predicted_by" : "flows"' "$TMP/out" || bad "sim: predicted_by flows missing"
+expect_ok "sim predicted_by executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
+  --software-variant executor
+grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"
+expect_ok "sim predicted_by software" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s hybrid \
+  --software nemo-rl --software-variant python-fallback --json -q
+grep -q '"predicted_by" : "nemo-rl/python-fallback"' "$TMP/out" || bad "sim: software predicted_by"
+grep -q "a model of nemo-rl's code (variant python-fallback); out of sample" "$TMP/out" ||
+  bad "sim: software model note"
 expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \
   "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --placement diagonal
 expect_err "node map negative" "--node-map -1: GPUs per node must be >= 1" \

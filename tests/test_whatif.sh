@@ -168,7 +168,7 @@ grep -q "^# source: test fixture" "$TMP/out" || bad "step does not print the wor
 expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync --json
 grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
 expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
-grep -q "predicted by refit sim (software refit, default; calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
+grep -q "predicted by refit sim (software refit, default; calibration .*dgx-h100.cal; model: flows: " "$TMP/out" || bad "step prediction source"
 # the shipped workload files (experiments/workloads): each loads, with its source and date, and
 # its published times come back in the header
 nship=0
