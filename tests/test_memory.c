@@ -6,6 +6,7 @@
  * test_real's /real/schedule/memory. */
 #include "error.h"
 #include "memory.h"
+#include "problems.h"
 
 #include <glib.h>
 #include <string.h>
@@ -13,15 +14,6 @@
 static RfProblem *spec_problem(const char *json) {
   GError *e = NULL;
   RfProblem *pb = rf_problem_new_spec(json, -1, rf_topology_new_domains(1), &e);
-  g_assert_no_error(e);
-  return pb;
-}
-
-static RfProblem *preset(const char *model, const char *train, const char *infer, int domain) {
-  GError *e = NULL;
-  RfModel *m = rf_model_load(model, &e);
-  g_assert_no_error(e);
-  RfProblem *pb = rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), &e);
   g_assert_no_error(e);
   return pb;
 }
@@ -141,7 +133,7 @@ static const char *const cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"
 static void test_plan_counts(void) {
   int held = 0;
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
-    RfProblem *pb = preset(cases[c][0], cases[c][1], cases[c][2], 2);
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
     for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
       GError *e = NULL;
       RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
@@ -176,7 +168,7 @@ static void test_plan_counts(void) {
 static void test_schedule_counts(void) {
   int held = 0;
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
-    RfProblem *pb = preset(cases[c][0], cases[c][1], cases[c][2], 2);
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
     for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
       GError *e = NULL;
       RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);

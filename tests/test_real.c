@@ -8,6 +8,7 @@
 #include "engine_int.h"
 #include "error.h"
 #include "memory.h"
+#include "problems.h"
 #include "real.h"
 #include "real_engine.h"
 
@@ -139,17 +140,6 @@ static void test_spec_random(void) {
   g_rand_free(r);
 }
 
-/* The problem `refit run --model M --train T --infer I --domain-size D` builds. */
-static RfProblem *model_problem(const char *model, const char *train, const char *infer,
-                                int domain) {
-  GError *e = NULL;
-  RfModel *m = rf_model_load(model, &e);
-  g_assert_no_error(e);
-  RfProblem *pb = rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), &e);
-  g_assert_no_error(e);
-  return pb;
-}
-
 static void test_models(void) {
   static const char *const cases[][3] = {
       {"tiny-moe", "TP2xPP2", "TP4"},        {"tiny-moe", "TP2xEP2", "TP2xDP2"},
@@ -161,7 +151,7 @@ static void test_models(void) {
   Tally t = {0};
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
     for (int domain = 2; domain <= 8; domain *= 4) {
-      RfProblem *pb = model_problem(cases[i][0], cases[i][1], cases[i][2], domain);
+      RfProblem *pb = preset_problem(cases[i][0], cases[i][1], cases[i][2], domain);
       RfRealOptions o = local_options(i % 2 ? r : NULL);
       run_all(pb, &o, &t, cases[i][0]);
       g_free(o.backend);
@@ -175,7 +165,7 @@ static void test_models(void) {
 /* A rank that loses one chunk: the refit fails verification and the served weights (the
  * previous, verified bank) are untouched. */
 static void test_lost_chunk(void) {
-  RfProblem *pb = model_problem("tiny-moe", "TP2xPP2", "TP4", 8);
+  RfProblem *pb = preset_problem("tiny-moe", "TP2xPP2", "TP4", 8);
   RfRealOptions o = local_options(NULL);
   o.iters = 2;
   o.corrupt_rank = 5; /* the third and last refit loses a chunk on rank 5 */
@@ -542,7 +532,7 @@ static void test_survivors(void) {
   for (int r = 0; r < 4; r++)
     g_assert_cmpint(cr[r], ==, r);
 
-  RfProblem *pb = model_problem("tiny-moe", "TP2xPP2xDP2", "TP2xDP2", 8);
+  RfProblem *pb = preset_problem("tiny-moe", "TP2xPP2xDP2", "TP2xDP2", 8);
   GError *e = NULL;
   const int gpus[2] = {1, 9}; /* a training rank and an inference rank */
   g_assert_true(rf_problem_set_lost(pb, gpus, 2, &e));
@@ -573,7 +563,7 @@ static void test_schedule_memory(void) {
                             {"qwen3-30b-a3b", "TP2xEP8", "TP4xDP2"}};
   int held = 0;
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
-    RfProblem *pb = model_problem(cases[c][0], cases[c][1], cases[c][2], c == 3 ? 8 : 2);
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], c == 3 ? 8 : 2);
     for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
       GError *e = NULL;
       RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
@@ -621,7 +611,7 @@ static void test_schedule_memory(void) {
 /* The executor issues exactly the schedule's program of every rank (the trace of its last refit),
  * with any number of lanes, and every element arrives. */
 static void test_schedule_trace(void) {
-  RfProblem *pb = model_problem("tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4", 2);
+  RfProblem *pb = preset_problem("tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4", 2);
   for (int slots = 1; slots <= 3; slots++)
     for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
       RfRealOptions o = local_options(NULL);

@@ -4,19 +4,11 @@
  * Whether real/ issues exactly these programs is test_real's /real/schedule/trace. */
 #include "error.h"
 #include "layout.h"
+#include "problems.h"
 #include "schedule.h"
 
 #include <glib.h>
 #include <string.h>
-
-static RfProblem *preset(const char *model, const char *train, const char *infer, int domain) {
-  GError *e = NULL;
-  RfModel *m = rf_model_load(model, &e);
-  g_assert_no_error(e);
-  RfProblem *pb = rf_problem_new_preset(m, train, infer, rf_topology_new_domains(domain), &e);
-  g_assert_no_error(e);
-  return pb;
-}
 
 /* The round schedule (rf_schedule_build) against the plain first-fit it stands for: per
  * segment, scan every round of its stage from the first and take the first one with staging room
@@ -325,7 +317,7 @@ static void test_schedule_pipelined(void) {
                             {"tiny-moe", "TP2xEP2", "TP2xDP2"},
                             {"tiny-next", "TP2xPP2", "TP2xDP4"}};
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
-    RfProblem *pb = preset(cases[c][0], cases[c][1], cases[c][2], 2);
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
     for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
       GError *e = NULL;
       RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
