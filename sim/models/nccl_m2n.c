@@ -28,7 +28,7 @@ gboolean sw_nccl_m2n_build(SimProgram *p, const SimProtos *x, const RfCalibratio
   GPtrArray *loads = g_ptr_array_new_with_free_func(g_free);
   /* no Ray dispatch in the bench: its software time is the set-up and the calls' serial costs */
   double soft = cal->fixed_s, calls = 0;
-  sw_stages_emit(p, stages, pp, 1, tr, slot_host, loads, &soft, &calls);
+  sw_stages_emit(p, stages, pp, 1, tr, FALSE, slot_host, loads, &soft, &calls);
   sw_stages_free(stages, pp);
   p->sw_software_s = soft;
   p->sw_calls = calls;

@@ -49,6 +49,7 @@ SwTransport sw_transport(RfSwVariant v) {
   return v == RF_VARIANT_PYTHON_FALLBACK                        ? SW_PYTHON_FALLBACK
          : v == RF_VARIANT_XFER_V01 || v == RF_VARIANT_RING_V01 ? SW_M2N_RING_V01
          : v == RF_VARIANT_DIRECT                               ? SW_M2N_DIRECT
+         : v == RF_VARIANT_GOLDEN                               ? SW_GOLDEN
                                                                 : SW_M2N_PACK;
 }
 
@@ -173,22 +174,27 @@ static void emit_stage_flows(SimProgram *p, const SwStage *st, int sub, int step
 static const char *sub_name(SwTransport tr, int sub) {
   if (tr == SW_PYTHON_FALLBACK) return sub == 0 ? "p2p" : "allgather";
   if (tr == SW_M2N_PACK) return sub == 0 ? "put" : "forward";
+  if (tr == SW_GOLDEN) return "broadcast";
   return "transfer";
 }
 
 void sw_stages_emit(SimProgram *p, const SwStage *stages, int pp, int lanes, SwTransport tr,
-                    const int *slot_host, GPtrArray *loads, double *software_s, double *calls) {
+                    gboolean host_ahead, const int *slot_host, GPtrArray *loads, double *software_s,
+                    double *calls) {
   for (int s = 0; s < pp; s++) {
     const SwStage *st = &stages[s];
     if (st->calls <= 0) continue;
     *calls += st->calls;
     int lane = s % lanes, nsub = st->nsub > 0 ? st->nsub : 1;
-    double pre = st->host_s + st->latency_s + st->ce_pre_s, post = st->ce_post_s;
-    *software_s += pre + post;
+    double host = host_ahead ? st->host_s : 0;
+    double pre = st->host_s - host + st->latency_s + st->ce_pre_s, post = st->ce_post_s;
+    *software_s += pre + post + host;
     for (int k = 0; k < nsub; k++) {
       char name[32];
       g_snprintf(name, sizeof name, "stream%d stage%d.%s%d", lane, s, sub_name(tr, k), k);
       int step = sim_add_step(p, lane, name, k == 0 ? pre : 0, k == nsub - 1 ? post : 0);
+      /* one step per sub-step: the host issues the whole stage, spread over its sub-steps */
+      p->steps[step].host_s = host / nsub;
       emit_stage_flows(p, st, k, step, slot_host, loads);
     }
   }

@@ -36,6 +36,8 @@ typedef enum {
   SW_M2N_PACK,        /* NCCL M2N PACK: CE pack, put, whole-slice store-and-forward, CE unpack */
   SW_M2N_RING_V01,    /* NCCL Xfer v0.1 RING: zero copy, 256 KiB chunk pipelined forwarding */
   SW_M2N_DIRECT,      /* NCCL M2N DIRECT: every source puts to every destination, 1 MiB chunks */
+  SW_GOLDEN, /* NeMo RL xferdtensor_golden: each unique source shard broadcast to the communicator
+              */
 } SwTransport;
 
 /* Checks the transport's limits for part `part` and fills call (flows cleared first). FALSE +
@@ -80,9 +82,12 @@ gboolean sw_stages_add_calls(SwStage *stages, const SimProtos *x, const RfCalibr
                              SwCallCosts after, GError **error);
 /* The stages' steps: stage s on lane s % lanes, one step per sub-step, its serial costs before
  * the first and after the last; the steps' GPU link loads go into loads (GPtrArray of per-step
- * arrays). Adds the serial time to *software_s and the calls to *calls. */
+ * arrays). host_ahead: the host issues the calls without a per-call sync, so a stage lasts
+ * max(host time, GPU time) (the host time on the stage's steps' host_s); else the host time is
+ * in series before the transfers. Adds the serial time to *software_s and the calls to *calls. */
 void sw_stages_emit(SimProgram *p, const SwStage *stages, int pp, int lanes, SwTransport tr,
-                    const int *slot_host, GPtrArray *loads, double *software_s, double *calls);
+                    gboolean host_ahead, const int *slot_host, GPtrArray *loads, double *software_s,
+                    double *calls);
 /* p->sw_load for every step: from loads where a step has them, else (gather-broadcast steps)
  * from the plan's export and broadcast records. */
 void sw_loads_finish(SimProgram *p, const SimProtos *x, GPtrArray *loads);
