@@ -524,6 +524,29 @@ static void test_sw_host_ahead(void) {
   rf_calibration_clear(&cal);
 }
 
+/* NCCL M2N's bench: one communicator and stream per (train stage, generation stage) pair, the
+ * calls of one name-pattern group launched on their pairs' streams together, synchronized once.
+ * Two layers of one pattern (50 MB each), PP2 -> TP1: pair 0 (GPU 0 -> GPU 2) and pair 1
+ * (GPU 1 -> GPU 2) run concurrently: each lane's two 10 ms barriers (RING) at once, 0-20 ms, then
+ * both puts share GPU 2's 10 GB/s NIC (100 MB: 10 ms + 6 us): 30.006 ms (in series 2 x 25.006).
+ * Host-bound (40 ms of host planning per call, one host issues both): max(80 ms, 40 + 30.006). */
+static void test_sw_bench_pairs_concurrent(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NCCL_M2N;
+  cal.variant = RF_VARIANT_RING_V01;
+  cal.m2n_barrier_s = 0.010;
+  RfResult r;
+  double t = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_M2N, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.030 + 6e-6, 1e-6);
+  rf_result_clear(&r);
+  cal.m2n_plan_s = 0.040;
+  t = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_M2N, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.080, 1e-6);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
 /* Five PP stages, five communicators, tiny calls of 10 ms of kernel time each (four barriers of
  * 2.5 ms), five streams: with the 4 staging slots of M2N PACK the fifth communicator shares the
  * first one's slot and runs after it (20 ms); with 5 slots all run at once (10 ms). */
@@ -758,6 +781,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/golden_broadcast_ring", test_sw_golden_broadcast);
   g_test_add_func("/sim/software/host_ahead_max", test_sw_host_ahead);
+  g_test_add_func("/sim/software/bench_pairs_concurrent", test_sw_bench_pairs_concurrent);
   g_test_add_func("/sim/software/twelve_streams", test_sw_twelve_streams);
   g_test_add_func("/sim/golden/export_host_overlap", test_export_host_overlap);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);

@@ -108,7 +108,7 @@ gboolean sw_nemo_rl_build(SimProgram *p, const SimProtos *x, const RfCalibration
 
   /* 1. the calls of each PP stage, summed */
   SwStage *stages = sw_stages_new(pp);
-  if (bulk && !sw_stages_add_calls(stages, x, cal, tr, every_part, cal->nemo_call_s,
+  if (bulk && !sw_stages_add_calls(stages, NULL, x, cal, tr, every_part, cal->nemo_call_s,
                                    nemo_call_copies, error)) {
     sw_stages_free(stages, pp);
     return FALSE;
