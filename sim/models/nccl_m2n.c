@@ -94,6 +94,18 @@ gboolean sw_nccl_m2n_build(SimProgram *p, const SimProtos *x, const RfCalibratio
     sw_stages_free(stages, ngroups * npairs);
     return FALSE;
   }
+  /* one step per sub-step of every (group, pair) that has calls, and the set-up */
+  int64_t need = 1;
+  for (int i = 0; i < ngroups * npairs; i++)
+    if (stages[i].calls > 0) need += stages[i].nsub > 0 ? stages[i].nsub : 1;
+  if (p->nsteps + need > SIM_MAX_STEPS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                "--software nccl-m2n: %" G_GINT64_FORMAT " steps (name-pattern groups x stream "
+                "pairs), above the %d a program holds",
+                need, SIM_MAX_STEPS);
+    sw_stages_free(stages, ngroups * npairs);
+    return FALSE;
+  }
   p->nlanes = npairs;
   if (cal->fixed_s > 0) sim_add_step(p, 0, "setup", cal->fixed_s, 0);
   GPtrArray *loads = g_ptr_array_new_with_free_func(g_free);
