@@ -387,7 +387,7 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
       {"software-variant", 0, 0, G_OPTION_ARG_STRING, &o->variant,
        "Code path of the software model: refit default (its strategies as flows), executor (the "
        "schedule refit run executes, group by group); nemo-rl m2n-pack (default), "
-       "python-fallback, xfer-v0.1; nccl-m2n pack (default), ring-v0.1, direct",
+       "python-fallback, xfer-v0.1, golden; nccl-m2n pack (default), ring-v0.1, direct",
        "NAME"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &o->exec_staging_mib,
        "refit executor variant: refit run's staging bound per rank, direction and lane in MiB "

@@ -36,8 +36,9 @@ void rf_calibration_defaults(RfCalibration *c) {
 }
 
 static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};
-static const char *const VARIANT[] = {"default", "python-fallback", "m2n-pack", "xfer-v0.1",
-                                      "pack",    "ring-v0.1",       "direct",   "executor"};
+static const char *const VARIANT[] = {"default",   "python-fallback", "m2n-pack",
+                                      "xfer-v0.1", "golden",          "pack",
+                                      "ring-v0.1", "direct",          "executor"};
 
 const char *rf_software_name(RfSoftware s) {
   return SOFTWARE[s];
@@ -70,13 +71,13 @@ gboolean rf_software_parse(const char *software, const char *variant, RfSoftware
     for (unsigned i = 1; i < G_N_ELEMENTS(VARIANT); i++)
       if (!strcmp(variant, VARIANT[i])) k = (int)i;
     gboolean fits =
-        (s == RF_SOFTWARE_NEMO_RL && k >= RF_VARIANT_PYTHON_FALLBACK && k <= RF_VARIANT_XFER_V01) ||
+        (s == RF_SOFTWARE_NEMO_RL && k >= RF_VARIANT_PYTHON_FALLBACK && k <= RF_VARIANT_GOLDEN) ||
         (s == RF_SOFTWARE_NCCL_M2N && k >= RF_VARIANT_PACK && k <= RF_VARIANT_DIRECT) ||
         (s == RF_SOFTWARE_REFIT && k == RF_VARIANT_EXECUTOR);
     if (!fits) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "unknown variant '%s' of software %s (%s)",
                   variant, SOFTWARE[s],
-                  s == RF_SOFTWARE_NEMO_RL    ? "python-fallback, m2n-pack, xfer-v0.1"
+                  s == RF_SOFTWARE_NEMO_RL    ? "python-fallback, m2n-pack, xfer-v0.1, golden"
                   : s == RF_SOFTWARE_NCCL_M2N ? "pack, ring-v0.1, direct"
                                               : "executor");
       return FALSE;
@@ -130,9 +131,12 @@ static const RfCalibrationKey KEYS[] = {
     {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},
     {"nemo", "dispatch_s", RF_CAL_REAL, FIELD(nemo_dispatch_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"nemo", "call_s", RF_CAL_REAL, FIELD(nemo_call_s), 0, 1.0, 0.0, 0.05, FALSE},
+    {"nemo", "golden_dispatch_s", RF_CAL_REAL, FIELD(nemo_golden_dispatch_s), 0, 1e3, 0.0, 0.075,
+     FALSE},
     {"nemo", "p2p_op_s", RF_CAL_REAL, FIELD(nemo_p2p_op_s), 0, 1.0, 0.0, 2e-3, FALSE},
     {"vllm", "finalize_s", RF_CAL_REAL, FIELD(vllm_finalize_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"m2n", "plan_s", RF_CAL_REAL, FIELD(m2n_plan_s), 0, 1.0, 0.0, 0.05, FALSE},
+    {"m2n", "pack_plan_s", RF_CAL_REAL, FIELD(m2n_pack_plan_s), 0, 1.0, 0.0, 0.05, FALSE},
     {"m2n", "barrier_s", RF_CAL_REAL, FIELD(m2n_barrier_s), 0, 1.0, 0, 0, FALSE},
     {"m2n", "slots", RF_CAL_INT, FIELD(m2n_slots), 1, 64, 0, 0, FALSE},
     {"m2n", "max_sources", RF_CAL_INT, FIELD(m2n_max_sources), 1, 1 << 20, 0, 0, FALSE},

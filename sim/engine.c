@@ -172,6 +172,8 @@ static void host_actor(int argc, char **argv) {
     if (st->pre_s > 0) sg_actor_sleep_for(st->pre_s);
     step_flows(p, s, h, lane, simgrid_get_clock());
     if (st->post_s > 0) sg_actor_sleep_for(st->post_s);
+    double host_left = t0 + st->host_s - simgrid_get_clock();
+    if (host_left > 0) sg_actor_sleep_for(host_left);
     sg_barrier_wait(S.bar[lane]);
     if (h == 0) step_mark_end(st, s);
     if (h == 0) S.out.step_end_s[s] = simgrid_get_clock();

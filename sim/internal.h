@@ -39,6 +39,8 @@ typedef struct {
   gboolean join;
   double pre_s;  /* software time before the flows start */
   double post_s; /* software time after the last flow ends */
+  double host_s; /* host time issuing the step's work ahead of the GPU (no per-call sync): the
+                  * step lasts at least this long, max(host, pre + flows + post) */
   char name[32]; /* "group.part": the timeline shows one bar per group */
 } SimStep;
 

@@ -30,9 +30,10 @@ typedef enum {
   RF_VARIANT_PYTHON_FALLBACK, /* nemo-rl: xferdtensor_python (nccl.m2n not installed) */
   RF_VARIANT_M2N_PACK,        /* nemo-rl: nccl.m2n PACK (today's default path) */
   RF_VARIANT_XFER_V01,        /* nemo-rl: PR #2413/#2808, every parameter by NCCL Xfer v0.1 */
-  RF_VARIANT_PACK,            /* nccl-m2n: PACK (today) */
-  RF_VARIANT_RING_V01,        /* nccl-m2n: v0.1 zero-copy RING, 256 KiB pipelined forwarding */
-  RF_VARIANT_DIRECT,          /* nccl-m2n: DIRECT, every source to every destination */
+  RF_VARIANT_GOLDEN,   /* nemo-rl: PR #2413/#2808 as run (bf68d87): xferdtensor_golden broadcasts */
+  RF_VARIANT_PACK,     /* nccl-m2n: PACK (today) */
+  RF_VARIANT_RING_V01, /* nccl-m2n: v0.1 zero-copy RING, 256 KiB pipelined forwarding */
+  RF_VARIANT_DIRECT,   /* nccl-m2n: DIRECT, every source to every destination */
   RF_VARIANT_EXECUTOR, /* refit: the schedule real/ runs (model/plan/schedule.h), round by round */
 } RfSwVariant;
 
@@ -79,12 +80,14 @@ typedef struct {
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */
   double nemo_call_s;     /* per reshard call: Python of xferdtensor and its NCCL bindings */
+  double nemo_golden_dispatch_s; /* per refit, golden variant: Ray dispatch and ray.get */
   double nemo_p2p_op_s;   /* Python fallback: per send / recv of a grouped p2p, busiest rank */
   double vllm_finalize_s; /* per refit: process_weights_after_loading */
   /* NCCL M2N (sim/models/reshard_call.c, nccl_m2n.c) */
-  double m2n_plan_s;    /* per call: host planning (prepareReshardParams), launch, host sync */
-  double m2n_barrier_s; /* per world barrier of the transfer kernel */
-  int m2n_slots;        /* PACK staging slots per device */
+  double m2n_plan_s;      /* per call, NCCL Xfer v0.1 (ring-v0.1, direct, xfer-v0.1): host side */
+  double m2n_pack_plan_s; /* per call, today's M2N PACK (pack, m2n-pack): host planning */
+  double m2n_barrier_s;   /* per world barrier of the transfer kernel */
+  int m2n_slots;          /* PACK staging slots per device */
   int m2n_max_sources, m2n_max_targets;               /* RING / PACK plan limits */
   int m2n_direct_max_sources, m2n_direct_max_targets; /* DIRECT plan limits */
   double m2n_staging_max_bytes;                       /* largest PACK staging bucket */

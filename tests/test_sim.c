@@ -306,25 +306,32 @@ static double sw_simulate(const char *listing, const char *train, const char *in
 /* NCCL M2N PACK, one call: 100 MB from GPU 0 to GPU 1. The copy-engine pack (100 MB at a copy
  * rate of 100 GB/s: 1 ms), the put (100 MB over the 10 GB/s NIC, 6 us of NIC + switch latency)
  * and the unpack (1 ms) run in series, after the host planning (0.2 ms) and four barriers
- * (0.1 ms each). */
+ * (0.1 ms each; m2n.pack_plan_s, not the v0.1 library's m2n.plan_s). The software time it reports
+ * is those serial costs: the bench runs no Ray dispatch, so nemo.dispatch_s counts neither in the
+ * time nor in the software time. */
 static void test_sw_pack_put_unpack(void) {
   RfCalibration cal;
   golden_calib(&cal);
   cal.software = RF_SOFTWARE_NCCL_M2N;
   cal.variant = RF_VARIANT_PACK;
   cal.hbm_efficiency = 1e-4; /* golden HBM 1e6 GB/s: copies at 100 GB/s */
-  cal.m2n_plan_s = 2e-4;
+  cal.m2n_pack_plan_s = 2e-4;
+  cal.m2n_plan_s = 1.0; /* NCCL Xfer v0.1's per-call cost: not today's PACK library */
   cal.m2n_barrier_s = 1e-4;
   RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
   GError *e = NULL;
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
   g_assert_no_error(e);
+  cal.nemo_dispatch_s = 1.0; /* NeMo RL's Ray dispatch: no part of the bench */
   RfResult r;
-  double t = simulate(plan, &cal, 1, &r);
+  RfSimStats st;
+  double t = simulate_stats(plan, &cal, 1, &r, &st);
   assert_rel(t, 2e-4 + 4e-4 + 1e-3 + (1e8 / 10e9 + 6e-6) + 1e-3);
+  /* its software time: planning, barriers and the copies, no dispatch */
+  assert_rel(st.sw_software_s, 2e-4 + 4e-4 + 1e-3 + 1e-3);
   rf_result_clear(&r);
   /* the same call with its put alone (no copies, no software) is the message alone */
-  cal.hbm_efficiency = 1.0, cal.m2n_plan_s = 0, cal.m2n_barrier_s = 0;
+  cal.hbm_efficiency = 1.0, cal.m2n_pack_plan_s = 0, cal.m2n_barrier_s = 0;
   t = simulate(plan, &cal, 1, &r);
   g_assert_cmpfloat_with_epsilon(t, 1e8 / 10e9 + 6e-6, 1e-6);
   rf_result_clear(&r);
@@ -437,9 +444,10 @@ static void test_exec_coarse(void) {
 }
 
 /* NeMo RL, two PP stages of one 50 MB call each (GPU 0 and GPU 1 to GPU 2), 10 ms of Python per
- * call. Two streams: stream 0 runs its host time (0-10 ms) then its put (5 ms); stream 1 is
- * issued after stage 0's host time, runs its own (10-20 ms), then its put (20-25 ms): 25 ms.
- * One stream: 10 + 5 + 10 + 5 = 30 ms. */
+ * call. The host issues ahead of the GPU (no per-call sync), so a stage lasts max(10 ms host,
+ * 5 ms put) = 10 ms. Two streams: stream 0 runs 0-10 ms; stream 1 is issued after stage 0's host
+ * time (one Python thread) and runs 10-20 ms: 20 ms. One stream: 10 + 10 = 20 ms: host-bound,
+ * the second stream gains nothing. */
 static void test_sw_two_stages_two_streams(void) {
   RfCalibration cal;
   golden_calib(&cal);
@@ -448,7 +456,7 @@ static void test_sw_two_stages_two_streams(void) {
   cal.nemo_call_s = 0.010;
   RfResult r;
   double t2 = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
-  g_assert_cmpfloat_with_epsilon(t2, 0.025 + 6e-6, 1e-6);
+  g_assert_cmpfloat_with_epsilon(t2, 0.020, 1e-6);
   gboolean lane1 = FALSE;
   for (int i = 0; i < r.nstages; i++)
     if (!strcmp(r.stages[i].name, "stream1 stage1")) {
@@ -459,7 +467,82 @@ static void test_sw_two_stages_two_streams(void) {
   rf_result_clear(&r);
   cal.nemo_streams = 1;
   double t1 = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
-  g_assert_cmpfloat_with_epsilon(t1, 0.030 + 2 * 6e-6, 1e-6);
+  g_assert_cmpfloat_with_epsilon(t1, 0.020, 1e-6);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
+/* NeMo RL golden (xferdtensor_golden): one 100 MB replicated source shard on GPU 0 broadcast in
+ * full to every rank of the communicator (GPU 0 and destinations 1, 2, 3, one GPU per domain): an
+ * NCCL ring 0 -> 1 -> 2 -> 3, each hop on its own pair of 10 GB/s NICs, pipelined, hop h starting
+ * h x 6 us (NIC + switch latency) after the first. The call's ring latency (3 hops x 6 us, base 0)
+ * comes first; the last hop starts at 18 us and takes 6 us + 10 ms; each destination copies its
+ * 100 MB out at 1e15 B/s (0.1 us): 18 + 18 + 6 us + 10 ms + 0.1 us. Three separate sends from
+ * GPU 0 would share its NIC: 30 ms. */
+static void test_sw_golden_broadcast(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_GOLDEN;
+  cal.nemo_dispatch_s = 1.0; /* python-fallback's per-refit cost: not golden's */
+  RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1,2,3", 3, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_HYBRID, NULL, &e);
+  g_assert_no_error(e);
+  RfResult r;
+  double t = simulate(plan, &cal, 1, &r);
+  g_assert_cmpfloat_with_epsilon(t, 18e-6 + 18e-6 + 6e-6 + 0.01 + 1e-7, 1e-7);
+  rf_result_clear(&r);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
+/* The host runs ahead of the GPU (NeMo RL issues its calls without a per-call sync): a stage
+ * lasts max(host, GPU), not host + GPU. One golden call of 100 MB from GPU 0 to GPU 1: GPU time
+ * 6 us of ring latency, the flow from 6 us on (6 us + 10 ms), the 0.1 us copy-out: 10.0181 ms.
+ * Host-bound (20 ms of host per call): 20 ms; GPU-bound (4 ms): 10.0181 ms. */
+static void test_sw_host_ahead(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_GOLDEN;
+  RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_HYBRID, NULL, &e);
+  g_assert_no_error(e);
+  RfResult r;
+  const double gpu = 6e-6 + 6e-6 + 6e-6 + 0.01 + 1e-7;
+  cal.nemo_call_s = 0.020;
+  g_assert_cmpfloat_with_epsilon(simulate(plan, &cal, 1, &r), 0.020, 1e-7);
+  rf_result_clear(&r);
+  cal.nemo_call_s = 0.004;
+  g_assert_cmpfloat_with_epsilon(simulate(plan, &cal, 1, &r), gpu, 1e-7);
+  rf_result_clear(&r);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
+/* NCCL M2N's bench: one communicator and stream per (train stage, generation stage) pair, the
+ * calls of one name-pattern group launched on their pairs' streams together, synchronized once.
+ * Two layers of one pattern (50 MB each), PP2 -> TP1: pair 0 (GPU 0 -> GPU 2) and pair 1
+ * (GPU 1 -> GPU 2) run concurrently: each lane's two 10 ms barriers (RING) at once, 0-20 ms, then
+ * both puts share GPU 2's 10 GB/s NIC (100 MB: 10 ms + 6 us): 30.006 ms (in series 2 x 25.006).
+ * Host-bound (40 ms of host planning per call, one host issues both): max(80 ms, 40 + 30.006). */
+static void test_sw_bench_pairs_concurrent(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NCCL_M2N;
+  cal.variant = RF_VARIANT_RING_V01;
+  cal.m2n_barrier_s = 0.010;
+  RfResult r;
+  double t = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_M2N, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.030 + 6e-6, 1e-6);
+  rf_result_clear(&r);
+  cal.m2n_plan_s = 0.040;
+  t = sw_simulate("two-layers.json", "PP2", "TP1", RF_STRATEGY_M2N, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.080, 1e-6);
   rf_result_clear(&r);
   rf_calibration_clear(&cal);
 }
@@ -696,6 +779,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
+  g_test_add_func("/sim/software/golden_broadcast_ring", test_sw_golden_broadcast);
+  g_test_add_func("/sim/software/host_ahead_max", test_sw_host_ahead);
+  g_test_add_func("/sim/software/bench_pairs_concurrent", test_sw_bench_pairs_concurrent);
   g_test_add_func("/sim/software/twelve_streams", test_sw_twelve_streams);
   g_test_add_func("/sim/golden/export_host_overlap", test_export_host_overlap);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);

@@ -107,8 +107,8 @@ RfKind rf_kind_from_name(const char *n, int ndim) {
   } rules[] = {
       {"embed", RF_KIND_EMBEDDING},
       {"lm_head", RF_KIND_LM_HEAD},
+      {"shared_expert", RF_KIND_SHARED_GATE}, /* before "experts.": "shared_experts." */
       {"experts.", RF_KIND_EXPERT_GATE},
-      {"shared_expert", RF_KIND_SHARED_GATE},
       {"q_a_proj", RF_KIND_MLA_Q_A},
       {"kv_a_proj", RF_KIND_MLA_KV_A},
       {"q_b_proj", RF_KIND_MLA_Q_B},

@@ -1094,7 +1094,11 @@ static gboolean build_listing(Builder *b, JsonObject *root, const char *file, in
       layer = v < 100000 ? (int)v : -1;
     }
     if (layer > maxl) maxl = layer;
-    add_parts(b, add_tensor(b, rf_kind_from_name(n, (int)nd), layer, 0, (int)nd, sh, "%s", n), 0,
+    /* a routed-expert tensor of 3 dims is the layer's experts stacked: [E, out, in] */
+    RfKind kind = rf_kind_from_name(n, (int)nd);
+    gboolean stacked = nd == 3 && (kind == RF_KIND_EXPERT_GATE || kind == RF_KIND_EXPERT_UP ||
+                                   kind == RF_KIND_EXPERT_DOWN);
+    add_parts(b, add_tensor(b, kind, layer, stacked ? (int)sh[0] : 0, (int)nd, sh, "%s", n), 0,
               NULL, NULL);
   }
   g_list_free(names);

@@ -17,7 +17,13 @@
  * - the whole sync_weights is one timer, Ray dispatch included
  *   (nemo_rl/weight_sync/nccl_reshard_weight_synchronizer.py);
  * - M2N PACK: 4 staging slots per device, sticky per communicator (pack_staging.cc):
- *   communicators sharing a slot serialize. */
+ *   communicators sharing a slot serialize.
+ * The golden variant is the code PR #2413 / #2808 timed (NVIDIA-NeMo/RL at bf68d87, branch
+ * youngeunk/new-refit-integration; docs/measurements.md): every parameter by xferdtensor_golden
+ * (nemo_rl/distributed/nccl_reshard_utils.py; models/reshard_call.c); the generation side walks
+ * every layer in order on one stream, so the stages run one after another (vllm_backend.py
+ * nccl_reshard_refit); no misc path and no process_weights_after_loading; its timer (grpo.py
+ * async_grpo_train weight_sync) adds the Ray dispatch of both sides (nemo.golden_dispatch_s). */
 #include "error.h"
 #include "sw.h"
 
@@ -53,6 +59,10 @@ static void nemo_call_copies(SwStage *st, const RfProblem *pb, const RfCalibrati
                              uint32_t part, int ngpus) {
   double *pre = g_new0(double, ngpus), *post = g_new0(double, ngpus);
   nemo_copies(pb, part, pre, post);
+  /* golden: the destination copies its shard out of the broadcast tensor (reshard_call.c), no
+   * fused receive buffer */
+  if (rf_variant_resolve(RF_SOFTWARE_NEMO_RL, cal->variant) == RF_VARIANT_GOLDEN)
+    memset(post, 0, sizeof(double) * ngpus);
   double a = 0, b = 0, r = sw_copy_Bps(pb, cal);
   for (int g = 0; g < ngpus; g++) {
     if (pre[g] / r > a) a = pre[g] / r;
@@ -90,14 +100,15 @@ gboolean sw_nemo_rl_build(SimProgram *p, const SimProtos *x, const RfCalibration
     return FALSE;
   }
   const SwTransport tr = sw_transport(v);
-  const gboolean every_part = v == RF_VARIANT_XFER_V01;
+  const gboolean golden = v == RF_VARIANT_GOLDEN;
+  const gboolean every_part = v == RF_VARIANT_XFER_V01 || golden;
   const gboolean bulk = strat != RF_STRATEGY_GATHER_BROADCAST;
   const int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
   p->sw_ngpus = x->ngpus;
 
   /* 1. the calls of each PP stage, summed */
   SwStage *stages = sw_stages_new(pp);
-  if (bulk && !sw_stages_add_calls(stages, x, cal, tr, every_part, cal->nemo_call_s,
+  if (bulk && !sw_stages_add_calls(stages, NULL, x, cal, tr, every_part, cal->nemo_call_s,
                                    nemo_call_copies, error)) {
     sw_stages_free(stages, pp);
     return FALSE;
@@ -106,15 +117,16 @@ gboolean sw_nemo_rl_build(SimProgram *p, const SimProtos *x, const RfCalibration
   /* 2. lanes: the generation streams (PACK: at most one per staging slot, since communicators
    * sharing a slot serialize) */
   int lanes = 1;
-  if (bulk) {
+  if (bulk && !golden) {
     lanes = cal->nemo_streams < pp ? cal->nemo_streams : pp;
     if (tr == SW_M2N_PACK && cal->m2n_slots < lanes) lanes = cal->m2n_slots;
     if (lanes > SIM_MAX_LANES) lanes = SIM_MAX_LANES;
     if (lanes < 1) lanes = 1;
   }
   p->nlanes = lanes;
+  const double dispatch_s = golden ? cal->nemo_golden_dispatch_s : cal->nemo_dispatch_s;
   for (int l = 0; l < lanes; l++) {
-    sim_add_step(p, l, "dispatch", cal->nemo_dispatch_s, 0);
+    sim_add_step(p, l, "dispatch", dispatch_s, 0);
     if (cal->fixed_s > 0) sim_add_step(p, l, "setup", cal->fixed_s, 0);
   }
   /* one Python thread issues every stage in order: stream l's first stage waits for the host
@@ -125,15 +137,16 @@ gboolean sw_nemo_rl_build(SimProgram *p, const SimProtos *x, const RfCalibration
     if (host_before > 0) sim_add_step(p, l, "issue", host_before, 0);
   }
   GPtrArray *loads = g_ptr_array_new_with_free_func(g_free);
-  double soft = cal->nemo_dispatch_s + cal->fixed_s, calls = 0;
-  if (bulk) sw_stages_emit(p, stages, pp, lanes, tr, slot_host, loads, &soft, &calls);
+  double soft = dispatch_s + cal->fixed_s, calls = 0;
+  if (bulk) sw_stages_emit(p, stages, pp, lanes, tr, TRUE, slot_host, loads, &soft, &calls);
   sw_stages_free(stages, pp);
 
-  /* 3. the misc set by packed broadcast, then vLLM's finalize */
+  /* 3. the misc set by packed broadcast, then vLLM's finalize (golden: neither) */
   if (x->has_gb && !every_part) misc_steps(p, gb, gb_ud);
-  int f = sim_add_step(p, 0, "finalize", cal->vllm_finalize_s, 0);
+  const double finalize_s = golden ? 0 : cal->vllm_finalize_s;
+  int f = sim_add_step(p, 0, "finalize", finalize_s, 0);
   p->steps[f].join = TRUE;
-  soft += cal->vllm_finalize_s;
+  soft += finalize_s;
   p->sw_software_s = soft;
   p->sw_calls = calls;
   /* loads of every step (gather-broadcast steps: from the records, as program.c does) */

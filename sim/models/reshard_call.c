@@ -6,7 +6,10 @@
  *   pack_staging.cc, reshard_limits.h, reshard_split_user_window.cu: PACK (CE pack, put,
  *   whole-slice store-and-forward along the domain chain, NVLink fan-out, CE unpack), the
  *   limits MAX_SOURCES / MAX_TARGETS, the 2 GiB staging bucket; the first release (commit
- *   4532497, "NCCL Xfer") for the zero-copy RING with 256 KiB chunk pipelining; DIRECT. */
+ *   4532497, "NCCL Xfer") for the zero-copy RING with 256 KiB chunk pipelining; DIRECT.
+ * - NeMo RL nemo_rl/distributed/nccl_reshard_utils.py xferdtensor_golden (NVIDIA-NeMo/RL at
+ *   bf68d87, PR #2413 / #2808 as run): one NCCL broadcast per unique source shard, in full, to
+ *   every rank of the stage communicator; each destination copies its own shard out. */
 #include "error.h"
 #include "sw.h"
 
@@ -25,6 +28,11 @@ void sw_call_clear(SwCall *c) {
   g_free(c->pre_bytes);
   g_free(c->post_bytes);
   memset(c, 0, sizeof *c);
+}
+
+static int cmp_gpu(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
 }
 
 static int gcd(int a, int b) {
@@ -188,6 +196,7 @@ static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *
         add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov, 1.0, 0);
       }
       break;
+    case SW_GOLDEN: /* golden_broadcast: the flows do not depend on the destination shard */
     case SW_M2N_PACK:
     case SW_M2N_RING_V01: {
       /* NODE_AWARE: replicas grouped by NVLink team; source replica k injects into the
@@ -289,6 +298,80 @@ static void team_chain(const Call *k, SwCall *c, int b, const RfBox *bD, const i
       c->post_bytes[mg[m]] += shard;
 }
 
+/* The communicator's GPUs (the part's PP stage's training ranks, then every generation rank;
+ * NeMo RL's model_update_group when PP is 1), in rank order; returns their count. */
+static int comm_gpus(const Call *k, int *g) {
+  const RfProblem *pb = k->pb;
+  int stage = sw_part_stage(pb, k->part), n = 0;
+  for (int i = 0; i < k->per; i++)
+    g[n++] = pb->gpu[pb->src.ranks[stage * k->per + i]];
+  for (int i = 0; i < pb->dst.nranks; i++)
+    g[n++] = pb->gpu[pb->dst.ranks[i]];
+  return n;
+}
+
+/* golden: every unique source shard (replica 0 of each shard index: DP replicas deduplicated;
+ * all-Replicate sources are one shard) broadcast in full from its holder to every other rank of
+ * the communicator, one NCCL broadcast after another on the stream. A broadcast is an NCCL ring
+ * with C channels (C the fewest member GPUs of a domain), each carrying shard / C: in the root's
+ * domain the root hands slice c to its c-th member over NVLink; channel c enters every other
+ * domain at its c-th member on that GPU's NIC, hop after hop; the c-th member of each domain
+ * passes its slice to the domain's other members over NVLink. Each destination then copies its own
+ * shard out of the full tensor. */
+static void golden_broadcast(const Call *k, SwCall *c) {
+  const RfProblem *pb = k->pb;
+  const int ncomm = k->per + pb->dst.nranks, G = k->G;
+  g_autofree int *g = g_new(int, ncomm > 0 ? ncomm : 1);
+  int n = comm_gpus(k, g);
+  g_autofree int *ord = g_memdup2(g, sizeof(int) * (n > 0 ? n : 1));
+  qsort(ord, n, sizeof *ord, cmp_gpu);
+  /* distinct GPUs grouped by domain: dom_first[d] .. dom_first[d + 1] */
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (m == 0 || ord[m - 1] != ord[i]) ord[m++] = ord[i];
+  g_autofree int *dom_first = g_new(int, m + 1);
+  int nd = 0;
+  for (int i = 0; i < m; i++)
+    if (i == 0 || ord[i] / G != ord[i - 1] / G) dom_first[nd++] = i;
+  dom_first[nd] = m;
+  int C = G;
+  for (int d = 0; d < nd; d++)
+    if (dom_first[d + 1] - dom_first[d] < C) C = dom_first[d + 1] - dom_first[d];
+  const double w = k->cal->nic_efficiency / k->cal->broadcast_efficiency;
+  for (int a = 0; a < k->nsS; a++) {
+    if (!k->hasS[a]) continue;
+    const double shard = (double)rf_box_volume(&k->bS[a], k->nd) * k->es;
+    const int root = pb->gpu[rf_placement_rank(k->S, a, 0)];
+    int rd = 0;
+    while (rd < nd && ord[dom_first[rd]] / G != root / G)
+      rd++;
+    for (int d = 0; d < nd; d++) { /* the root's domain first, then the others in ring order */
+      int dd = (rd + d) % nd, prev = (dd - 1 + nd) % nd;
+      const int *mem = ord + dom_first[dd], cnt = dom_first[dd + 1] - dom_first[dd];
+      double off = d * k->net_lat;
+      for (int ch = 0; ch < C; ch++) {
+        /* the root's domain: the root hands slice ch to its ch-th member over NVLink */
+        int from = d == 0 ? root : ord[dom_first[prev] + ch], entry = mem[ch];
+        if (d == 0)
+          add_flow(c, from, entry, 0, RF_PHASE_INJECT, shard / C, 1.0, 0);
+        else
+          add_flow(c, from, entry, 0, RF_PHASE_FORWARD, shard / C, w, off);
+        for (int i = 0; i < cnt; i++)
+          if (i != ch && mem[i] != root)
+            add_flow(c, entry, mem[i], 0, RF_PHASE_FANOUT, shard / C, 1.0, off + k->nvl_lat);
+      }
+    }
+    c->latency_s += ring_latency_s(pb, k->cal, ord, m);
+  }
+  /* each destination rank copies its own shard out of the assembled tensor */
+  RfBox b;
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    int r = pb->dst.ranks[i];
+    if (rf_side_rank_shard(&pb->dst, k->part, r, &b, NULL))
+      c->post_bytes[pb->gpu[r]] += (double)rf_box_volume(&b, k->nd) * k->es;
+  }
+}
+
 /* M2N's limit on the destination shards (DIRECT: shard replicas) one source shard serves. */
 static gboolean check_targets(const Call *k, GError **error) {
   const gboolean direct = k->tr == SW_M2N_DIRECT;
@@ -348,18 +431,24 @@ static int busiest_p2p_ops(const SwCall *c) {
 static void call_costs(const Call *k, SwCall *c) {
   const RfCalibration *cal = k->cal;
   /* per-call latencies on the stream: PACK runs two barriers per phase and, with split
-   * communicators (default for PACK), phase A then phase B: 4; RING / DIRECT 2 */
+   * communicators (default for PACK), phase A then phase B: 4; RING / DIRECT 2; golden: its
+   * broadcasts' ring latencies (golden_broadcast) */
   if (k->tr == SW_M2N_PACK)
     c->latency_s += 4 * cal->m2n_barrier_s;
-  else if (k->tr != SW_PYTHON_FALLBACK)
+  else if (is_m2n(k->tr))
     c->latency_s += 2 * cal->m2n_barrier_s;
-  else
+  else if (k->tr == SW_PYTHON_FALLBACK)
     c->latency_s += cal->message_latency_s; /* the grouped send / recv */
   if (k->tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
     c->latency_s += cal->m2n_direct_chunk_bytes / k->nic_Bps + k->net_lat;
   /* the fallback's group costs per operation of its busiest rank */
   if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest_p2p_ops(c) * cal->nemo_p2p_op_s;
-  if (k->tr != SW_PYTHON_FALLBACK) c->host_s += cal->m2n_plan_s;
+  /* host side per call: NCCL Xfer v0.1 (the bench's library at 4532497: ring-v0.1, direct and
+   * NeMo RL's xfer-v0.1) and today's M2N PACK are different libraries, each its own cost */
+  if (k->tr == SW_M2N_PACK)
+    c->host_s += cal->m2n_pack_plan_s;
+  else if (is_m2n(k->tr))
+    c->host_s += cal->m2n_plan_s;
 }
 
 gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTransport tr, uint32_t part,
@@ -395,7 +484,12 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
   int stage = sw_part_stage(pb, part);
   int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
   k.per = pb->src.nranks / pp;
-  k.team = tr == SW_PYTHON_FALLBACK ? 0 : call_team(pb, stage);
+  k.team = is_m2n(tr) ? call_team(pb, stage) : 0;
+  if (tr == SW_GOLDEN) {
+    golden_broadcast(&k, c);
+    call_costs(&k, c);
+    return TRUE;
+  }
   for (int b = 0; b < k.nsD; b++) {
     RfBox bD;
     if (!rf_placement_shard_box(D, b, &bD, NULL)) continue;
@@ -406,7 +500,7 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
     if (tr == SW_PYTHON_FALLBACK && k.nrD > 1) fallback_allgather(&k, c, mg, shard);
     if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01) team_chain(&k, c, b, &bD, mg, shard);
   }
-  if (tr != SW_PYTHON_FALLBACK && !check_targets(&k, error)) return FALSE;
+  if (is_m2n(tr) && !check_targets(&k, error)) return FALSE;
   if (tr == SW_M2N_PACK) {
     if (!check_staging(&k, error)) return FALSE;
     c->ce_row_bytes = k.min_row;

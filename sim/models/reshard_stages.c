@@ -49,6 +49,7 @@ SwTransport sw_transport(RfSwVariant v) {
   return v == RF_VARIANT_PYTHON_FALLBACK                        ? SW_PYTHON_FALLBACK
          : v == RF_VARIANT_XFER_V01 || v == RF_VARIANT_RING_V01 ? SW_M2N_RING_V01
          : v == RF_VARIANT_DIRECT                               ? SW_M2N_DIRECT
+         : v == RF_VARIANT_GOLDEN                               ? SW_GOLDEN
                                                                 : SW_M2N_PACK;
 }
 
@@ -101,9 +102,9 @@ static void stage_add_call(SwStage *st, const SwCall *c, const RfProblem *pb,
   st->ce_post_s += post;
 }
 
-gboolean sw_stages_add_calls(SwStage *stages, const SimProtos *x, const RfCalibration *cal,
-                             SwTransport tr, gboolean every_part, double call_host_s,
-                             SwCallCosts after, GError **error) {
+gboolean sw_stages_add_calls(SwStage *stages, const int *slot, const SimProtos *x,
+                             const RfCalibration *cal, SwTransport tr, gboolean every_part,
+                             double call_host_s, SwCallCosts after, GError **error) {
   const RfProblem *pb = x->plan->problem;
   const int ngpus = x->ngpus;
   gboolean ok = TRUE;
@@ -119,7 +120,7 @@ gboolean sw_stages_add_calls(SwStage *stages, const SimProtos *x, const RfCalibr
       ok = FALSE;
       break;
     }
-    SwStage *st = &stages[sw_part_stage(pb, i)];
+    SwStage *st = &stages[slot ? slot[i] : sw_part_stage(pb, i)];
     c.host_s += call_host_s;
     /* the torch copies around the call (stack, copy-back) at the device copy rate; the
      * copy-engine pack / unpack of PACK at the row rate */
@@ -173,24 +174,62 @@ static void emit_stage_flows(SimProgram *p, const SwStage *st, int sub, int step
 static const char *sub_name(SwTransport tr, int sub) {
   if (tr == SW_PYTHON_FALLBACK) return sub == 0 ? "p2p" : "allgather";
   if (tr == SW_M2N_PACK) return sub == 0 ? "put" : "forward";
+  if (tr == SW_GOLDEN) return "broadcast";
   return "transfer";
 }
 
 void sw_stages_emit(SimProgram *p, const SwStage *stages, int pp, int lanes, SwTransport tr,
-                    const int *slot_host, GPtrArray *loads, double *software_s, double *calls) {
+                    gboolean host_ahead, const int *slot_host, GPtrArray *loads, double *software_s,
+                    double *calls) {
   for (int s = 0; s < pp; s++) {
     const SwStage *st = &stages[s];
     if (st->calls <= 0) continue;
     *calls += st->calls;
     int lane = s % lanes, nsub = st->nsub > 0 ? st->nsub : 1;
-    double pre = st->host_s + st->latency_s + st->ce_pre_s, post = st->ce_post_s;
-    *software_s += pre + post;
+    double host = host_ahead ? st->host_s : 0;
+    double pre = st->host_s - host + st->latency_s + st->ce_pre_s, post = st->ce_post_s;
+    *software_s += pre + post + host;
     for (int k = 0; k < nsub; k++) {
       char name[32];
       g_snprintf(name, sizeof name, "stream%d stage%d.%s%d", lane, s, sub_name(tr, k), k);
       int step = sim_add_step(p, lane, name, k == 0 ? pre : 0, k == nsub - 1 ? post : 0);
+      /* one step per sub-step: the host issues the whole stage, spread over its sub-steps */
+      p->steps[step].host_s = host / nsub;
       emit_stage_flows(p, st, k, step, slot_host, loads);
     }
+  }
+}
+
+void sw_groups_emit(SimProgram *p, const SwStage *stages, int ngroups, int lanes, SwTransport tr,
+                    const int *slot_host, GPtrArray *loads, double *software_s, double *calls) {
+  for (int g = 0; g < ngroups; g++) {
+    const SwStage *grp = stages + (size_t)g * lanes;
+    double host = 0;
+    for (int q = 0; q < lanes; q++)
+      host += grp[q].host_s;
+    int first = -1;
+    for (int q = 0; q < lanes; q++) {
+      const SwStage *st = &grp[q];
+      if (st->calls <= 0) continue;
+      *calls += st->calls;
+      int nsub = st->nsub > 0 ? st->nsub : 1;
+      /* the lane's GPU work starts once the host has issued its first call */
+      double first_host = st->host_s / st->calls;
+      double pre = first_host + st->latency_s + st->ce_pre_s, post = st->ce_post_s;
+      *software_s += pre - first_host + post;
+      for (int k = 0; k < nsub; k++) {
+        char name[32];
+        g_snprintf(name, sizeof name, "group%d pair%d.%s%d", g, q, sub_name(tr, k), k);
+        int step = sim_add_step(p, q, name, k == 0 ? pre : 0, k == nsub - 1 ? post : 0);
+        if (first < 0) {
+          first = step;
+          p->steps[step].join = TRUE; /* after every stream of the previous group */
+          p->steps[step].host_s = host;
+        }
+        emit_stage_flows(p, st, k, step, slot_host, loads);
+      }
+    }
+    *software_s += host;
   }
 }
 

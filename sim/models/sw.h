@@ -36,6 +36,8 @@ typedef enum {
   SW_M2N_PACK,        /* NCCL M2N PACK: CE pack, put, whole-slice store-and-forward, CE unpack */
   SW_M2N_RING_V01,    /* NCCL Xfer v0.1 RING: zero copy, 256 KiB chunk pipelined forwarding */
   SW_M2N_DIRECT,      /* NCCL M2N DIRECT: every source puts to every destination, 1 MiB chunks */
+  SW_GOLDEN, /* NeMo RL xferdtensor_golden: each unique source shard broadcast to the communicator
+              */
 } SwTransport;
 
 /* Checks the transport's limits for part `part` and fills call (flows cleared first). FALSE +
@@ -73,15 +75,27 @@ void sw_stages_free(SwStage *stages, int pp);
 typedef void (*SwCallCosts)(SwStage *st, const RfProblem *pb, const RfCalibration *cal,
                             uint32_t part, int ngpus);
 /* One call per part the plan moves (every_part: all of them; else the FFN bulk, NeMo RL
- * is_nccl_reshard_param), each with call_host_s more host time, summed into the part's stage;
- * after may be NULL. FALSE + error when the published code would refuse a call. */
-gboolean sw_stages_add_calls(SwStage *stages, const SimProtos *x, const RfCalibration *cal,
-                             SwTransport tr, gboolean every_part, double call_host_s,
-                             SwCallCosts after, GError **error);
+ * is_nccl_reshard_param), each with call_host_s more host time, summed into stages[slot[part]]
+ * (slot NULL: the part's training PP stage); after may be NULL. FALSE + error when the
+ * published code would refuse a call. */
+gboolean sw_stages_add_calls(SwStage *stages, const int *slot, const SimProtos *x,
+                             const RfCalibration *cal, SwTransport tr, gboolean every_part,
+                             double call_host_s, SwCallCosts after, GError **error);
 /* The stages' steps: stage s on lane s % lanes, one step per sub-step, its serial costs before
  * the first and after the last; the steps' GPU link loads go into loads (GPtrArray of per-step
- * arrays). Adds the serial time to *software_s and the calls to *calls. */
+ * arrays). host_ahead: the host issues the calls without a per-call sync, so a stage lasts
+ * max(host time, GPU time) (the host time on the stage's steps' host_s); else the host time is
+ * in series before the transfers. Adds the serial time to *software_s and the calls to *calls. */
 void sw_stages_emit(SimProgram *p, const SwStage *stages, int pp, int lanes, SwTransport tr,
+                    gboolean host_ahead, const int *slot_host, GPtrArray *loads, double *software_s,
+                    double *calls);
+/* Groups run one after another, each joined behind every lane (a synchronize of every stream);
+ * inside group g, stages[g * lanes + q] runs on lane q, the lanes concurrently. The issuing host
+ * launches every call of the group without a sync, so a group lasts max(its calls' summed host
+ * time, the slowest lane's first call's host time + that lane's GPU time); the lanes' serial GPU
+ * costs (latencies, copies) stay on their lanes. Adds the serial time to *software_s and the calls
+ * to *calls. */
+void sw_groups_emit(SimProgram *p, const SwStage *stages, int ngroups, int lanes, SwTransport tr,
                     const int *slot_host, GPtrArray *loads, double *software_s, double *calls);
 /* p->sw_load for every step: from loads where a step has them, else (gather-broadcast steps)
  * from the plan's export and broadcast records. */
