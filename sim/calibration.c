@@ -66,7 +66,8 @@ gboolean rf_software_parse(const char *software, const char *variant, RfSoftware
                 software);
     return FALSE;
   }
-  if (variant && *variant) {
+  /* refit's default, its strategies as flows, also answers to what it is: "flows" */
+  if (variant && *variant && !(s == RF_SOFTWARE_REFIT && !strcmp(variant, "flows"))) {
     k = -1;
     for (unsigned i = 1; i < G_N_ELEMENTS(VARIANT); i++)
       if (!strcmp(variant, VARIANT[i])) k = (int)i;
@@ -79,7 +80,7 @@ gboolean rf_software_parse(const char *software, const char *variant, RfSoftware
                   variant, SOFTWARE[s],
                   s == RF_SOFTWARE_NEMO_RL    ? "python-fallback, m2n-pack, xfer-v0.1, golden"
                   : s == RF_SOFTWARE_NCCL_M2N ? "pack, ring-v0.1, direct"
-                                              : "executor");
+                                              : "flows, executor");
       return FALSE;
     }
   }

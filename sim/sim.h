@@ -38,7 +38,7 @@ typedef enum {
 } RfSwVariant;
 
 /* "refit", "nemo-rl", "nccl-m2n" (NULL: refit) and a variant name (NULL or "": the software's
- * default);
+ * default; refit's default, its strategies as flows, is also "flows");
  * FALSE + one-line error for a name that does not exist or a variant of another software. */
 gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
                            RfSwVariant *v, GError **error);

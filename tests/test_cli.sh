@@ -132,6 +132,11 @@ expect_ok "sim predicted_by software" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T 
 grep -q '"predicted_by" : "nemo-rl/python-fallback"' "$TMP/out" || bad "sim: software predicted_by"
 grep -q "a model of nemo-rl's code (variant python-fallback); out of sample" "$TMP/out" ||
   bad "sim: software model note"
+expect_ok "sim flows variant" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
+  --software-variant flows --json
+grep -q '"predicted_by" : "flows"' "$TMP/out" || bad "sim --software-variant flows: not the flow model"
+expect_err "refit variant list" "unknown variant 'golden' of software refit (flows, executor)" \
+  "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --software-variant golden
 expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \
   "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --placement diagonal
 expect_err "node map negative" "--node-map -1: GPUs per node must be >= 1" \
