@@ -34,9 +34,9 @@
 typedef struct {
   RfArgs a; /* the shared options: --model, --train, --strategy, --json */
   char *topology, *gpus, *tps, *eps, *placements, *calib;
-  char *kv_reserve, *csv, *plot, *software, *variant;
+  char *kv_reserve, *csv, *plot, *software, *variant, *frameworks;
   int jobs;
-  gboolean quiet, exhaustive, mpi;
+  gboolean quiet, exhaustive, mpi, cross_domain_tp;
 } Opts;
 
 typedef struct {
@@ -45,12 +45,17 @@ typedef struct {
   char *cal_source;
   RfAdviseSetup setup; /* what every candidate shares (cal, memory, link rates) */
   int rank, world;     /* MPI (0 / 1 without) */
+  int domain_gpus;     /* the topology's GPUs per NVLink domain */
+  RfInferFramework fw[2];
+  int nfw;
+  char reserve_note[200]; /* where the KV reserve came from */
 } Ctx;
 
 /* What a search found, for the reports. */
 typedef struct {
   int n, nsim, npruned, ndropped, nok;
   double wall_s;
+  gboolean per_gpus; /* pruned within each GPU count (more than one searched) */
 } Summary;
 
 /* ---------- parsing the constraints ---------- */
@@ -121,16 +126,130 @@ static gboolean parse_reserve(const char *s, double mem_bytes, double *out, GErr
   return TRUE;
 }
 
+/* The default KV-cache reserve, a fraction of GPU memory: vLLM's engine takes
+ * gpu_memory_utilization = 0.9 of HBM by default (vllm/config/cache.py, docs.vllm.ai engine
+ * arguments); weights above that leave it no KV cache at all and it refuses to start. */
+#define ADVISE_DEFAULT_RESERVE 0.10
+
+/* --infer-framework: a comma list of vllm and sglang (default both). */
+static gboolean parse_frameworks(const char *s, Ctx *c, GError **error) {
+  c->nfw = 0;
+  if (!s) {
+    c->fw[c->nfw++] = RF_INFER_VLLM;
+    c->fw[c->nfw++] = RF_INFER_SGLANG;
+    return TRUE;
+  }
+  char **tok = g_strsplit(s, ",", -1);
+  gboolean ok = tok[0] != NULL;
+  for (int i = 0; ok && tok[i]; i++) {
+    RfInferFramework f;
+    ok = rf_infer_framework_parse(tok[i], &f, NULL) && f != RF_INFER_MEGATRON;
+    for (int j = 0; ok && j < c->nfw; j++)
+      ok = c->fw[j] != f;
+    if (ok) c->fw[c->nfw++] = f;
+  }
+  g_strfreev(tok);
+  if (!ok)
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--infer-framework wants vllm, sglang or vllm,sglang, got '%s'", s);
+  return ok;
+}
+
 /* ---------- report ---------- */
 
-static const char *why(const RfAdviseCandidate *k, const RfAdviseCandidate *runner) {
-  static char buf[200];
-  g_snprintf(buf, sizeof buf, "bound by %s; %.1f GB over the network%s", k->sim.bound_by,
+static const char *why(const RfAdviseCandidate *k, const RfAdviseCandidate *runner, gboolean top) {
+  static char buf[260];
+  char dom[64] = "";
+  if (k->tp_domains > 1)
+    g_snprintf(dom, sizeof dom, "TP%d SPANS %d NVLINK DOMAINS%s", k->par.tp, k->tp_domains,
+               top ? "; " : "");
+  if (!top) {
+    g_strlcpy(buf, dom, sizeof buf);
+    return buf;
+  }
+  g_snprintf(buf, sizeof buf, "%sbound by %s; %.1f GB over the network%s", dom, k->sim.bound_by,
              k->sim.network_bytes / 1e9,
              runner && runner->sim.ok
                  ? (k->sim.network_bytes < runner->sim.network_bytes ? ", less than the next" : "")
                  : "");
   return buf;
+}
+
+/* The serving rules of the search, for the header. */
+static void print_serving(const Ctx *c) {
+  const Opts *o = c->o;
+  printf("# engines %s%s; TP groups %s\n", rf_infer_framework_name(c->fw[0]),
+         c->nfw > 1 ? ", sglang (attention DP, EP; the layouts vLLM's place alike left to vLLM)"
+                    : "",
+         o->cross_domain_tp ? "may span NVLink domains (--allow-cross-domain-tp; flagged)"
+                            : "within one NVLink domain (--allow-cross-domain-tp allows more)");
+  printf("# NVLink domain %d GPUs; GPU memory ", c->domain_gpus);
+  if (c->setup.mem_bytes > 0)
+    printf("%.0f GB", c->setup.mem_bytes / 1e9);
+  else
+    printf("unknown");
+  printf("; KV reserve %.1f GB per GPU (%s); weights must fit memory - reserve, weights + refit "
+         "extra must fit memory\n",
+         c->setup.reserve_bytes / 1e9, c->reserve_note);
+}
+
+/* The indices into order of the best simulated candidate of each GPU count, ascending count;
+ * returns how many (at most ngpus of the search). */
+static int best_per_gpus(const RfAdviseCandidate *cands, const int *rank, int nr, int *best) {
+  int nb = 0;
+  for (int i = 0; i < nr; i++) {
+    const RfAdviseCandidate *k = &cands[rank[i]];
+    if (!k->simulated || !k->sim.ok) continue;
+    int j = 0;
+    while (j < nb && cands[rank[best[j]]].ngpus != k->ngpus)
+      j++;
+    if (j == nb) best[nb++] = i; /* rank order: the first of a count is its best */
+  }
+  for (int i = 1; i < nb; i++) /* ascending GPU count */
+    for (int j = i; j > 0 && cands[rank[best[j - 1]]].ngpus > cands[rank[best[j]]].ngpus; j--) {
+      int t = best[j];
+      best[j] = best[j - 1], best[j - 1] = t;
+    }
+  return nb;
+}
+
+static void print_best(const RfAdviseCandidate *cands, const int *rank, int nr) {
+  int *best = g_new(int, nr > 0 ? nr : 1), nb = best_per_gpus(cands, rank, nr, best);
+  if (nb > 1) {
+    double fastest = cands[rank[best[0]]].sim.predicted_s;
+    for (int i = 1; i < nb; i++)
+      fastest = MIN(fastest, cands[rank[best[i]]].sim.predicted_s);
+    printf("# best per inference GPU count (each count searched to its own best; rank in the "
+           "table above)\n");
+    printf("%-4s %6s %-6s %-20s %-12s %-17s %12s %8s %5s\n", "best", "gpus", "engine", "layout",
+           "placement", "strategy", "predicted", "vs-best", "rank");
+    printf("%-4s %6s %-6s %-20s %-12s %-17s %12s %8s %5s\n", "", "", "", "", "", "", "(s)", "(x)",
+           "");
+    for (int i = 0; i < nb; i++) {
+      const RfAdviseCandidate *k = &cands[rank[best[i]]];
+      printf("%-4s %6d %-6s %-20s %-12s %-17s %12.5g %8.2f %5d\n", "best", k->ngpus,
+             rf_infer_framework_name(k->fw), k->layout, rf_placement_kind_name(k->place),
+             rf_strategy_name(k->strategy), k->sim.predicted_s, k->sim.predicted_s / fastest,
+             best[i] + 1);
+    }
+  }
+  g_free(best);
+}
+
+static void print_row(const RfAdviseCandidate *k, int i, const RfAdviseCandidate *next) {
+  if (k->simulated && k->sim.ok)
+    printf("%4d %6d %-6s %-20s %-12s %-17s %12.5g %10.5g %7.2f %10.4g  %s\n", i + 1, k->ngpus,
+           rf_infer_framework_name(k->fw), k->layout, rf_placement_kind_name(k->place),
+           rf_strategy_name(k->strategy), k->sim.predicted_s, k->bound.bound_s,
+           k->sim.predicted_s / k->bound.bound_s, k->bound.peak_bytes / 1e9, why(k, next, i < 3));
+  else
+    printf("%4s %6d %-6s %-20s %-12s %-17s %12s %10.5g %7s %10.4g  %s%s%s\n", "-", k->ngpus,
+           rf_infer_framework_name(k->fw), k->layout, rf_placement_kind_name(k->place),
+           rf_strategy_name(k->strategy), "-", k->bound.bound_s, "-", k->bound.peak_bytes / 1e9,
+           why(k, NULL, FALSE), k->tp_domains > 1 ? "; " : "",
+           k->pruned      ? "pruned: bound above the best prediction"
+           : k->simulated ? k->sim.error
+                          : "-");
 }
 
 static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int *rank, int nr,
@@ -147,40 +266,24 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
   double oos;
   g_autofree char *model = rf_predict_model_line(c->cal.software, c->cal.variant, &oos);
   printf("# model of the predictions: %s\n", model);
-  char mem[32] = "unknown";
-  if (c->setup.mem_bytes > 0) g_snprintf(mem, sizeof mem, "%.0f GB", c->setup.mem_bytes / 1e9);
-  printf("# GPU memory %s; KV reserve %.1f GB per GPU; weights must fit memory - reserve, "
-         "weights + refit extra must fit memory\n",
-         mem, c->setup.reserve_bytes / 1e9);
+  print_serving(c);
   char ranks[48] = "";
   if (c->world > 1) g_snprintf(ranks, sizeof ranks, " over %d MPI ranks", c->world);
   printf("# candidates %d: %d infeasible, %d simulated, %d pruned by the bound (%.0f%% of the "
-         "feasible), %.1f s wall%s\n",
+         "feasible%s), %.1f s wall%s\n",
          n, s->ndropped, s->nsim, s->npruned,
-         n - s->ndropped > 0 ? 100.0 * s->npruned / (n - s->ndropped) : 0.0, s->wall_s, ranks);
-  printf("%4s %6s %-20s %-12s %-17s %12s %10s %7s %10s  %s\n", "rank", "gpus", "layout",
-         "placement", "strategy", "predicted", "bound", "ratio", "mem/GPU", "why");
-  printf("%4s %6s %-20s %-12s %-17s %12s %10s %7s %10s\n", "", "", "", "", "", "(s)", "(s)", "",
-         "(GB)");
-  for (int i = 0; i < nr; i++) {
-    const RfAdviseCandidate *k = &cands[rank[i]];
-    if (k->simulated && k->sim.ok)
-      printf("%4d %6d %-20s %-12s %-17s %12.5g %10.5g %7.2f %10.4g  %s\n", i + 1, k->ngpus,
-             k->layout, rf_placement_kind_name(k->place), rf_strategy_name(k->strategy),
-             k->sim.predicted_s, k->bound.bound_s, k->sim.predicted_s / k->bound.bound_s,
-             k->bound.peak_bytes / 1e9,
-             i < 3 ? why(k, i + 1 < nr ? &cands[rank[i + 1]] : NULL) : "");
-    else
-      printf("%4s %6d %-20s %-12s %-17s %12s %10.5g %7s %10.4g  %s\n", "-", k->ngpus, k->layout,
-             rf_placement_kind_name(k->place), rf_strategy_name(k->strategy), "-", k->bound.bound_s,
-             "-", k->bound.peak_bytes / 1e9,
-             k->pruned      ? "pruned: bound above the best prediction"
-             : k->simulated ? k->sim.error
-                            : "-");
-  }
+         n - s->ndropped > 0 ? 100.0 * s->npruned / (n - s->ndropped) : 0.0,
+         s->per_gpus ? "; pruned within each GPU count" : "", s->wall_s, ranks);
+  printf("%4s %6s %-6s %-20s %-12s %-17s %12s %10s %7s %10s  %s\n", "rank", "gpus", "engine",
+         "layout", "placement", "strategy", "predicted", "bound", "ratio", "mem/GPU", "why");
+  printf("%4s %6s %-6s %-20s %-12s %-17s %12s %10s %7s %10s\n", "", "", "", "", "", "", "(s)",
+         "(s)", "", "(GB)");
+  for (int i = 0; i < nr; i++)
+    print_row(&cands[rank[i]], i, i + 1 < nr ? &cands[rank[i + 1]] : NULL);
   for (int i = 0; i < n; i++)
     if (cands[i].dropped)
-      printf("# infeasible: %d GPUs %s %s %s: %s\n", cands[i].ngpus, cands[i].layout,
+      printf("# infeasible: %d GPUs %s %s %s %s: %s\n", cands[i].ngpus,
+             rf_infer_framework_name(cands[i].fw), cands[i].layout,
              rf_placement_kind_name(cands[i].place), rf_strategy_name(cands[i].strategy),
              cands[i].bound.error);
   for (int i = 0; i < nr; i++) {
@@ -191,6 +294,7 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
              k->layout, rf_placement_kind_name(k->place), rf_strategy_name(k->strategy),
              k->sim.predicted_s, k->bound.bound_s);
   }
+  print_best(cands, rank, nr);
 }
 
 static void json_cand(JsonBuilder *b, const RfAdviseCandidate *k, int rank) {
@@ -198,6 +302,9 @@ static void json_cand(JsonBuilder *b, const RfAdviseCandidate *k, int rank) {
   rf_json_int(b, "rank", rank);
   rf_json_int(b, "infer_gpus", k->ngpus);
   rf_json_str(b, "infer", k->layout);
+  rf_json_str(b, "framework", rf_infer_framework_name(k->fw));
+  rf_json_int(b, "tp_domains", k->tp_domains);
+  rf_json_bool(b, "tp_spans_domains", k->tp_domains > 1);
   rf_json_str(b, "placement", rf_placement_kind_name(k->place));
   rf_json_str(b, "strategy", rf_strategy_name(k->strategy));
   rf_json_str(b, "status",
@@ -249,6 +356,22 @@ static void print_json(const Ctx *c, const RfAdviseCandidate *cands, const int *
   rf_json_int(b, "pruned", s->npruned);
   rf_json_num(b, "wall_s", s->wall_s);
   rf_json_int(b, "mpi_ranks", c->world);
+  g_autofree char *fws =
+      g_strdup_printf("%s%s%s", rf_infer_framework_name(c->fw[0]), c->nfw > 1 ? "," : "",
+                      c->nfw > 1 ? rf_infer_framework_name(c->fw[1]) : "");
+  rf_json_str(b, "frameworks", fws);
+  rf_json_int(b, "domain_gpus", c->domain_gpus);
+  rf_json_bool(b, "tp_within_domain", !c->o->cross_domain_tp);
+  rf_json_num(b, "kv_reserve_bytes", c->setup.reserve_bytes);
+  rf_json_str(b, "kv_reserve_from", c->reserve_note);
+  rf_json_bool(b, "pruned_per_gpus", s->per_gpus);
+  int *best = g_new(int, nr > 0 ? nr : 1), nb = best_per_gpus(cands, rank, nr, best);
+  json_builder_set_member_name(b, "best_per_gpus");
+  json_builder_begin_array(b);
+  for (int i = 0; i < nb; i++)
+    json_cand(b, &cands[rank[best[i]]], best[i] + 1);
+  json_builder_end_array(b);
+  g_free(best);
   json_builder_set_member_name(b, "ranked");
   json_builder_begin_array(b);
   for (int i = 0; i < nr; i++)
@@ -268,7 +391,7 @@ static gboolean write_csv(const char *path, const RfAdviseCandidate *cands, cons
     return FALSE;
   }
   fprintf(f, "rank,infer_gpus,infer,tp,placement,strategy,status,predicted_s,lower_bound_s,"
-             "ratio,infer_peak_bytes,bound_by\n");
+             "ratio,infer_peak_bytes,bound_by,framework,tp_domains\n");
   for (int i = 0; i < nr; i++) {
     const RfAdviseCandidate *k = &cands[rank[i]];
     gboolean ok = k->simulated && k->sim.ok;
@@ -286,17 +409,36 @@ static gboolean write_csv(const char *path, const RfAdviseCandidate *cands, cons
       fprintf(f, "%.4f,", k->sim.predicted_s / k->bound.bound_s);
     else
       fprintf(f, ",");
-    fprintf(f, "%" G_GUINT64_FORMAT ",\"%s\"\n", (guint64)k->bound.peak_bytes,
-            ok ? k->sim.bound_by : "");
+    fprintf(f, "%" G_GUINT64_FORMAT ",\"%s\",%s,%d\n", (guint64)k->bound.peak_bytes,
+            ok ? k->sim.bound_by : "", rf_infer_framework_name(k->fw), k->tp_domains);
   }
   gboolean ok = fclose(f) == 0;
   if (!ok) g_set_error(error, RF_ERROR, RF_ERROR_IO, "--csv %s: %s", path, g_strerror(errno));
   return ok;
 }
 
-/* --plot: a CSV of the ranked rows through scripts/advise_plot.py (matplotlib). */
+/* Whether the plotting Python (REFIT_PYTHON, else /usr/bin/python3) imports matplotlib. */
+static gboolean have_matplotlib(const char **python) {
+  *python = g_getenv("REFIT_PYTHON") ? g_getenv("REFIT_PYTHON") : "/usr/bin/python3";
+  char *argv[] = {(char *)*python, "-c", "import matplotlib", NULL};
+  int status = 0;
+  return g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, NULL, NULL, &status, NULL) &&
+         g_spawn_check_wait_status(status, NULL);
+}
+
+/* --plot: a CSV of the ranked rows through scripts/advise_plot.py (matplotlib); skipped with a
+ * line on stderr, not failed, when matplotlib is missing. */
 static gboolean write_plot(const char *png, const char *title, const RfAdviseCandidate *cands,
                            const int *rank, int nr, GError **error) {
+  const char *python;
+  if (!have_matplotlib(&python)) {
+    fprintf(stderr,
+            "refit advise: --plot %s skipped: %s cannot import matplotlib (install it, or set "
+            "REFIT_PYTHON to a Python that has it)\n",
+            png, python);
+    return TRUE;
+  }
   char *csv = NULL;
   int fd = g_file_open_tmp("refit-advise-XXXXXX.csv", &csv, error);
   if (fd < 0) return FALSE;
@@ -370,6 +512,8 @@ static gboolean build_candidates(const Ctx *c, GArray *cands, GError **error) {
     sp.gpus = (const int *)gpus->data, sp.ngpus = (int)gpus->len;
     sp.tps = o->tps ? tps : NULL, sp.ntps = ntps;
     sp.place = pl, sp.strategy = st;
+    sp.fw = c->fw, sp.nfw = c->nfw;
+    sp.domain_gpus = c->domain_gpus, sp.cross_domain_tp = o->cross_domain_tp;
     ok = rf_advise_candidates(c->setup.arch, &sp, cands, error);
   }
   g_array_free(gpus, TRUE);
@@ -434,6 +578,13 @@ static void progress(const char *what, int done, int total, double el, void *ud)
              eta, tty && done < total ? "" : "\n");
 }
 
+/* More than one inference GPU count among the candidates: each is then searched to its own best. */
+static gboolean several_counts(const RfAdviseCandidate *k, int n) {
+  for (int i = 1; i < n; i++)
+    if (k[i].ngpus != k[0].ngpus) return TRUE;
+  return FALSE;
+}
+
 /* Steps 2 and 3, with MPI started when the launcher gave more than one rank (or --mpi): once
  * every option and the candidate list are checked (every rank found the same errors before;
  * launcher_rank_zero printed them once). *started says whether MPI started. */
@@ -449,6 +600,7 @@ static gboolean search(Ctx *c, int *argc, char ***argv, RfAdviseCandidate *k, in
                        comm_min_end, NULL};
   RfAdviseSearch s = {.jobs = c->o->jobs,
                       .exhaustive = c->o->exhaustive,
+                      .per_gpus = several_counts(k, n),
                       .eval = rf_advise_evaluate,
                       .eval_ud = &c->setup,
                       .comm = &comm,
@@ -465,7 +617,7 @@ static gboolean search(Ctx *c, int *argc, char ***argv, RfAdviseCandidate *k, in
 
 /* ---------- the command ---------- */
 
-#define ADVISE_NENTRIES 21 /* with the terminator */
+#define ADVISE_NENTRIES 22 /* with the terminator */
 
 /* The entries of `refit advise`: the shared ones (args.h) where every command means the same. */
 static void advise_entries(Opts *o, GOptionEntry *entries) {
@@ -480,12 +632,23 @@ static void advise_entries(Opts *o, GOptionEntry *entries) {
        "Allowed inference TP values: N, A-B or a list (default: every divisor of the GPU count)",
        "LIST"},
       {"ep", 0, 0, G_OPTION_ARG_STRING, &o->eps,
-       "vLLM expert parallel (EP = TP x DP): on, off or both (default both, MoE only)", "MODE"},
+       "Expert parallel (vLLM: EP = TP x DP; SGLang: EP = TP inside each engine): on, off or both "
+       "(default both, MoE only)",
+       "MODE"},
+      {"infer-framework", 0, 0, G_OPTION_ARG_STRING, &o->frameworks,
+       "Engines whose layouts to try: vllm, sglang or vllm,sglang (default both; SGLang with "
+       "attention DP and EP of 1 or TP; the layouts vLLM places alike are left to vLLM)",
+       "LIST"},
+      {"allow-cross-domain-tp", 0, 0, G_OPTION_ARG_NONE, &o->cross_domain_tp,
+       "Also try TP groups larger than one NVLink domain (default: TP within a domain, as "
+       "serving keeps its all-reduces on NVLink); such candidates are flagged",
+       NULL},
       {0}, /* --strategy (shared) */
       {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placements,
        "Placements to try: split, interleaved or both as a list (default split)", "LIST"},
       {"kv-reserve", 0, 0, G_OPTION_ARG_STRING, &o->kv_reserve,
-       "Memory per GPU kept for the KV cache: GiB, or a fraction of GPU memory (0.3 or 30%)",
+       "Memory per GPU kept from the weights for the KV cache: GiB, or a fraction of GPU memory "
+       "(0.3 or 30%); default 10% (vLLM's default gpu_memory_utilization 0.9); 0 for none",
        "GIB|FRAC"},
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &o->calib,
        "Calibration file (default: the topology's, docs/topologies.md)", "FILE"},
@@ -506,7 +669,9 @@ static void advise_entries(Opts *o, GOptionEntry *entries) {
       {0}, /* --json (shared) */
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Also write the ranked rows as CSV", "FILE"},
       {"plot", 0, 0, G_OPTION_ARG_FILENAME, &o->plot,
-       "Plot predicted time against inference GPUs (or TP), one line per strategy", "FILE.png"},
+       "Plot the best predicted time against inference GPUs (each point named; per strategy "
+       "behind), or against TP for one GPU count; skipped with a message without matplotlib",
+       "FILE.png"},
       /* not the shared --quiet: advise's silences its progress line */
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "No progress line on stderr", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -514,7 +679,7 @@ static void advise_entries(Opts *o, GOptionEntry *entries) {
   const struct {
     int at;
     const char *name;
-  } shared[] = {{0, "model"}, {1, "train"}, {6, "strategy"}, {15, "json"}};
+  } shared[] = {{0, "model"}, {1, "train"}, {8, "strategy"}, {17, "json"}};
   for (size_t i = 0; i < G_N_ELEMENTS(shared); i++)
     if (!rf_args_entry(&o->a, shared[i].name, &entries[shared[i].at]))
       g_error("advise: no shared option --%s", shared[i].name);
@@ -524,7 +689,7 @@ static void opts_clear(Opts *o) {
   rf_args_clear(&o->a);
   g_free(o->topology), g_free(o->gpus), g_free(o->tps), g_free(o->eps), g_free(o->placements);
   g_free(o->calib), g_free(o->software), g_free(o->variant);
-  g_free(o->kv_reserve), g_free(o->csv), g_free(o->plot);
+  g_free(o->kv_reserve), g_free(o->csv), g_free(o->plot), g_free(o->frameworks);
 }
 
 static GOptionContext *advise_context(Opts *o, GOptionEntry *entries) {
@@ -533,10 +698,12 @@ static GOptionContext *advise_context(Opts *o, GOptionEntry *entries) {
   GOptionContext *ctx =
       g_option_context_new("- search inference layouts, placements and strategies");
   g_option_context_set_summary(
-      ctx, "Enumerate vLLM inference layouts (TP x DP, with and without EP) for the given GPU\n"
-           "counts, placements and strategies; drop those the model or the memory cannot take;\n"
-           "bound every candidate with its plan; simulate in order of bound, never simulating a\n"
-           "candidate whose bound exceeds the best prediction so far. docs/advise.md.");
+      ctx, "Enumerate vLLM layouts (TP x DP, with and without EP) and SGLang layouts (attention\n"
+           "DP, EP) for the given GPU counts, placements and strategies, TP within one NVLink\n"
+           "domain and a KV-cache reserve kept by default; drop those the model or the memory\n"
+           "cannot take; bound every candidate with its plan; simulate in order of bound, never\n"
+           "simulating a candidate whose bound exceeds the best prediction so far (of its GPU\n"
+           "count, when several are searched: the best of each is printed). docs/advise.md.");
   g_option_context_set_description(ctx, RF_EXIT_STATUS_HELP);
   g_option_context_add_main_entries(ctx, entries, NULL);
   return ctx;
@@ -563,8 +730,18 @@ static gboolean advise_setup(Ctx *c, RfModel **model, GError **error) {
   RfTopology *topo = rf_topology_load(o->topology, error);
   if (!topo) return FALSE;
   su->mem_bytes = topo->memory_GB * 1e9;
+  c->domain_gpus = topo->gpus_per_domain;
   gboolean neutral = FALSE;
+  if (o->kv_reserve)
+    g_snprintf(c->reserve_note, sizeof c->reserve_note, "--kv-reserve %s", o->kv_reserve);
+  else
+    g_snprintf(c->reserve_note, sizeof c->reserve_note,
+               "default %.0f%% of GPU memory: vLLM's default gpu_memory_utilization 0.9 leaves "
+               "weights above 90%% no KV cache; --kv-reserve sets yours",
+               100 * ADVISE_DEFAULT_RESERVE);
+  su->reserve_bytes = ADVISE_DEFAULT_RESERVE * MAX(su->mem_bytes, 0);
   gboolean ok =
+      parse_frameworks(o->frameworks, c, error) &&
       (!o->kv_reserve || parse_reserve(o->kv_reserve, su->mem_bytes, &su->reserve_bytes, error)) &&
       rf_calibration_select(&c->cal, o->calib, topo, &c->cal_source, &neutral, error) &&
       rf_software_parse(o->software, o->variant, &c->cal.software, &c->cal.variant, error);
@@ -590,8 +767,11 @@ static gboolean advise_candidates(const Ctx *c, GArray *cands, GError **error) {
   int n = (int)cands->len;
   if (n == 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "no candidate: no allowed TP value divides the inference GPU counts (%s)",
-                c->o->gpus);
+                "no candidate: no allowed TP value divides the inference GPU counts (%s)%s",
+                c->o->gpus,
+                c->o->cross_domain_tp ? ""
+                                      : " and stays within one NVLink domain "
+                                        "(--allow-cross-domain-tp allows more)");
     return FALSE;
   }
   if (rf_advise_drop_unfit(&c->setup, k, n) == n) {
@@ -628,7 +808,7 @@ static gboolean advise_report(const Ctx *c, const RfAdviseCandidate *k, const in
 }
 
 static void summarize(const RfAdviseCandidate *k, int n, gint64 t0, Summary *s) {
-  *s = (Summary){.n = n};
+  *s = (Summary){.n = n, .per_gpus = several_counts(k, n)};
   for (int i = 0; i < n; i++) {
     s->ndropped += k[i].dropped; /* with those whose plan or refit memory failed */
     s->nsim += k[i].simulated;

@@ -388,7 +388,14 @@ static void test_candidates_space(void) {
   const int gpus[] = {2, 4, 8};
   const RfPlacementKind place[] = {RF_PLACE_SPLIT, RF_PLACE_INTERLEAVED};
   const RfStrategy st[] = {RF_STRATEGY_P2P, RF_STRATEGY_M2N, RF_STRATEGY_HYBRID};
-  RfAdviseSpace sp = {gpus, 3, NULL, 0, TRUE, TRUE, place, 2, st, 3};
+  RfAdviseSpace sp = {.gpus = gpus,
+                      .ngpus = 3,
+                      .with_ep = TRUE,
+                      .without_ep = TRUE,
+                      .place = place,
+                      .nplace = 2,
+                      .strategy = st,
+                      .nstrategy = 3};
   GArray *a = g_array_new(FALSE, TRUE, sizeof(RfAdviseCandidate));
   g_assert_true(rf_advise_candidates(m, &sp, a, &e));
   g_assert_no_error(e);

@@ -68,6 +68,58 @@ GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int nt
   return out;
 }
 
+GPtrArray *rf_advise_sglang_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
+                                    gboolean with_ep, gboolean without_ep, gboolean plain) {
+  GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+  gboolean moe = m->arch.experts > 0;
+  for (int i = 0; i < (tps ? ntps : ngpus); i++) {
+    int t = tps ? tps[i] : i + 1;
+    if (t < 1 || ngpus % t) continue;
+    /* EP of 1 or t, ADP of 1 or t; t == 1 has only the plain engine */
+    for (int ep = 0; ep < 2; ep++)
+      for (int adp = 0; adp < 2; adp++) {
+        gboolean has_ep = ep && moe && t > 1, has_adp = adp && t > 1;
+        if ((ep && !has_ep) || (adp && !has_adp)) continue;
+        if (moe && !(has_ep ? with_ep : without_ep)) continue;
+        /* vLLM searched too: its TPxDP places plain engines alike, its EP (= TP x DP) one
+         * engine's EP (= TP) alike */
+        if (!plain && !has_adp && (!has_ep || ngpus == t)) continue;
+        GString *s = g_string_new(NULL);
+        g_string_printf(s, "TP%dxDP%d", t, ngpus / t);
+        if (has_ep) g_string_append_printf(s, "xEP%d", t);
+        if (has_adp) g_string_append_printf(s, "xADP%d", t);
+        g_ptr_array_add(out, g_string_free(s, FALSE));
+      }
+  }
+  return out;
+}
+
+int rf_advise_tp_domains(int tp, int domain_gpus) {
+  if (domain_gpus < 1 || tp <= domain_gpus) return 1;
+  return (tp + domain_gpus - 1) / domain_gpus;
+}
+
+gboolean rf_advise_layout_check_fw(const RfModel *m, RfInferFramework fw, const RfParallel *p,
+                                   int ngpus, GError **error) {
+  if (fw != RF_INFER_SGLANG) return rf_advise_layout_check(m, p->tp, ngpus, p->ep_given, error);
+  int adp = p->adp > 0 ? p->adp : 1;
+  if (p->tp % adp) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "SGLang: ADP%d does not divide TP%d", adp, p->tp);
+    return FALSE;
+  }
+  if (!rf_advise_layout_check(m, p->tp / adp, ngpus, FALSE, error)) {
+    if (adp > 1) g_prefix_error(error, "SGLang attention TP (TP%d / ADP%d): ", p->tp, adp);
+    return FALSE;
+  }
+  if (p->ep > 1 && m->arch.experts > 0 && m->arch.experts % p->ep) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "EP%d (SGLang) does not divide %lld routed experts", p->ep,
+                (long long)m->arch.experts);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error) {
   const RfArch *a = &m->arch;
   const struct {

@@ -29,11 +29,32 @@ void rf_problem_interleave(RfProblem *pb);
 GPtrArray *rf_advise_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
                              gboolean with_ep, gboolean without_ep);
 
+/* SGLang layout strings for ngpus inference GPUs: DP engines of TP t each (t from tps[ntps] as
+ * above), with data-parallel attention ADP of 1 or t and expert parallel EP of 1 or t (the
+ * settings SGLang's docs show: --enable-dp-attention --dp t, --ep-size t), EP only for a model
+ * with routed experts, with_ep / without_ep as above. "TP{t}xDP{d}[xEP{t}][xADP{t}]". Without
+ * plain (vLLM searched too) the layouts vLLM's place alike are left out: neither ADP nor EP
+ * (vLLM's TPxDP), and EP without ADP on one engine (vLLM's EP = TP x DP = TP): their plans are
+ * the same bytes. Returns a new array of owned strings. */
+GPtrArray *rf_advise_sglang_layouts(const RfModel *m, int ngpus, const int *tps, int ntps,
+                                    gboolean with_ep, gboolean without_ep, gboolean plain);
+
 /* The divisibility vLLM needs of a layout, from the model's numbers alone (no problem built):
  * TP divides the attention heads and the linear-attention (KDA / GDN) and Mamba heads, EP (=
  * ngpus) divides the routed experts. FALSE + a one-line reason. rf_problem_new_preset checks
  * everything (this is a cheap first cut). */
 gboolean rf_advise_layout_check(const RfModel *m, int tp, int ngpus, gboolean ep, GError **error);
+
+/* The same for a parsed layout p of framework fw on ngpus GPUs: vLLM as above; SGLang's
+ * attention TP (TP / ADP) divides the heads, its EP the routed experts. */
+gboolean rf_advise_layout_check_fw(const RfModel *m, RfInferFramework fw, const RfParallel *p,
+                                   int ngpus, GError **error);
+
+/* How many NVLink domains of domain_gpus GPUs one TP group of tp ranks spans (the presets place
+ * a replica of TP <= domain_gpus inside one domain, a larger one over whole domains); 1 when
+ * domain_gpus < 1 (unknown). Serving keeps TP's all-reduces on NVLink: advise tries TP > domain
+ * only when asked (--allow-cross-domain-tp). */
+int rf_advise_tp_domains(int tp, int domain_gpus);
 
 /* The rates a bound assumes, as fractions of the topology's peaks. The simulator runs its links
  * at peak x efficiency (docs/sim.md) and scales the network bytes of the export and broadcast

@@ -13,28 +13,48 @@ void rf_advise_bound_rates(const RfCalibration *cal, RfBoundRates *r) {
   r->fixed_s = cal->fixed_s;
 }
 
+/* The layouts of engine fw on ng GPUs that the space allows. */
+static GPtrArray *space_layouts(const RfModel *m, const RfAdviseSpace *sp, RfInferFramework fw,
+                                int ng) {
+  gboolean with_vllm = sp->nfw == 0;
+  for (int f = 0; f < sp->nfw; f++)
+    with_vllm |= sp->fw[f] == RF_INFER_VLLM;
+  if (fw == RF_INFER_SGLANG)
+    return rf_advise_sglang_layouts(m, ng, sp->tps, sp->ntps, sp->with_ep, sp->without_ep,
+                                    !with_vllm);
+  return rf_advise_layouts(m, ng, sp->tps, sp->ntps, sp->with_ep, sp->without_ep);
+}
+
 gboolean rf_advise_candidates(const RfModel *m, const RfAdviseSpace *sp, GArray *out,
                               GError **error) {
+  static const RfInferFramework vllm_only = RF_INFER_VLLM;
+  const RfInferFramework *fws = sp->nfw > 0 ? sp->fw : &vllm_only;
+  int nfw = sp->nfw > 0 ? sp->nfw : 1;
   gboolean ok = TRUE;
-  for (int g = 0; ok && g < sp->ngpus; g++) {
-    int ng = sp->gpus[g];
-    GPtrArray *lay = rf_advise_layouts(m, ng, sp->tps, sp->ntps, sp->with_ep, sp->without_ep);
-    for (guint l = 0; ok && l < lay->len; l++) {
-      RfParallel par;
-      ok = rf_parallel_parse(lay->pdata[l], &par, error);
-      for (int p = 0; ok && p < sp->nplace; p++)
-        for (int s = 0; s < sp->nstrategy; s++) {
-          RfAdviseCandidate k = {0};
-          k.ngpus = ng;
-          k.layout = g_strdup(lay->pdata[l]);
-          k.par = par;
-          k.place = sp->place[p];
-          k.strategy = sp->strategy[s];
-          g_array_append_val(out, k);
-        }
+  for (int g = 0; ok && g < sp->ngpus; g++)
+    for (int f = 0; ok && f < nfw; f++) {
+      int ng = sp->gpus[g];
+      GPtrArray *lay = space_layouts(m, sp, fws[f], ng);
+      for (guint l = 0; ok && l < lay->len; l++) {
+        RfParallel par;
+        ok = rf_parallel_parse(lay->pdata[l], &par, error);
+        int doms = ok ? rf_advise_tp_domains(par.tp, sp->domain_gpus) : 1;
+        if (doms > 1 && !sp->cross_domain_tp) continue;
+        for (int p = 0; ok && p < sp->nplace; p++)
+          for (int s = 0; s < sp->nstrategy; s++) {
+            RfAdviseCandidate k = {0};
+            k.ngpus = ng;
+            k.layout = g_strdup(lay->pdata[l]);
+            k.par = par;
+            k.fw = fws[f];
+            k.tp_domains = doms;
+            k.place = sp->place[p];
+            k.strategy = sp->strategy[s];
+            g_array_append_val(out, k);
+          }
+      }
+      g_ptr_array_free(lay, TRUE);
     }
-    g_ptr_array_free(lay, TRUE);
-  }
   return ok;
 }
 
@@ -47,7 +67,7 @@ static RfProblem *candidate_problem(const RfAdviseSetup *c, const RfAdviseCandid
     rf_model_free(m);
     return NULL;
   }
-  RfProblem *pb = rf_problem_new_preset(m, c->train, k->layout, t, error);
+  RfProblem *pb = rf_problem_new_preset_fw(m, c->train, k->layout, k->fw, t, error);
   if (pb && k->place == RF_PLACE_INTERLEAVED) rf_problem_interleave(pb);
   return pb;
 }
@@ -56,7 +76,7 @@ static RfProblem *candidate_problem(const RfAdviseSetup *c, const RfAdviseCandid
 static char *unfit_reason(const RfAdviseSetup *c, const RfAdviseCandidate *k) {
   GError *e = NULL;
   RfProblem *pb = NULL;
-  if (rf_advise_layout_check(c->arch, k->par.tp, k->ngpus, k->par.ep_given, &e))
+  if (rf_advise_layout_check_fw(c->arch, k->fw, &k->par, k->ngpus, &e))
     pb = candidate_problem(c, k, &e);
   if (pb && c->mem_bytes > 0) {
     RfMemory mem;
@@ -78,7 +98,7 @@ int rf_advise_drop_unfit(const RfAdviseSetup *c, RfAdviseCandidate *cands, int n
   int dropped = 0;
   for (int i = 0; i < n; i++) {
     RfAdviseCandidate *k = &cands[i];
-    char *key = g_strdup_printf("%d|%s|%d", k->ngpus, k->layout, k->place);
+    char *key = g_strdup_printf("%d|%d|%s|%d", k->ngpus, k->fw, k->layout, k->place);
     const char *why;
     if (g_hash_table_contains(seen, key)) {
       why = g_hash_table_lookup(seen, key);

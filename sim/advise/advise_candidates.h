@@ -28,8 +28,9 @@ typedef struct {
  * prediction made with cal (model/plan/advise.h). */
 void rf_advise_bound_rates(const RfCalibration *cal, RfBoundRates *out);
 
-/* The space searched: every count of gpus[] x vLLM layout of rf_advise_layouts x place[] x
- * strategy[]. Arrays borrowed. */
+/* The space searched: every count of gpus[] x engine of fw[] x its layouts (rf_advise_layouts,
+ * rf_advise_sglang_layouts) x place[] x strategy[]. Arrays borrowed. A zero field keeps the
+ * older meaning: nfw 0 is vLLM alone, domain_gpus 0 no NVLink-domain rule. */
 typedef struct {
   const int *gpus; /* inference GPU counts */
   int ngpus;
@@ -40,12 +41,18 @@ typedef struct {
   int nplace;
   const RfStrategy *strategy;
   int nstrategy;
+  const RfInferFramework *fw; /* engines: RF_INFER_VLLM, RF_INFER_SGLANG */
+  int nfw;
+  int domain_gpus;          /* GPUs per NVLink domain (0: unknown) */
+  gboolean cross_domain_tp; /* also TP groups larger than a domain (flagged by tp_domains) */
 } RfAdviseSpace;
 
 /* Append the candidates of space for model m to out (an array of RfAdviseCandidate), each with
- * an owned layout string and its parsed layout, in the order gpus x layouts x placements x
- * strategies; nothing judged yet. FALSE + one-line error when a layout does not parse (out
- * then holds the candidates before it). */
+ * an owned layout string, its parsed layout, engine and tp_domains, in the order gpus x engines
+ * x layouts x placements x strategies; nothing judged yet. Without cross_domain_tp a layout
+ * whose TP exceeds domain_gpus is not a candidate. SGLang's plain TP layouts are left to vLLM
+ * when both are searched (rf_advise_sglang_layouts). FALSE + one-line error when a layout does not
+ * parse (out then holds the candidates before it). */
 gboolean rf_advise_candidates(const RfModel *m, const RfAdviseSpace *space, GArray *out,
                               GError **error);
 

@@ -114,14 +114,36 @@ static int by_prediction(const void *a, const void *b, void *ud) {
   return x->bound.bound_s < y->bound.bound_s ? -1 : x->bound.bound_s > y->bound.bound_s;
 }
 
+/* The best prediction a candidate is pruned against: of all (best), or with per_gpus of its GPU
+ * count (group_best: ngpus -> double*). */
+static double prune_at(const Search *x, const RfAdviseCandidate *k, double best,
+                       GHashTable *group_best) {
+  if (!x->s->per_gpus) return best;
+  const double *b = g_hash_table_lookup(group_best, GINT_TO_POINTER(k->ngpus));
+  return b ? *b : INFINITY;
+}
+
+static void record_best(GHashTable *group_best, const RfAdviseCandidate *k) {
+  double *b = g_hash_table_lookup(group_best, GINT_TO_POINTER(k->ngpus));
+  if (!b) {
+    b = g_new(double, 1);
+    *b = INFINITY;
+    g_hash_table_insert(group_best, GINT_TO_POINTER(k->ngpus), b);
+  }
+  if (k->sim.predicted_s < *b) *b = k->sim.predicted_s;
+}
+
 /* Step 3: this rank's positions (p % W == R) of the bound order, in that order; a candidate
- * whose bound exceeds the best prediction known, and every one after it, is pruned. */
+ * whose bound exceeds the best prediction known (of all, or with per_gpus of its GPU count) is
+ * pruned. The order is by bound and the best only falls: without per_gpus everything after the
+ * first pruned one is pruned too. */
 static gboolean simulate_step(Search *x, const int *order, int nord, GError **error) {
   const RfAdviseSearch *s = x->s;
   const RfAdviseComm *comm = s->comm;
   int R = x->R, W = x->W;
   int mine = nord > R ? (nord - R + W - 1) / W : 0, next = 0, sims = 0;
   double best = INFINITY;
+  GHashTable *group_best = g_hash_table_new_full(NULL, NULL, NULL, g_free);
   x->simulate = TRUE;
   RfPool *pool = rf_pool_new(s->jobs, sizeof(RfAdviseOutcome), pool_item, x);
   gint64 t0 = g_get_monotonic_time();
@@ -129,12 +151,9 @@ static gboolean simulate_step(Search *x, const int *order, int nord, GError **er
   while (next < mine || rf_pool_running(pool) > 0) {
     if (comm && comm->min_poll && !comm->min_poll(&best, comm->ud, error)) goto fail;
     while (!rf_pool_full(pool) && next < mine) {
-      if (!s->exhaustive && AT(next)->bound.bound_s > best) {
-        /* sorted by bound: everything after it is pruned too */
-        for (int r = next; r < mine; r++)
-          AT(r)->pruned = TRUE;
-        next = mine;
-        break;
+      if (!s->exhaustive && AT(next)->bound.bound_s > prune_at(x, AT(next), best, group_best)) {
+        AT(next++)->pruned = TRUE;
+        continue;
       }
       if (!rf_pool_spawn(pool, order[R + next * W], error)) goto fail;
       next++;
@@ -142,6 +161,7 @@ static gboolean simulate_step(Search *x, const int *order, int nord, GError **er
     if (!rf_pool_running(pool)) break;
     const RfAdviseCandidate *k = collect(x, pool);
     if (!k) continue;
+    if (k->sim.ok) record_best(group_best, k);
     if (k->sim.ok && k->sim.predicted_s < best) {
       best = k->sim.predicted_s;
       if (comm && comm->min_post && !comm->min_post(best, comm->ud, error)) goto fail;
@@ -149,14 +169,16 @@ static gboolean simulate_step(Search *x, const int *order, int nord, GError **er
     sims++;
     int pruned = 0;
     for (int r = next; r < mine; r++)
-      pruned += !s->exhaustive && AT(r)->bound.bound_s > best;
+      pruned += !s->exhaustive && AT(r)->bound.bound_s > prune_at(x, AT(r), best, group_best);
     progress(x, "simulated", sims, sims + rf_pool_running(pool) + (mine - next) - pruned, t0);
   }
 #undef AT
   rf_pool_free(pool);
+  g_hash_table_destroy(group_best);
   return !comm || !comm->min_end || comm->min_end(&best, comm->ud, error);
 fail:
   rf_pool_free(pool);
+  g_hash_table_destroy(group_best);
   return FALSE;
 }
 

@@ -29,11 +29,13 @@ typedef struct {
   char error[240];        /* one line when !ok (or why the candidate was dropped) */
 } RfAdviseOutcome;
 
-/* One point of the search: inference GPUs x vLLM layout x placement x strategy. */
+/* One point of the search: inference GPUs x engine layout x placement x strategy. */
 typedef struct {
   int ngpus;             /* inference GPUs */
-  char *layout;          /* owned: vLLM layout string, "TP4xDP2" or "TP4xDP2xEP8" */
+  char *layout;          /* owned: layout string, "TP4xDP2", "TP4xDP2xEP8", "TP8xDP1xEP8xADP8" */
   RfParallel par;        /* the layout, parsed (model/problem/layout.h) */
+  RfInferFramework fw;   /* the engine whose preset places it: vLLM or SGLang */
+  int tp_domains;        /* NVLink domains one TP group spans (1: within one) */
   RfPlacementKind place; /* where the two sides sit */
   RfStrategy strategy;   /* how the plan moves the weights */
   RfAdviseOutcome bound; /* step 2 (or why the candidate was dropped) */
@@ -74,6 +76,8 @@ typedef void (*RfAdviseProgressFn)(const char *what, int done, int total, double
 typedef struct {
   int jobs;                    /* forked workers at once on this rank, >= 1 */
   gboolean exhaustive;         /* simulate every bounded candidate (no pruning) */
+  gboolean per_gpus;           /* prune only against the best of the same GPU count (the best
+                                * of every count is then exact); FALSE: against the best of all */
   RfAdviseEvalFn eval;         /* how a candidate is judged; borrowed */
   void *eval_ud;               /* borrowed, seen by eval in the workers */
   const RfAdviseComm *comm;    /* borrowed; NULL: one process */
@@ -82,8 +86,9 @@ typedef struct {
 } RfAdviseSearch;
 
 /* Bound and simulate the candidates that are not dropped; cands[] gets every outcome and flag
- * (bounded, simulated, pruned; dropped too when the bound step fails). Under a communicator of
- * W ranks, rank R bounds the live candidates j with j % W == R, every rank gets every bound and
+ * (bounded, simulated, pruned; dropped too when the bound step fails). With per_gpus a
+ * candidate is pruned only by a prediction of its own GPU count (this rank's). Under a communicator
+ * of W ranks, rank R bounds the live candidates j with j % W == R, every rank gets every bound and
  * sorts them alike, rank R simulates the positions p % W == R of that order, prunes against the
  * best prediction it knows (its own and those the others posted so far), and every rank ends
  * with every outcome. order (n ints, the caller's) gets the bounded candidates' indices, best
