@@ -81,6 +81,92 @@ static void test_layouts_divide(void) {
   rf_model_free(m);
 }
 
+/* SGLang's layouts: DP engines of TP t (t divides n), EP and ADP each 1 or t, EP only with routed
+ * experts and as --ep asks, none twice; with plain the engines without ADP or EP too, without it
+ * neither those nor EP-only single engines (vLLM places them alike). Every layout the check
+ * passes builds with the SGLang preset, and every one it refuses does not. */
+static void test_layouts_sglang(void) {
+  RfModel *m = load("tiny-moe");
+  const int64_t experts = m->arch.experts;
+  int built = 0, refused = 0;
+  for (int dense = 0; dense < 2; dense++) {
+    m->arch.experts = dense ? 0 : experts;
+    for (int n = 1; n <= 12; n++)
+      for (int kinds = 1; kinds < 4; kinds++)
+        for (int plain = 0; plain < 2; plain++) {
+          const gboolean with_ep = kinds & 1, without_ep = kinds & 2;
+          GPtrArray *l = rf_advise_sglang_layouts(m, n, NULL, 0, with_ep, without_ep, plain);
+          for (guint i = 0; i < l->len; i++) {
+            const char *s = g_ptr_array_index(l, i);
+            RfParallel p;
+            g_assert_true(rf_parallel_parse(s, &p, NULL));
+            g_assert_cmpint(p.tp * p.dp, ==, n);
+            g_assert_true(p.ep == 1 || (p.ep == p.tp && p.tp > 1 && !dense && with_ep));
+            g_assert_true(p.adp == 1 || (p.adp == p.tp && p.tp > 1));
+            g_assert_true(dense || p.ep > 1 || without_ep);
+            if (!plain) g_assert_true(p.adp > 1 || (p.ep > 1 && p.dp > 1));
+            for (guint j = 0; j < i; j++)
+              g_assert_cmpstr(g_ptr_array_index(l, j), !=, s);
+            if (dense || plain) continue; /* the preset's check on the real model below */
+            GError *e = NULL;
+            gboolean ok = rf_advise_layout_check_fw(m, RF_INFER_SGLANG, &p, n, &e);
+            g_assert_true(ok == (e == NULL));
+            g_clear_error(&e);
+            RfProblem *pb = rf_problem_new_preset_fw(
+                load("tiny-moe"), "TP2xEP2", s, RF_INFER_SGLANG, rf_topology_new_domains(4), &e);
+            if (!ok) g_assert_null(pb);
+            built += pb != NULL, refused += !ok;
+            g_clear_error(&e);
+            rf_problem_free(pb);
+          }
+          /* with plain: at least the plain engine of every divisor */
+          if (plain && (without_ep || dense)) {
+            int ndiv = 0;
+            for (int t = 1; t <= n; t++)
+              ndiv += n % t == 0;
+            g_assert_cmpuint(l->len, >=, (guint)ndiv);
+          }
+          g_ptr_array_unref(l);
+        }
+  }
+  m->arch.experts = experts;
+  g_assert_cmpint(built, >, 0);
+  g_assert_cmpint(refused, >, 0);
+  GPtrArray *l = rf_advise_sglang_layouts(m, 16, (const int[]){8}, 1, TRUE, TRUE, FALSE);
+  g_assert_cmpuint(l->len, ==, 3);
+  g_assert_cmpstr(g_ptr_array_index(l, 0), ==, "TP8xDP2xADP8");
+  g_assert_cmpstr(g_ptr_array_index(l, 1), ==, "TP8xDP2xEP8");
+  g_assert_cmpstr(g_ptr_array_index(l, 2), ==, "TP8xDP2xEP8xADP8");
+  g_ptr_array_unref(l);
+  GError *e = NULL;
+  RfParallel p;
+  static const char *const bad[][2] = {
+      {"TP4xADP3", "SGLang: ADP3 does not divide TP4"},
+      {"TP32xADP2", "SGLang attention TP (TP32 / ADP2): TP16 does not divide 8 attention heads"},
+      {"TP4xEP4", "EP4 (SGLang) does not divide 6 routed experts"}};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_assert_true(rf_parallel_parse(bad[i][0], &p, NULL));
+    g_assert_false(rf_advise_layout_check_fw(m, RF_INFER_SGLANG, &p, p.tp * p.dp, &e));
+    g_assert_error(e, RF_ERROR, RF_ERROR_INPUT);
+    g_assert_cmpstr(e->message, ==, bad[i][1]);
+    g_clear_error(&e);
+  }
+  g_assert_true(rf_parallel_parse("TP8xADP8", &p, NULL)); /* attention TP1: any head count */
+  g_assert_true(rf_advise_layout_check_fw(m, RF_INFER_SGLANG, &p, 8, &e));
+  g_assert_no_error(e);
+  rf_model_free(m);
+}
+
+/* The NVLink domains a TP group spans: one up to the domain size, then whole domains. */
+static void test_tp_domains(void) {
+  g_assert_cmpint(rf_advise_tp_domains(8, 8), ==, 1);
+  g_assert_cmpint(rf_advise_tp_domains(1, 8), ==, 1);
+  g_assert_cmpint(rf_advise_tp_domains(16, 8), ==, 2);
+  g_assert_cmpint(rf_advise_tp_domains(24, 8), ==, 3);
+  g_assert_cmpint(rf_advise_tp_domains(72, 72), ==, 1);
+  g_assert_cmpint(rf_advise_tp_domains(16, 0), ==, 1); /* unknown domain: no rule */
+}
+
 /* The divisibility check, by the numbers of the tiny models, and against the preset: for every
  * candidate on 1..12 GPUs, a layout the check refuses does not build, and one that builds has
  * its GPUs on the inference side. */
@@ -312,6 +398,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/advise/placement/names", test_placement_names);
   g_test_add_func("/advise/layouts/divide", test_layouts_divide);
   g_test_add_func("/advise/layouts/check", test_layout_check);
+  g_test_add_func("/advise/layouts/sglang", test_layouts_sglang);
+  g_test_add_func("/advise/layouts/tp_domains", test_tp_domains);
   g_test_add_func("/advise/placement/interleave", test_interleave);
   g_test_add_func("/advise/bound/arithmetic", test_bound_arithmetic);
   g_test_add_func("/advise/bound/order", test_bound_order);

@@ -9,6 +9,7 @@
 #include "advise_pool.h"
 #include "advise_search.h"
 #include "error.h"
+#include "memory.h"
 
 /* ---------- the pool ---------- */
 
@@ -247,6 +248,63 @@ static void test_dropped_skipped(void) {
   g_free(k);
 }
 
+/* Candidate i (its index in par.dp) of GPU count group[i]: eval_arith's numbers. */
+static void eval_grouped(int i, const RfAdviseCandidate *k, gboolean simulate, RfAdviseOutcome *out,
+                         void *ud) {
+  const Problem *pb = ud;
+  g_assert_cmpint(k->par.dp, ==, i);
+  memset(out, 0, sizeof *out);
+  if (pb->fail[i]) {
+    out->code = RF_ERROR_INPUT;
+    g_strlcpy(out->error, "no plan", sizeof out->error);
+    return;
+  }
+  out->ok = 1;
+  out->bound_s = pb->bound[i];
+  if (simulate) out->predicted_s = pb->pred[i];
+}
+
+/* per_gpus: every GPU count gets its own exact best (the exhaustive loop's within that count),
+ * and a candidate is pruned only by a prediction of its own count; without it, counts whose
+ * bounds exceed the overall best are pruned whole. */
+static void test_bnb_per_gpus(void) {
+  GRand *r = g_rand_new_with_seed(7);
+  int pruned_whole = 0;
+  for (int t = 0; t < 5; t++) {
+    Problem pb;
+    problem_random(&pb, r, g_rand_int_range(r, 6, 13));
+    int group[64];
+    for (int i = 0; i < pb.n; i++)
+      group[i] = 8 << (i % 3);
+    for (int per = 0; per < 2; per++) {
+      RfAdviseCandidate *k = g_new0(RfAdviseCandidate, pb.n);
+      for (int i = 0; i < pb.n; i++)
+        k[i].ngpus = group[i], k[i].par.dp = i;
+      RfAdviseSearch s = {.jobs = 1 + t % 3, .per_gpus = per, .eval = eval_grouped, .eval_ud = &pb};
+      int order[64], nord = 0;
+      g_assert_true(rf_advise_search(&s, k, pb.n, order, &nord, NULL));
+      for (int g = 8; g <= 32; g *= 2) {
+        double want = INFINITY, got = INFINITY;
+        for (int i = 0; i < pb.n; i++) {
+          if (group[i] != g || pb.fail[i]) continue;
+          want = MIN(want, pb.pred[i]);
+          if (k[i].simulated && k[i].sim.ok) got = MIN(got, k[i].sim.predicted_s);
+        }
+        if (per) {
+          g_assert_cmpfloat(got, ==, want);
+          for (int i = 0; i < pb.n; i++)
+            if (group[i] == g && k[i].pruned) g_assert_cmpfloat(k[i].bound.bound_s, >, want);
+        } else {
+          pruned_whole += isfinite(want) && !isfinite(got);
+        }
+      }
+      g_free(k);
+    }
+  }
+  g_assert_cmpint(pruned_whole, >, 0); /* the plain search would have lost some counts' best */
+  g_rand_free(r);
+}
+
 /* ---------- shards: W ranks as threads, the collective steps in memory ---------- */
 
 typedef struct {
@@ -418,6 +476,93 @@ static void test_candidates_space(void) {
   rf_model_free(m);
 }
 
+/* The serving rules of the space: without cross_domain_tp no TP group is larger than a
+ * domain; with it the larger ones come, flagged with the domains they span; SGLang adds attention
+ * DP and EP layouts (EP and ADP of 1 or TP), leaving vLLM's look-alikes to vLLM. */
+static void test_candidates_serving(void) {
+  GError *e = NULL;
+  RfModel *m = rf_model_load("tiny-moe", &e);
+  g_assert_no_error(e);
+  const int gpus[] = {2, 4, 8};
+  const RfPlacementKind place[] = {RF_PLACE_SPLIT};
+  const RfStrategy st[] = {RF_STRATEGY_M2N};
+  const RfInferFramework both[] = {RF_INFER_VLLM, RF_INFER_SGLANG}, sgl[] = {RF_INFER_SGLANG};
+  for (int cross = 0; cross < 2; cross++)
+    for (int f = 0; f < 2; f++) {
+      RfAdviseSpace sp = {.gpus = gpus,
+                          .ngpus = 3,
+                          .with_ep = TRUE,
+                          .without_ep = TRUE,
+                          .place = place,
+                          .nplace = 1,
+                          .strategy = st,
+                          .nstrategy = 1,
+                          .fw = f ? sgl : both,
+                          .nfw = f ? 1 : 2,
+                          .domain_gpus = 2,
+                          .cross_domain_tp = cross};
+      GArray *a = g_array_new(FALSE, TRUE, sizeof(RfAdviseCandidate));
+      g_assert_true(rf_advise_candidates(m, &sp, a, &e));
+      g_assert_no_error(e);
+      int spans = 0, sglang = 0, plain_sglang = 0;
+      for (guint i = 0; i < a->len; i++) {
+        const RfAdviseCandidate *k = &g_array_index(a, RfAdviseCandidate, i);
+        g_assert_cmpint(k->tp_domains, ==, k->par.tp <= 2 ? 1 : k->par.tp / 2);
+        g_assert_true(cross || k->par.tp <= 2);
+        spans += k->tp_domains > 1;
+        g_assert_true(k->fw == RF_INFER_VLLM || k->fw == RF_INFER_SGLANG);
+        g_assert_true(!f || k->fw == RF_INFER_SGLANG);
+        if (k->fw != RF_INFER_SGLANG) continue;
+        sglang++;
+        g_assert_true(k->par.ep == 1 || k->par.ep == k->par.tp);
+        g_assert_true(k->par.adp == 1 || k->par.adp == k->par.tp);
+        gboolean plain = k->par.ep == 1 && k->par.adp == 1;
+        plain_sglang += plain || (k->par.adp == 1 && k->par.dp == 1);
+        GError *ce = NULL;
+        g_assert_true(rf_advise_layout_check_fw(m, k->fw, &k->par, k->ngpus, &ce) == !ce);
+        g_clear_error(&ce);
+      }
+      g_assert_cmpint(spans > 0, ==, cross);
+      g_assert_cmpint(sglang, >, 0);
+      g_assert_cmpint(plain_sglang > 0, ==, f); /* vLLM's look-alikes only without vLLM */
+      rf_advise_candidates_clear((RfAdviseCandidate *)a->data, (int)a->len);
+      g_array_free(a, TRUE);
+    }
+  rf_model_free(m);
+}
+
+/* The KV reserve refuses a layout whose weights fit the memory but not memory - reserve, and
+ * says so; the same layout passes with no reserve. */
+static void test_unfit_kv_reserve(void) {
+  GError *e = NULL;
+  RfModel *m = rf_model_load("tiny-moe", &e);
+  g_assert_no_error(e);
+  RfCalibration cal;
+  rf_calibration_defaults(&cal);
+  RfAdviseSetup su = {
+      .model = "tiny-moe", .train = "TP2", .topology = "dgx-h100", .arch = m, .cal = &cal};
+  RfAdviseCandidate k = {.ngpus = 1, .layout = "TP1xDP1", .fw = RF_INFER_VLLM, .tp_domains = 1};
+  g_assert_true(rf_parallel_parse(k.layout, &k.par, NULL));
+  /* the weights per GPU: everything fits a huge memory with no reserve */
+  su.mem_bytes = 1e15;
+  g_assert_cmpint(rf_advise_drop_unfit(&su, &k, 1), ==, 0);
+  RfTopology *t = rf_topology_load("dgx-h100", &e);
+  RfProblem *pb = rf_problem_new_preset(rf_model_load("tiny-moe", NULL), "TP2", "TP1", t, &e);
+  g_assert_no_error(e);
+  RfMemory mem;
+  rf_memory_weights(pb, &mem);
+  rf_problem_free(pb);
+  su.mem_bytes = (double)mem.weights_bytes / 0.95; /* fits, but not 90% of it */
+  su.reserve_bytes = 0;
+  g_assert_cmpint(rf_advise_drop_unfit(&su, &k, 1), ==, 0);
+  su.reserve_bytes = 0.10 * su.mem_bytes;
+  g_assert_cmpint(rf_advise_drop_unfit(&su, &k, 1), ==, 1);
+  g_assert_true(k.dropped);
+  g_assert_nonnull(strstr(k.bound.error, "KV reserve"));
+  rf_calibration_clear(&cal);
+  rf_model_free(m);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/advise_search/pool/each_once", test_pool_each_once);
@@ -429,5 +574,8 @@ int main(int argc, char **argv) {
   g_test_add_data_func("/advise_search/shards/2", GINT_TO_POINTER(2), test_shards);
   g_test_add_data_func("/advise_search/shards/3", GINT_TO_POINTER(3), test_shards);
   g_test_add_func("/advise_search/candidates/space", test_candidates_space);
+  g_test_add_func("/advise_search/candidates/serving", test_candidates_serving);
+  g_test_add_func("/advise_search/unfit/kv_reserve", test_unfit_kv_reserve);
+  g_test_add_func("/advise_search/bnb/per_gpus", test_bnb_per_gpus);
   return g_test_run();
 }

@@ -118,8 +118,9 @@ expect_ok "run interleaved" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2
 expect_ok "step strategy" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -q --rollout-s 10 \
   --train-s 5 -s m2n --mode async
 [ "$(grep -c '^async ' "$TMP/out")" -eq 2 ] || bad "step -s m2n: want the m2n and baseline rows"
+grep -q '^async  *nemo-rl:gather-broadcast .* nemo-rl/m2n-pack$' "$TMP/out" || bad "step -s m2n: no NeMo RL baseline row"
 grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
-grep -q "NeMo RL's nccl_reshard refit is the hybrid strategy" "$TMP/out" ||
+grep -q "NeMo RL's default refit (non-colocated) is gather-broadcast; its nccl_reshard refit .* is the hybrid strategy" "$TMP/out" ||
   bad "step: does not say which strategy NeMo RL uses"
 # Every prediction names its model: flows (a bound), refit's executor, or a software model.
 expect_ok "sim predicted_by flows" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q

@@ -149,26 +149,44 @@ expect_err "advise infeasible" "no feasible candidate among 2: weights" "$REFIT"
 # --- step with a published-software model: only the strategies it runs get a time
 expect_ok "step software" "$REFIT" step -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 --rollout-s 60 \
   --train-s 30 --software nemo-rl --mode sync
-grep -q 'software nemo-rl' "$TMP/out" && [ -n "$(row sync hybrid)" ] && [ -z "$(row sync m2n)" ] ||
+grep -q 'software nemo-rl' "$TMP/out" && [ -n "$(row sync nemo-rl:hybrid)" ] && [ -z "$(row sync m2n)" ] ||
   bad "step software: $(cat "$TMP/out")"
 
 # --- step: closed forms, exactly
 expect_ok "step share 0" "$REFIT" step --rollout-s 60 --train-s 30 --refit gather-broadcast=0,m2n=0 --mode sync
-[ "$(row sync m2n)" = "sync m2n 0 90 0.0 1.000 1.000" ] || bad "step share 0: $(row sync m2n)"
+[ "$(row sync m2n)" = "sync m2n 0 90 0.0 1.000 1.000 given" ] || bad "step share 0: $(row sync m2n)"
 expect_ok "step share 1" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync
-[ "$(row sync m2n)" = "sync m2n 2 2 100.0 5.000 inf" ] || bad "step share 1: $(row sync m2n)"
+[ "$(row sync m2n)" = "sync m2n 2 2 100.0 5.000 inf given" ] || bad "step share 1: $(row sync m2n)"
 expect_ok "step overlapped" "$REFIT" step --rollout-s 60 --train-s 30 --refit gather-broadcast=20,m2n=5
-[ "$(row async-overlap gather-broadcast)" = "async-overlap gather-broadcast 20 60 33.3 1.000 1.000" ] || bad "step overlap: $(row async-overlap gather-broadcast)"
-[ "$(row async-overlap m2n)" = "async-overlap m2n 5 60 8.3 1.000 1.000" ] || bad "step overlap m2n: $(row async-overlap m2n)"
-[ "$(row async m2n)" = "async m2n 5 65 7.7 1.231 1.333" ] || bad "step async: $(row async m2n)"
-[ "$(row sync m2n)" = "sync m2n 5 95 5.3 1.158 1.222" ] || bad "step sync: $(row sync m2n)"
+[ "$(row async-overlap gather-broadcast)" = "async-overlap gather-broadcast 20 60 33.3 1.000 1.000 given" ] || bad "step overlap: $(row async-overlap gather-broadcast)"
+[ "$(row async-overlap m2n)" = "async-overlap m2n 5 60 8.3 1.000 1.000 given" ] || bad "step overlap m2n: $(row async-overlap m2n)"
+[ "$(row async m2n)" = "async m2n 5 65 7.7 1.231 1.333 given" ] || bad "step async: $(row async m2n)"
+[ "$(row sync m2n)" = "sync m2n 5 95 5.3 1.158 1.222 given" ] || bad "step sync: $(row sync m2n)"
 expect_ok "step workload" "$REFIT" step --workload "$DATA/workloads/ok.workload" --mode async
-[ "$(row async gather-broadcast)" = "async gather-broadcast 15 75 20.0 1.000 1.250" ] || bad "step workload: $(row async gather-broadcast)"
+[ "$(row async gather-broadcast)" = "async gather-broadcast 15 75 20.0 1.000 1.250 measured" ] || bad "step workload: $(row async gather-broadcast)"
 grep -q "^# source: test fixture" "$TMP/out" || bad "step does not print the workload source"
 expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync --json
 grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
 expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
-grep -q "predicted by refit sim (software refit, default; calibration .*dgx-h100.cal; model: flows: " "$TMP/out" || bad "step prediction source"
+grep -q "predicted by refit sim (NeMo RL's model and refit's; calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
+grep -q "^# model flows: " "$TMP/out" || bad "step: refit's rows do not name their model"
+# one table: NeMo RL's model (its default gather-broadcast is the baseline) beside refit's strategies,
+# each row naming its model; --baseline SOFTWARE:STRATEGY picks another row
+[ "$(row sync nemo-rl:gather-broadcast | cut -d' ' -f6,8)" = "1.000 nemo-rl/m2n-pack" ] || bad "step: NeMo RL's baseline row: $(row sync nemo-rl:gather-broadcast)"
+[ -n "$(row sync nemo-rl:hybrid)" ] && [ "$(row sync m2n | cut -d' ' -f8)" = "flows" ] || bad "step: one table of both: $(cat "$TMP/out")"
+grep -q "baseline nemo-rl:gather-broadcast$" "$TMP/out" || bad "step: baseline is not NeMo RL's default"
+expect_ok "step baseline refit" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync --baseline refit:gather-broadcast -s m2n --json
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "step --baseline refit:gather-broadcast"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["baseline"] == "gather-broadcast" and d["baseline_software"] == "refit", d
+assert d["nemo_rl_default_strategy"] == "gather-broadcast", d
+labels = {r["label"]: r for r in d["rows"] if r["mode"] == "sync"}
+assert set(labels) == {"gather-broadcast", "m2n"}, labels
+assert labels["gather-broadcast"]["speedup"] == 1.0 and labels["m2n"]["predicted_by"] == "flows", labels
+PY
+expect_err "step baseline software" "unknown software 'foo'" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 --baseline foo:m2n
+expect_err "step baseline missing" "no refit time for the baseline nemo-rl:m2n" "$REFIT" step --rollout-s 1 --train-s 1 --refit m2n=1 --baseline nemo-rl:m2n
 # the shipped workload files (experiments/workloads): each loads, with its source and date, and
 # its published times come back in the header
 nship=0
