@@ -144,7 +144,67 @@ expect_err "advise bad counts" "--infer-gpus wants" "$REFIT" advise -m tiny-moe 
 expect_err "advise bad placement" "unknown placement" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --placement ring -q
 expect_err "advise bad ep" "--ep wants on, off or both" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --ep maybe -q
 expect_err "advise missing" "need --model, --train and --infer-gpus" "$REFIT" advise -m tiny-moe -q
-expect_err "advise infeasible" "no feasible candidate among 2: weights" "$REFIT" advise -m deepseek-v3 -t TP1xPP16xEP64 -n 8 --tp 8 --ep off -s m2n,p2p -q
+expect_err "advise infeasible" "no feasible candidate among 2: weights" "$REFIT" advise -m deepseek-v3 -t TP1xPP16xEP64 -n 8 --tp 8 --ep off -s m2n,p2p -q --infer-framework vllm
+
+# --- advise's serving defaults: TP within one NVLink domain, a KV reserve, SGLang beside vLLM
+D2="$DATA/domain2.topo"
+expect_ok "advise serving json" "$REFIT" advise -m tiny-moe -t TP2 -n 2-4 -T "$D2" -s m2n -j 2 -q --json
+cp "$TMP/out" "$TMP/serving.json"
+/usr/bin/python3 - "$TMP/serving.json" <<'PY' || bad "advise serving defaults"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tp_within_domain"] is True and d["domain_gpus"] == 2, d
+assert d["frameworks"] == "vllm,sglang", d["frameworks"]
+assert abs(d["kv_reserve_bytes"] - 0.10 * 80e9) < 1, d["kv_reserve_bytes"]
+assert "gpu_memory_utilization 0.9" in d["kv_reserve_from"], d["kv_reserve_from"]
+rows = d["ranked"]
+assert all(int(r["infer"].split("x")[0][2:]) <= 2 and not r["tp_spans_domains"] for r in rows), rows
+assert any(r["framework"] == "sglang" and "ADP" in r["infer"] for r in rows), rows
+assert d["pruned_per_gpus"] is True
+best = d["best_per_gpus"]
+assert [b["infer_gpus"] for b in best] == [2, 4], best
+for b in best:  # each count's best is its fastest simulated candidate
+    same = [r["predicted_s"] for r in rows if r["infer_gpus"] == b["infer_gpus"] and "predicted_s" in r]
+    assert b["predicted_s"] == min(same), (b, same)
+PY
+expect_ok "advise cross-domain tp" "$REFIT" advise -m tiny-moe -t TP2 -n 4 -T "$D2" -s m2n -j 2 -q \
+  --allow-cross-domain-tp --json --infer-framework vllm
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "advise --allow-cross-domain-tp"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tp_within_domain"] is False and d["frameworks"] == "vllm", d
+spans = [r for r in d["ranked"] if r["tp_spans_domains"]]
+assert spans and all(r["infer"].startswith("TP4") and r["tp_domains"] == 2 for r in spans), d["ranked"]
+assert all(r["framework"] == "vllm" for r in d["ranked"])
+PY
+expect_ok "advise cross-domain table" "$REFIT" advise -m tiny-moe -t TP2 -n 4 --tp 4 -T "$D2" -s m2n -j 2 -q --allow-cross-domain-tp --exhaustive
+grep -q "^ *[0-9]* *4 vllm *TP4xDP1 .*TP4 SPANS 2 NVLINK DOMAINS" "$TMP/out" || bad "advise table: cross-domain TP not flagged: $(cat "$TMP/out")"
+grep -q "^# engines vllm, sglang .*TP groups may span NVLink domains" "$TMP/out" || bad "advise header: cross-domain rule"
+expect_err "advise tp beyond domain" "stays within one NVLink domain (--allow-cross-domain-tp allows more)" "$REFIT" advise -m tiny-moe -t TP2 -n 4 --tp 4 -T "$D2" -q
+expect_ok "advise kv reserve none" "$REFIT" advise -m tiny-moe -t TP2 -n 2 -T "$D2" -s m2n -j 2 -q --kv-reserve 0 --json
+grep -q '"kv_reserve_bytes" : 0' "$TMP/out" || bad "advise --kv-reserve 0: $(grep kv_reserve "$TMP/out")"
+expect_ok "advise table serving" "$REFIT" advise -m tiny-moe -t TP2 -n 2-4 -T "$D2" -s m2n -j 2 -q
+grep -q "^# NVLink domain 2 GPUs; GPU memory 80 GB; KV reserve 8.0 GB per GPU (default 10% of GPU memory: vLLM's default gpu_memory_utilization 0.9" "$TMP/out" || bad "advise header: KV reserve line: $(grep reserve "$TMP/out")"
+[ "$(grep -c '^best  *[24] ' "$TMP/out")" -eq 2 ] || bad "advise: best per GPU count: $(grep '^best' "$TMP/out")"
+expect_err "advise kv reserve refuses" "(memory 0 GB - KV reserve 0.0 GB)" "$REFIT" advise -m tiny-moe -t TP2 -n 2 -T "$DATA/tiny-mem.topo" -q
+expect_ok "advise sglang only" "$REFIT" advise -m tiny-moe -t TP2 -n 2 -T "$D2" -s m2n -j 2 -q --infer-framework sglang --json
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "advise --infer-framework sglang"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert {r["framework"] for r in d["ranked"]} == {"sglang"}, d["ranked"]
+assert "TP2xDP1" in {r["infer"] for r in d["ranked"]}  # its plain TP, when vLLM is not searched
+PY
+expect_err "advise bad framework" "--infer-framework wants vllm, sglang or vllm,sglang, got 'megatron'" "$REFIT" advise -m tiny-moe -t TP2 -n 2 -q --infer-framework megatron
+# --plot: the best against GPU count; without matplotlib skipped with one line, exit 0
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  expect_ok "advise plot" "$REFIT" advise -m tiny-moe -t TP2 -n 2-4 -T "$D2" -s m2n -j 2 -q --plot "$TMP/a.png"
+  [ -s "$TMP/a.png" ] || bad "advise --plot wrote no PNG"
+fi
+printf '#!/bin/sh\nexit 1\n' >"$TMP/nopython"
+chmod +x "$TMP/nopython"
+REFIT_PYTHON="$TMP/nopython" expect_ok "advise plot skipped" "$REFIT" advise -m tiny-moe -t TP2 -n 2-4 -T "$D2" -s m2n -j 2 -q --plot "$TMP/b.png"
+grep -q "^refit advise: --plot .*b.png skipped: .*nopython cannot import matplotlib" "$TMP/err" || bad "advise plot skip message: $(cat "$TMP/err")"
+[ ! -e "$TMP/b.png" ] || bad "advise plot skipped but a file was written"
 
 # --- step with a published-software model: only the strategies it runs get a time
 expect_ok "step software" "$REFIT" step -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 --rollout-s 60 \
