@@ -1,7 +1,8 @@
 /* `refit advise`: search the inference layouts, placements and strategies for the fastest refit.
  *
  * 1. Options: the model, training layout and strategies through the shared entries (args.h),
- *    the constraints (GPU counts, TP, EP, placements, KV reserve) parsed here into an
+ *    the constraints (GPU counts, TP, EP, engines, placements) and the serving defaults (TP
+ *    within one NVLink domain, a KV reserve of 10% of GPU memory) parsed here into an
  *    RfAdviseSpace; candidates a layout or the memory rules out are dropped with their reason
  *    (sim/advise/advise_candidates.h).
  * 2. + 3. The search (sim/advise/advise_search.h): bound every candidate in forked workers,
@@ -9,7 +10,9 @@
  * prediction so far. Under mpirun / srun (or --mpi) it is spread over the ranks through the MPI
  * steps of real/ (advise_comm), each rank forking its own workers, and rank 0 prints the one
  * answer.
- * 4. Rank, print (table, --json, --csv), plot (--plot, scripts/advise_plot.py). */
+ * 4. Rank, print (table, --json, --csv; the best of each GPU count when several were searched,
+ *    each then pruned only by its own count's predictions), plot (--plot,
+ *    scripts/advise_plot.py; skipped with a message without matplotlib). */
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>

@@ -57,9 +57,10 @@ gboolean rf_advise_candidates(const RfModel *m, const RfAdviseSpace *space, GArr
                               GError **error);
 
 /* Mark dropped, with the reason in bound.error (code RF_ERROR_INPUT), the candidates whose
- * layout the model cannot take (rf_advise_layout_check, then the preset itself) or whose
- * weights do not fit memory - reserve; one problem per GPU count x layout x placement, not per
- * strategy. Returns how many of the n are dropped. Cost: one problem built per distinct key. */
+ * layout the model cannot take (rf_advise_layout_check_fw, then the engine's preset) or whose
+ * weights do not fit memory - reserve; one problem per GPU count x engine x layout x placement,
+ * not per strategy. Returns how many of the n are dropped. Cost: one problem built per distinct
+ * key. */
 int rf_advise_drop_unfit(const RfAdviseSetup *setup, RfAdviseCandidate *cands, int n);
 
 /* An RfAdviseEvalFn (advise_search.h) with ud an RfAdviseSetup: build k's problem and plan, take
