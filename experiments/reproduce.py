@@ -44,7 +44,7 @@ ATTRIBUTION = {
     ("dgx-h100", "qwen3-235b-a22b"): (
         "python-fallback",
         "open: no public run of this layout at 1.9 s; most likely the same H100 fallback table "
-        "(the PR #2413 v0.1 run of this layout took 4.56-4.85 s)"),
+        "(the PR #2413 golden run of this layout took 4.56-4.85 s)"),
 }
 
 

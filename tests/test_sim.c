@@ -676,6 +676,44 @@ static void test_sw_lsa_team(void) {
   g_assert_cmpint(sw_lsa_team(c, 8, 72), ==, 8);
 }
 
+/* NCCL Xfer v0.1 RING's leaders (reshard_prepare.cc): the nsrc sources of a destination shard
+ * spread over its nlocal replicas on the target domain, nsrc / nlocal each, the first
+ * nsrc % nlocal replicas one more. 5 over 2: 3 + 2; 16 over 8: 2 each; 1 over 8: replica 0. */
+static void test_sw_ring_leader_rule(void) {
+  const int five[] = {0, 0, 0, 1, 1};
+  for (int p = 0; p < 5; p++)
+    g_assert_cmpint(sw_ring_leader(p, 5, 2), ==, five[p]);
+  for (int p = 0; p < 16; p++)
+    g_assert_cmpint(sw_ring_leader(p, 16, 8), ==, p / 2);
+  g_assert_cmpint(sw_ring_leader(0, 1, 8), ==, 0);
+  g_assert_cmpint(sw_ring_leader(2, 3, 8), ==, 2);
+}
+
+/* RING, one call: 200 MB sharded over GPUs 0 and 1 (100 MB each) to two replicas on GPUs 2 and 3
+ * (one NVLink team of 2). Each source piece lands on its own replica, which fans it out to the
+ * other over NVLink (100 MB at 100 GB/s: 1 ms), so each NIC receives 100 MB at 10 GB/s at once:
+ * 10 ms + 6 us of NIC + switch latency. One leader taking both pieces would need 20 ms. */
+static void test_sw_ring_pieces_own_leaders(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NCCL_M2N;
+  cal.variant = RF_VARIANT_RING_V01;
+  const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[100000000],\"dtype\":\"bf16\","
+                     "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                     "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 2), &e);
+  g_assert_no_error(e);
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  RfResult r;
+  assert_rel(simulate(plan, &cal, 1, &r), 1e8 / 10e9 + 6e-6);
+  rf_result_clear(&r);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
 /* Registers fn once per entry of a table, under prefix/NAME. */
 static void add_cases(const char *prefix, const void *table, size_t size, size_t n,
                       const char *(*name)(const void *), GTestDataFunc fn) {
@@ -786,6 +824,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/golden/export_host_overlap", test_export_host_overlap);
   g_test_add_func("/sim/software/limits_refuse", test_sw_limits_refuse);
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
+  g_test_add_func("/sim/software/ring_leader_rule", test_sw_ring_leader_rule);
+  g_test_add_func("/sim/software/ring_pieces_own_leaders", test_sw_ring_pieces_own_leaders);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
   return g_test_run();
 }

@@ -234,18 +234,61 @@ static void fallback_allgather(const Call *k, SwCall *c, const int *mg, double s
   if (l > c->latency_s) c->latency_s = l;
 }
 
-/* PACK / RING: destination shard b's replicas grouped by NVLink team, a chain of the teams'
- * leaders per source replica segment: the sources put into the segment's first team, each
- * leader forwards to the next (PACK: whole slice, store and forward; RING: pipelined chunks)
- * and fans out over NVLink to its team. */
+/* NCCL Xfer v0.1 RING's leader of one source among the replicas of a destination shard on the
+ * target domain (nccl_m2n/src/reshard_prepare.cc prepareReshardParams at 4532497): the sources of
+ * the shard, in source shard order, spread over the nlocal replicas there, sources-per-replica
+ * (plus one for the first nsrc % nlocal replicas) each: source p of nsrc goes to this replica. */
+int sw_ring_leader(int p, int nsrc, int nlocal) {
+  if (nlocal < 1 || nsrc < 1) return 0;
+  int per = nsrc / nlocal, extra = nsrc % nlocal, threshold = extra * (per + 1), idx;
+  if (p < threshold)
+    idx = p / (per + 1);
+  else
+    idx = extra + (per > 0 ? (p - threshold) / per : 0);
+  return idx < nlocal ? idx : nlocal - 1;
+}
+
+/* RING v0.1, one chain segment of destination shard b: every source piece is put into the
+ * segment's first team at its own leader (sw_ring_leader over the sources of b), which fans it
+ * out over NVLink to the team's other replicas and forwards it, chunk-pipelined, to the member of
+ * the same index in the next team (ringNextWorldRank), and so on along the segment. */
+static void ring_pieces(const Call *k, SwCall *c, const RfBox *bD, const int *mg, const int *mteam,
+                        const int *cnt, int j, int seg, int hop, double chunk_s) {
+  const RfProblem *pb = k->pb;
+  int nsrc = 0, p = 0;
+  for (int a = 0; a < k->nsS; a++)
+    if (k->hasS[a] && overlap_bytes(&k->bS[a], bD, k->nd, k->es, NULL) > 0) nsrc++;
+  for (int a = 0; a < k->nsS; a++) {
+    double ov = k->hasS[a] ? overlap_bytes(&k->bS[a], bD, k->nd, k->es, NULL) : 0;
+    if (ov <= 0) continue;
+    int t = sw_ring_leader(p++, nsrc, cnt[j - hop]);
+    int here = -1, prev = -1, seen = 0, seenp = 0;
+    for (int m = 0; m < k->nrD; m++) {
+      if (mteam[m] == j && seen++ == t % cnt[j]) here = m;
+      if (hop > 0 && mteam[m] == j - 1 && seenp++ == t % cnt[j - 1]) prev = m;
+    }
+    if (hop == 0)
+      add_flow(c, pb->gpu[rf_placement_rank(k->S, a, seg % k->nrS)], mg[here], 0, RF_PHASE_INJECT,
+               ov, 1.0, 0);
+    else
+      add_flow(c, mg[prev], mg[here], 0, RF_PHASE_FORWARD, ov, 1.0, hop * chunk_s);
+    for (int m = 0; m < k->nrD; m++)
+      if (m != here && mteam[m] == j)
+        add_flow(c, mg[here], mg[m], 0, RF_PHASE_FANOUT, ov, 1.0, hop * chunk_s + k->nvl_lat);
+  }
+}
+
+/* PACK / RING: destination shard b's replicas grouped by NVLink team, a chain of the teams per
+ * source replica segment: the sources put into the segment's first team, which forwards to the
+ * next (PACK: whole slice by one leader, store and forward; RING: each source piece by its own
+ * leader, ring_pieces, pipelined chunks) and fans out over NVLink to its team. */
 static void team_chain(const Call *k, SwCall *c, int b, const RfBox *bD, const int *mg,
                        double shard) {
   const RfProblem *pb = k->pb;
   const int nrD = k->nrD, nrS = k->nrS;
-  /* teams holding replicas of b, in replica order; the leader of a team is one of its
+  /* teams holding replicas of b, in replica order; PACK's leader of a team is one of its
    * replicas of b, rotated by shard and call so that the leaders of different shards spread
-   * over the team's GPUs (NODE_AWARE load balancing, nccl_m2n/src/reshard_loadbalance.cc;
-   * the exact rule was not read: rotation assumed) */
+   * over the team's GPUs (today's PACK load balancing was not read: rotation assumed) */
   g_autofree int *tid = g_new(int, nrD), *lead = g_new(int, nrD), *cnt = g_new0(int, nrD);
   g_autofree int *mteam = g_new(int, nrD);
   int nteams = 0;
@@ -269,29 +312,24 @@ static void team_chain(const Call *k, SwCall *c, int b, const RfBox *bD, const i
     int seg = j * segs / nteams, first = (seg * nteams + segs - 1) / segs;
     int hop = j - first; /* hops along this segment's chain */
     int lg = mg[lead[j]];
+    if (!pack) {
+      ring_pieces(k, c, bD, mg, mteam, cnt, j, seg, hop, chunk_s);
+      continue;
+    }
     if (hop == 0) { /* sources put into the segment's first team */
       for (int a = 0; a < k->nsS; a++) {
         if (!k->hasS[a]) continue;
         double ov = overlap_bytes(&k->bS[a], bD, k->nd, k->es, NULL);
         int sg = pb->gpu[rf_placement_rank(k->S, a, seg % nrS)];
         add_flow(c, sg, lg, 0, RF_PHASE_INJECT, ov, 1.0, 0);
-        if (pack) c->pre_bytes[sg] += ov;
+        c->pre_bytes[sg] += ov;
       }
-    } else { /* forwarded from the previous team's leader */
-      int pg = mg[lead[j - 1]];
-      if (pack)
-        add_flow(c, pg, lg, hop, RF_PHASE_FORWARD, shard, 1.0, 0);
-      else
-        add_flow(c, pg, lg, 0, RF_PHASE_FORWARD, shard, 1.0, hop * chunk_s);
-    }
+    } else /* forwarded from the previous team's leader */
+      add_flow(c, mg[lead[j - 1]], lg, hop, RF_PHASE_FORWARD, shard, 1.0, 0);
     /* NVLink fan-out to the team's other replicas of b */
-    for (int m = 0; m < nrD; m++) {
-      if (m == lead[j] || mteam[m] != j) continue;
-      if (pack)
+    for (int m = 0; m < nrD; m++)
+      if (m != lead[j] && mteam[m] == j)
         add_flow(c, lg, mg[m], hop + 1, RF_PHASE_FANOUT, shard, 1.0, 0);
-      else
-        add_flow(c, lg, mg[m], 0, RF_PHASE_FANOUT, shard, 1.0, hop * chunk_s + k->nvl_lat);
-    }
   }
   if (pack)
     for (int m = 0; m < nrD; m++)

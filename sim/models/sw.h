@@ -52,6 +52,11 @@ void sw_call_clear(SwCall *c);
  * domain (NCCL ncclDevrInitOnce). */
 int sw_lsa_team(const int *gpus, int n, int gpus_per_domain);
 
+/* NCCL Xfer v0.1 RING: the replica (0 .. nlocal-1) of a destination shard on the target domain
+ * that receives source p of the shard's nsrc sources over the network and fans it out there
+ * (nccl_m2n/src/reshard_prepare.cc prepareReshardParams at 4532497). */
+int sw_ring_leader(int p, int nsrc, int nlocal);
+
 /* Pipeline stage (training PP) that holds a part. */
 int sw_part_stage(const RfProblem *pb, uint32_t part);
 
