@@ -84,13 +84,16 @@ static void test_one_message(void) {
   rf_memory_of_plan(plan, &m);
   g_assert_cmpuint(m.staging_bytes, ==, RF_SCHEDULE_DEFAULT_SLOTS * 10000u);
   g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes);
-  /* a schedule of sizes only has no rounds per segment: weights alone */
+  /* a staged schedule of sizes only counts the same: its staging maxima, holding by stage */
   RfSchedule *sz =
       rf_schedule_build(plan, pb->nranks, 4096, 0, 2, RF_SCHEDULE_SIZES_ONLY, NULL, NULL, &e);
   g_assert_no_error(e);
   rf_memory_of_schedule(plan, sz, &m);
-  g_assert_cmpuint(m.extra_bytes, ==, 0);
-  g_assert_cmpuint(m.peak_bytes, ==, 10000);
+  g_assert_cmpuint(m.staging_bytes, ==, 2 * 4096u);
+  g_assert_cmpuint(m.peak_bytes, ==, 10000 + 2 * 4096u);
+  rf_memory_set_banks(&m, 2); /* --double-bank: the weights twice */
+  g_assert_cmpint(m.banks, ==, 2);
+  g_assert_cmpuint(m.peak_bytes, ==, 2 * 10000 + 2 * 4096u);
   rf_schedule_free(sz);
   rf_plan_free(plan);
   rf_problem_free(pb);
