@@ -131,7 +131,8 @@ static gboolean parse_refit(const char *s, double f[RF_STRATEGY_COUNT], GError *
  * its limits refuse, has no time (f < 0). */
 static gboolean predict_refit(const RfArgs *a, const char *calib, RfSoftware sw, RfSwVariant swv,
                               const gboolean want[RF_STRATEGY_COUNT], double f[RF_STRATEGY_COUNT],
-                              uint64_t peak[RF_STRATEGY_COUNT], char **cal_source, GError **error) {
+                              uint64_t peak[2 * RF_STRATEGY_COUNT], char **cal_source,
+                              GError **error) {
   RfProblem *pb = rf_args_problem(a, error);
   if (!pb) return FALSE;
   rf_args_print_node_map(a->json ? stderr : stdout, a, pb);
@@ -152,6 +153,8 @@ static gboolean predict_refit(const RfArgs *a, const char *calib, RfSoftware sw,
     ok = plan && rf_memory_of_run(plan, &mr, &mem, error) && ex->run(ex, plan, &res, error);
     if (ok) f[s] = res.total_s;
     if (ok) peak[s] = mem.peak_bytes;
+    if (ok)
+      peak[RF_STRATEGY_COUNT + s] = mem.weights_bytes; /* the second bank async-overlap needs */
     if (!ok && plan && sw != RF_SOFTWARE_REFIT && error && *error &&
         (*error)->code == RF_ERROR_INPUT) { /* not this software's strategy, or over its limits */
       g_clear_error(error);
@@ -171,7 +174,8 @@ out:
 typedef struct {
   const Workload *w;
   const double *f;
-  const uint64_t *peak; /* per strategy: the fullest inference GPU (0: not predicted) */
+  const uint64_t *peak; /* per strategy: the fullest inference GPU in place (0: not predicted),
+                         * then per strategy its weights (async-overlap adds a second bank) */
   RfStrategy base;
   const char *refit_source;
   int modes[MODE_COUNT], nmodes;
@@ -191,8 +195,10 @@ static void print_table(const Report *r) {
          w->colocated_s);
   for (int s = 0; s < RF_STRATEGY_COUNT; s++)
     if (r->f[s] >= 0 && r->peak[s])
-      printf("# %s: fullest inference GPU %.4g GB (in place; NCCL buffers not counted)\n",
-             rf_strategy_name((RfStrategy)s), r->peak[s] / 1e9);
+      printf("# %s: fullest inference GPU %.4g GB in place, %.4g GB with the second weight bank "
+             "async-overlap needs (NCCL buffers not counted)\n",
+             rf_strategy_name((RfStrategy)s), r->peak[s] / 1e9,
+             (r->peak[s] + r->peak[RF_STRATEGY_COUNT + s]) / 1e9);
   printf("%-14s %-17s %10s %10s %8s %9s %9s\n", "mode", "strategy", "refit", "step", "share",
          "speedup", "ceiling");
   printf("%-14s %-17s %10s %10s %8s %9s %9s\n", "", "", "(s)", "(s)", "(%)", "(x)", "(x)");
@@ -247,8 +253,10 @@ static void print_json(const Report *r) {
       rf_json_num(b, "refit_s", f);
       rf_json_num(b, "step_s", st);
       rf_json_num(b, "refit_share", st > 0 ? f / st : 0);
-      if (m != MODE_COLOCATED && r->peak[s]) /* the memory model, in place (refit run's default) */
-        rf_json_int(b, "infer_peak_bytes", (gint64)r->peak[s]);
+      if (m != MODE_COLOCATED && r->peak[s]) /* the memory model: in place, or two banks */
+        rf_json_int(
+            b, "infer_peak_bytes",
+            (gint64)(r->peak[s] + (m == MODE_OVERLAP ? r->peak[RF_STRATEGY_COUNT + s] : 0)));
       rf_json_num(b, "speedup", m == MODE_COLOCATED ? 1.0 : st > 0 ? sb / st : 1);
       json_builder_set_member_name(b, "amdahl_ceiling"); /* null: a step that is all refit */
       if (m == MODE_COLOCATED || s0 > 0)
@@ -356,7 +364,7 @@ int rf_cmd_step(int argc, char **argv) {
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
   double f[RF_STRATEGY_COUNT];
-  uint64_t peak[RF_STRATEGY_COUNT] = {0};
+  uint64_t peak[2 * RF_STRATEGY_COUNT] = {0};
   char *refit_source = NULL;
   Report r = {0};
   for (int s = 0; s < RF_STRATEGY_COUNT; s++)
