@@ -208,7 +208,6 @@ EOF2
   kill_case inject --infer TP2xDP2 -D 2 --strategy m2n
   kill_case forward --infer TP2xDP2 -D 2 --strategy m2n
   kill_case fanout --infer TP4 --strategy m2n
-  kill_case broadcast --double-bank --infer TP4 --strategy gather-broadcast
   kill_case forward --double-bank --infer TP2xDP2 -D 2 --strategy m2n
   ;;
 advise)
