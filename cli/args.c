@@ -390,6 +390,9 @@ void rf_plan_args_entries(RfPlanArgs *p, GOptionEntry *entries) {
       {"strict", 0, 0, G_OPTION_ARG_NONE, &p->strict,
        "Refuse (exit 2) when inference weights + refit memory exceed the topology's GPU memory",
        NULL},
+      {"double-bank", 0, 0, G_OPTION_ARG_NONE, &p->double_bank,
+       "Count the memory of refit run --double-bank (a second weight bank; default: in place)",
+       NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   memcpy(entries, e, sizeof e);
 }

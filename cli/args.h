@@ -64,13 +64,14 @@ int rf_args_strategies(const RfArgs *args, RfStrategy out[RF_STRATEGY_COUNT], GE
 
 /* Options of the commands that build plans (`refit plan`, `refit sim`): dump, verify, rings. */
 typedef struct {
-  char *dump;         /* --dump FILE */
-  gboolean verify;    /* --verify */
-  int bcast_channels; /* --bcast-channels N (0: the topology's) */
-  gboolean strict;    /* --strict: refuse a plan whose inference GPUs run out of memory */
+  char *dump;           /* --dump FILE */
+  gboolean verify;      /* --verify */
+  int bcast_channels;   /* --bcast-channels N (0: the topology's) */
+  gboolean strict;      /* --strict: refuse a plan whose inference GPUs run out of memory */
+  gboolean double_bank; /* --double-bank: count refit run --double-bank's second weight bank */
 } RfPlanArgs;
 
-#define RF_PLAN_ARGS_NENTRIES 5 /* with the terminator */
+#define RF_PLAN_ARGS_NENTRIES 6 /* with the terminator */
 /* Fill entries[RF_PLAN_ARGS_NENTRIES] (terminated) for g_option_context_add_main_entries. */
 void rf_plan_args_entries(RfPlanArgs *p, GOptionEntry *entries);
 void rf_plan_args_clear(RfPlanArgs *p);

@@ -57,10 +57,11 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   }
   rf_json_num(b, "physical_bound_s", s->domain_bound_s);
   rf_json_int(b, "infer_weights_bytes", (gint64)r->mem.weights_bytes);
+  rf_json_int(b, "weight_banks", r->mem.banks);
   rf_json_int(b, "refit_extra_bytes", (gint64)r->mem.extra_bytes);
   rf_json_int(b, "infer_peak_bytes", (gint64)r->mem.peak_bytes);
   rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(&r->mem));
-  rf_json_str(b, "memory_from", r->scheduled ? "schedule" : "plan");
+  rf_json_str(b, "memory_from", rf_memory_from_key(&r->mem));
   json_builder_set_member_name(b, "phases");
   json_builder_begin_array(b);
   for (int ph = 0; ph < RF_PHASE_COUNT; ph++) {
@@ -124,8 +125,9 @@ int rf_cmd_plan(int argc, char **argv) {
       {"schedule", 0, 0, G_OPTION_ARG_NONE, &schedule,
        "Also build the schedule refit run executes (default staging, lanes and operation bound) "
        "and print its groups, segments and lockstep time: the sum over groups of the slowest "
-       "rank's bytes at line rate (a statistic of the schedule, not a prediction); the memory "
-       "line then counts the holding store and staging refit run's schedule needs, by round",
+       "rank's bytes at line rate (a statistic of the schedule, not a prediction). The memory "
+       "line counts refit run's schedule either way; without --schedule, plans above 2 million "
+       "segments count the plan's stages instead (and say so)",
        NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_add_main_entries(ctx, more, NULL);
@@ -152,7 +154,14 @@ int rf_cmd_plan(int argc, char **argv) {
     rows[i].strategy = st[i];
     rows[i].stats = plan->stats;
     rows[i].scheduled = FALSE;
-    rf_memory_of_plan(plan, &rows[i].mem);
+    RfMemoryRun run;
+    rf_memory_run_init(&run);
+    run.banks = pa.double_bank ? 2 : 1;
+    if (!schedule && !rf_memory_of_run(plan, &run, &rows[i].mem, &e)) {
+      rf_plan_free(plan);
+      g_prefix_error(&e, "%s: ", rf_strategy_name(st[i]));
+      goto out;
+    }
     if (schedule) {
       const gboolean pipe = rf_schedule_pipelines(plan);
       RfSchedule *sg = rf_schedule_build(plan, pb->nranks, RF_SCHEDULE_DEFAULT_STAGING_BYTES,
@@ -169,7 +178,8 @@ int rf_cmd_plan(int argc, char **argv) {
       rows[i].segments = sg->nsegs;
       rows[i].max_ops = sg->max_ops;
       rows[i].lockstep_s = rf_schedule_lockstep_s(sg, plan);
-      rf_memory_of_schedule(plan, sg, &rows[i].mem); /* what refit run would hold, by round */
+      rf_memory_of_schedule(plan, sg, &rows[i].mem); /* the same count, of this schedule */
+      rf_memory_set_banks(&rows[i].mem, run.banks);
       rf_schedule_free(sg);
     }
     rf_plan_free(plan);
@@ -185,8 +195,7 @@ int rf_cmd_plan(int argc, char **argv) {
   } else {
     for (int i = 0; i < nst; i++) {
       char *m = rf_memory_format(&rows[i].mem);
-      printf("# %s %s%s%s\n", rf_strategy_name(st[i]), m,
-             rows[i].scheduled ? " (refit run's schedule)" : "",
+      printf("# %s %s (%s)%s\n", rf_strategy_name(st[i]), m, rf_memory_from_name(&rows[i].mem),
              rf_memory_exceeds(&rows[i].mem) ? "  EXCEEDS GPU MEMORY" : "");
       g_free(m);
     }

@@ -52,14 +52,18 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
     g_strlcpy(ops, "from the topology", sizeof ops);
   else
     g_snprintf(ops, sizeof ops, "%d", o->max_ops);
+  printf("# weights %s\n",
+         o->double_bank ? "double bank (--double-bank): the refit writes a second bank, swapped in "
+                          "once every rank verified it; generation goes on from the first"
+                        : "in place: generation is paused, the refit writes the served buffers; a "
+                          "failed refit leaves them stale (not served) and is retried from the "
+                          "training shards");
   printf("# staging %" G_GUINT64_FORMAT " B per rank, direction and lane, %d lane%s (groups in "
          "flight), max ops per group %s",
          o->staging_bytes, o->slots, o->slots == 1 ? "" : "s", ops);
   if (o->plan_only) {
-    printf("\n# --memory: sizes only, no data moved\n");
-    if (!strcmp(o->backend, "cuda"))
-      printf("# not counted: NCCL's own buffers (communicator, channels, proxy), the CUDA "
-             "context, the copy lists\n");
+    printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; not counted: NCCL's own "
+           "buffers (communicator, channels, proxy), the CUDA context, the copy lists\n");
     return;
   }
   printf(", warm-up %d, iterations %d, timeout %.1f s\n", o->warmup, o->iters, o->timeout_s);
@@ -67,8 +71,8 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
          "# window runs from the end of the plan stage before its first to the end of its last\n");
 }
 
-static double gib(uint64_t b) {
-  return b / (double)(1ull << 30);
+static double gb(uint64_t b) {
+  return b / 1e9;
 }
 
 static void print_row(const Row *r, gboolean memory) {
@@ -78,15 +82,25 @@ static void print_row(const Row *r, gboolean memory) {
     return;
   }
   if (memory) {
-    printf(
-        "   largest rank: %.3f GiB = source %.3f + destination 2 x %.3f + holding %.3f + staging "
-        "%.3f (maxima over ranks, each)\n",
-        gib(r->spread.rank_bytes), gib(r->spread.src_bytes), gib(r->spread.dst_bytes),
-        gib(r->spread.hold_bytes), gib(r->spread.staging_bytes));
+    const RfMemory *m = &r->spread.memory;
+    g_autofree char *line = rf_memory_format(m);
+    const char *banks = r->spread.banks == 2 ? "2 x " : "";
+    /* the memory model's count, as refit plan / sim / advise / step print it */
+    printf("   %s (%s)%s\n", line, rf_memory_from_name(m),
+           rf_memory_exceeds(m) ? "  EXCEEDS GPU MEMORY" : "");
+    printf("   allocated: fullest inference rank %.3f GB (%+.2f%% of the count above: the holding "
+           "store's first-fit alignment and fragmentation)\n",
+           gb(r->spread.infer_alloc_bytes),
+           m->peak_bytes ? 100.0 * ((double)r->spread.infer_alloc_bytes / m->peak_bytes - 1) : 0);
+    printf("   largest rank: %.3f GB = source %.3f + destination %s%.3f + holding %.3f + staging "
+           "%.3f (maxima over ranks, each)\n",
+           gb(r->spread.rank_bytes), gb(r->spread.src_bytes), banks, gb(r->spread.dst_bytes),
+           gb(r->spread.hold_bytes), gb(r->spread.staging_bytes));
     if (r->spread.process_ranks > 1) /* --local: every rank on one GPU (or in one host) */
-      printf("   process total: %.3f GiB = source + destination 2 x + holding + staging, summed "
+      printf("   process total: %.3f GB = source + destination%s + holding + staging, summed "
              "over the %d ranks of this process\n",
-             gib(r->spread.process_bytes), r->spread.process_ranks);
+             gb(r->spread.process_bytes), r->spread.banks == 2 ? " 2 x" : "",
+             r->spread.process_ranks);
     printf("#  %" G_GUINT64_FORMAT " groups, %" G_GUINT64_FORMAT " transfers, %" G_GUINT64_FORMAT
            " B to deliver\n",
            r->spread.rounds, r->nxfers, r->plan.payload_bytes);
@@ -113,8 +127,11 @@ static void print_row(const Row *r, gboolean memory) {
   if (r->spread.wrong_old)
     printf("#  %" G_GUINT64_FORMAT " elements of the previous weights changed during the refit\n",
            r->spread.wrong_old);
-  if (r->res.wrong_elements)
+  if (r->res.wrong_elements && r->spread.banks == 2)
     printf("#  verification failed: the previous weights stay in place (no swap)\n");
+  else if (r->res.wrong_elements)
+    printf("#  verification failed: in place, the weights are stale and not served (generation "
+           "stays paused); the refit is retried from the training shards\n");
 }
 
 static void print_csv(const Row *rows, int n) {
@@ -163,6 +180,15 @@ static void json_row(JsonBuilder *b, int idx, const void *rows) {
   rf_json_int(b, "source_bytes", (gint64)r->spread.src_bytes);
   rf_json_int(b, "destination_bytes", (gint64)r->spread.dst_bytes);
   rf_json_int(b, "rank_bytes", (gint64)r->spread.rank_bytes);
+  /* the memory model's count (plan, sim, advise and step write the same names) */
+  rf_json_int(b, "infer_weights_bytes", (gint64)r->spread.memory.weights_bytes);
+  rf_json_int(b, "weight_banks", r->spread.banks);
+  rf_json_int(b, "refit_extra_bytes", (gint64)r->spread.memory.extra_bytes);
+  rf_json_int(b, "infer_peak_bytes", (gint64)r->spread.memory.peak_bytes);
+  rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(&r->spread.memory));
+  rf_json_str(b, "memory_from", rf_memory_from_key(&r->spread.memory));
+  rf_json_int(b, "infer_allocated_bytes", (gint64)r->spread.infer_alloc_bytes);
+  rf_json_bool(b, "serving", r->spread.serving);
   rf_json_int(b, "wrong_elements", (gint64)r->res.wrong_elements);
   rf_json_int(b, "wrong_previous_elements", (gint64)r->spread.wrong_old);
   json_builder_set_member_name(b, "stages");
@@ -396,6 +422,11 @@ int rf_cmd_run(int argc, char **argv) {
        "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
        "unpacking overlap the transfers (default 2; 1: one group at a time)",
        "N"},
+      {"double-bank", 0, 0, G_OPTION_ARG_NONE, &o->double_bank,
+       "Destinations twice: the refit writes a second weight bank, swapped in once every rank "
+       "verified it (generation may go on meanwhile). Default: in place, one bank written while "
+       "generation is paused",
+       NULL},
       {"staged", 0, 0, G_OPTION_ARG_NONE, &o->staged,
        "m2n: run the plan's stages one after another (store and forward) instead of pipelining "
        "a forwarded part as soon as it arrived",
@@ -404,7 +435,10 @@ int rf_cmd_run(int argc, char **argv) {
        "Seconds without progress before a stage counts as failed (default 60)", "S"},
       {"csv", 0, 0, G_OPTION_ARG_NONE, &c.csv, "Print CSV rows instead of a table", NULL},
       {"memory", 0, 0, G_OPTION_ARG_NONE, &o->plan_only,
-       "Only the memory the largest rank needs (no buffers, no MPI, no data moved)", NULL},
+       "Only the memory of the fullest inference GPU (the memory model refit plan prints, and "
+       "what the executor would allocate) and of the largest rank (no buffers, no MPI, no data "
+       "moved)",
+       NULL},
       {"test-fail", 0, 0, G_OPTION_ARG_STRING, &c.fail,
        "Test hook: RANK stops responding at STAGE (an index or a kind: export, broadcast, "
        "inject, forward, fanout, p2p) of the first refit; with :kill it dies by SIGKILL in the "

@@ -116,7 +116,7 @@ static void print_row(FILE *f, const Row *r) {
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
   fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
   char *mem = rf_memory_format(&r->mem);
-  fprintf(f, "#  %s%s%s\n", mem, r->stats.have_exec_mem ? " (refit run's schedule)" : "",
+  fprintf(f, "#  %s (%s)%s\n", mem, rf_memory_from_name(&r->mem),
           rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
   g_free(mem);
 }
@@ -124,6 +124,7 @@ static void print_row(FILE *f, const Row *r) {
 /* Members of one plan's inference memory (sim and plan write the same names). */
 static void json_memory(JsonBuilder *b, const RfMemory *m) {
   rf_json_int(b, "infer_weights_bytes", (gint64)m->weights_bytes);
+  rf_json_int(b, "weight_banks", m->banks);
   rf_json_int(b, "refit_extra_bytes", (gint64)m->extra_bytes);
   rf_json_int(b, "infer_peak_bytes", (gint64)m->peak_bytes);
   rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(m));
@@ -184,7 +185,7 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   rf_json_num(b, "export_latency_s", r->stats.export_latency_s);
   rf_json_num(b, "export_pace_s", r->stats.export_pace_s);
   json_memory(b, &r->mem);
-  rf_json_str(b, "memory_from", r->stats.have_exec_mem ? "schedule" : "plan");
+  rf_json_str(b, "memory_from", rf_memory_from_key(&r->mem));
   if (r->lost) json_recovery(b, r);
   json_builder_set_member_name(b, "stages");
   json_builder_begin_array(b);
@@ -323,8 +324,13 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     RfPlan *plan = rf_plan_args_build(pa, pb, strategies[i], ns > 1, &r->error);
     if (plan) {
       r->plan = plan->stats;
-      /* refit run's memory at the executor's staging bound and lanes (--staging-mib, --slots) */
-      rf_memory_of_plan_staging(plan, (uint64_t)cal->exec_staging_bytes, cal->exec_slots, &r->mem);
+    }
+    /* the memory model (model/plan/memory.h) of the software as the calibration runs it */
+    RfMemoryRun mr;
+    rf_calibration_memory_run(cal, pa->double_bank ? 2 : 1, &mr);
+    if (plan && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
+      rf_plan_free(plan);
+      plan = NULL;
     }
     if (plan && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
       rf_plan_free(plan);
@@ -335,8 +341,11 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
       if (ex->run(ex, plan, &r->res, &r->error)) {
         r->ok = TRUE;
         copy_stats(&r->stats, rf_sim_executor_stats(ex));
-        /* the executor model built refit run's schedule: its memory, by round */
-        if (r->stats.have_exec_mem) r->mem = r->stats.exec_mem;
+        /* the executor model built refit run's schedule: the same count, of that schedule */
+        if (r->stats.have_exec_mem && !mr.bucket_bytes) {
+          r->mem = r->stats.exec_mem;
+          rf_memory_set_banks(&r->mem, mr.banks);
+        }
       }
       rf_plan_free(plan);
     }

@@ -107,14 +107,16 @@ typedef struct {
   RfSoftware sw;
   RfSwVariant var;
   RfStrategy st;
-  double f;       /* refit seconds */
-  char label[48]; /* "nemo-rl:gather-broadcast" for a published software, "m2n" for refit's */
-  char model[48]; /* rf_predict_model_key, "given" or "measured" */
+  double f;         /* refit seconds */
+  char label[48];   /* "nemo-rl:gather-broadcast" for a published software, "m2n" for refit's */
+  char model[48];   /* rf_predict_model_key, "given" or "measured" */
+  uint64_t peak;    /* the fullest inference GPU in place (memory model), 0: not predicted */
+  uint64_t weights; /* its weights: the second bank async-overlap needs */
 } Row;
 
 static void row_add(GArray *rows, RfSoftware sw, RfSwVariant var, RfStrategy st, double f,
                     const char *model) {
-  Row r = {sw, var, st, f, "", ""};
+  Row r = {sw, var, st, f, "", "", 0, 0};
   if (sw == RF_SOFTWARE_REFIT)
     g_strlcpy(r.label, rf_strategy_name(st), sizeof r.label);
   else
@@ -179,8 +181,16 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
     if (!want[s] || !software_runs(sw, (RfStrategy)s)) continue;
     RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, error);
     RfResult res = {0};
-    ok = plan && ex->run(ex, plan, &res, error);
-    if (ok) row_add(rows, sw, swv, (RfStrategy)s, res.total_s, key);
+    RfMemoryRun mr; /* the memory model (model/plan/memory.h), as the software runs the plan */
+    RfMemory mem;
+    rf_calibration_memory_run(&so.calib, 1, &mr);
+    ok = plan && rf_memory_of_run(plan, &mr, &mem, error) && ex->run(ex, plan, &res, error);
+    if (ok) {
+      row_add(rows, sw, swv, (RfStrategy)s, res.total_s, key);
+      Row *x = &g_array_index(rows, Row, rows->len - 1);
+      x->peak = mem.peak_bytes;
+      x->weights = mem.weights_bytes;
+    }
     if (!ok && plan && sw != RF_SOFTWARE_REFIT && error && *error &&
         (*error)->code == RF_ERROR_INPUT) { /* over the published software's limits */
       if (!quiet)
@@ -234,6 +244,11 @@ static void print_table(const Report *r) {
          "FFN and expert projections, gather + broadcast for the rest. Rows SOFTWARE:STRATEGY are "
          "a model of that software's code, the others refit's\n");
   print_models(r);
+  for (int i = 0; i < r->nrows; i++)
+    if (r->rows[i].peak)
+      printf("# %s: fullest inference GPU %.4g GB in place, %.4g GB with the second weight bank "
+             "async-overlap needs (NCCL buffers not counted)\n",
+             r->rows[i].label, r->rows[i].peak / 1e9, (r->rows[i].peak + r->rows[i].weights) / 1e9);
   printf("# step: sync R+T+O+F; async max(R,T+O)+F; async-overlap max(R,T+O+F); colocated "
          "R+T+O+Fc (Fc = %.4g s, --colocated-refit-s)\n",
          w->colocated_s);
@@ -276,6 +291,8 @@ static void json_row(JsonBuilder *b, const Report *r, Mode m, const Row *x) {
   rf_json_num(b, "refit_s", f);
   rf_json_num(b, "step_s", st);
   rf_json_num(b, "refit_share", st > 0 ? f / st : 0);
+  if (m != MODE_COLOCATED && x->peak) /* the memory model: in place, or two banks */
+    rf_json_int(b, "infer_peak_bytes", (gint64)(x->peak + (m == MODE_OVERLAP ? x->weights : 0)));
   rf_json_num(b, "speedup", m == MODE_COLOCATED ? 1.0 : st > 0 ? sb / st : 1);
   json_builder_set_member_name(b, "amdahl_ceiling"); /* null: a step that is all refit */
   if (m == MODE_COLOCATED || s0 > 0)

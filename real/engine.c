@@ -1,7 +1,7 @@
 /* The real executor's engine, shared by every backend.
  *
- * prepare(): allocate every local rank's shards (sources once, destinations twice: the double
- * buffer) and the run lists that fill and verify them.
+ * prepare(): allocate every local rank's shards (sources once, destinations once: in place, the
+ * default; twice with double_bank) and the run lists that fill and verify them.
  * run(): turn the plan into per-rank rounds, then execute warm-up + timed refits.
  *
  * A round is one group of send / receive operations; rounds never span stages, and inside a stage
@@ -185,8 +185,8 @@ static void shard_bytes(RealState *st, LRank *l) {
         (uint64_t)rf_side_buffer_elems(&pb->dst, k, l->rank) * buf_esize(pb, &pb->dst, k);
 }
 
-/* A local rank's shards (destinations twice: the double buffer) and its fill / verify lists, in
- * backend memory; nothing but the pointer tables with plan_only. */
+/* A local rank's shards (destinations once per bank) and its fill / verify lists, in backend
+ * memory; nothing but the pointer tables with plan_only. */
 static gboolean prepare_rank(RealState *st, LRank *l, GError **error) {
   const RfProblem *pb = st->pb;
   RfRealStatus s;
@@ -204,7 +204,7 @@ static gboolean prepare_rank(RealState *st, LRank *l, GError **error) {
                                 buf_esize(pb, &pb->src, k),
                             &l->src_buf[k]),
              "source buffer");
-  for (int bank = 0; bank < 2; bank++)
+  for (int bank = 0; bank < st->nbanks; bank++)
     for (int k = 0; k < st->nd; k++)
       DEVCHECK(st,
                st->ops->alloc(st->dev,
@@ -239,17 +239,18 @@ uint64_t rf_real_host_available_bytes(void) {
   return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
 }
 
-gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes,
+gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes, int banks,
                                    uint64_t available_bytes, GError **error) {
-  /* sources once, destinations twice (the double buffer); saturating */
-  uint64_t need = src_bytes, d2 = dst_bytes > UINT64_MAX / 2 ? UINT64_MAX : 2 * dst_bytes;
+  /* sources once, destinations once per bank; saturating */
+  uint64_t need = src_bytes,
+           d2 = banks == 2 ? (dst_bytes > UINT64_MAX / 2 ? UINT64_MAX : 2 * dst_bytes) : dst_bytes;
   need = need > UINT64_MAX - d2 ? UINT64_MAX : need + d2;
   if (need <= available_bytes) return TRUE;
   g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
-              "rank %d: the shards need %.3f GiB of host memory (source %.3f + destination 2 x "
-              "%.3f GiB; `refit run --memory` adds holding and staging), %.3f GiB is available",
-              rank, need / 1073741824.0, src_bytes / 1073741824.0, dst_bytes / 1073741824.0,
-              available_bytes / 1073741824.0);
+              "rank %d: the shards need %.3f GB of host memory (source %.3f + destination %s%.3f "
+              "GB; `refit run --memory` adds holding and staging), %.3f GB is available",
+              rank, need / 1e9, src_bytes / 1e9, banks == 2 ? "2 x " : "", dst_bytes / 1e9,
+              available_bytes / 1e9);
   return FALSE;
 }
 
@@ -257,9 +258,9 @@ gboolean rf_real_check_device_memory(int nranks, const char *what, uint64_t need
                                      uint64_t free_bytes, GError **error) {
   if (need_bytes <= free_bytes) return TRUE;
   g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
-              "--local: the %s of the %d ranks need %.3f GiB of device memory, the GPU has %.3f "
-              "GiB free (`refit run --memory --local` prints the process total)",
-              what, nranks, need_bytes / 1073741824.0, free_bytes / 1073741824.0);
+              "--local: the %s of the %d ranks need %.3f GB of device memory, the GPU has %.3f "
+              "GB free (`refit run --memory --local` prints the process total)",
+              what, nranks, need_bytes / 1e9, free_bytes / 1e9);
   return FALSE;
 }
 
@@ -296,6 +297,7 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
   st->sp_rstage = st->sp_hold + 2;
   st->nsp = st->sp_hold + 3;
   st->nlr = st->opt.local ? pb->nranks : 1;
+  st->nbanks = st->opt.double_bank ? 2 : 1;
   st->lr = g_new0(LRank, st->nlr);
   st->lr_of_rank = g_new(int, pb->nranks);
   for (int r = 0; r < pb->nranks; r++)
@@ -312,11 +314,13 @@ static gboolean real_prepare(RfExecutor *ex, const RfProblem *pb, GError **error
   }
   GError *precheck = NULL;
   if (!st->opt.plan_only && st->ops == &rf_dev_host)
-    rf_real_check_host_memory(st->me, src_bytes, dst_bytes, rf_real_host_available_bytes(),
-                              &precheck);
+    rf_real_check_host_memory(st->me, src_bytes, dst_bytes, st->nbanks,
+                              rf_real_host_available_bytes(), &precheck);
   if (!open_device(st, precheck, error)) return FALSE;
-  if (!check_local_device(st, "shards (source + 2 x destination)", src_bytes + 2 * dst_bytes,
-                          error))
+  if (!check_local_device(st,
+                          st->nbanks == 2 ? "shards (source + 2 x destination)"
+                                          : "shards (source + destination)",
+                          src_bytes + (uint64_t)st->nbanks * dst_bytes, error))
     return FALSE;
   for (int i = 0; i < st->nlr; i++)
     if (!prepare_rank(st, &st->lr[i], error)) return FALSE;
@@ -354,6 +358,11 @@ static RfRealStatus local_round_copies(RealState *st, int g) {
   return s;
 }
 
+/* The bank a refit writes: the other one (double bank), or the one in service (in place). */
+static int write_bank(const RealState *st) {
+  return st->nbanks == 2 ? 1 - st->bank : st->bank;
+}
+
 /* Issue one operation of local rank l's program (MPI mode, or local mode once it may run). last:
  * the last refit of the run (its trace is kept, the --test-drop hook applies to it). */
 static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gboolean last,
@@ -376,7 +385,7 @@ static RfRealStatus issue_op(RealState *st, LRank *l, const RfSchedOp *op, gbool
   case RF_SOP_UNPACK: {
     gboolean d = last && r->unpack_drop_dev;
     uint64_t n = d ? r->nunpack_drop : r->nunpack;
-    return n ? st->ops->copy(st->dev, l->bases_dev[1 - st->bank],
+    return n ? st->ops->copy(st->dev, l->bases_dev[write_bank(st)],
                              d ? r->unpack_drop_dev : r->unpack_dev, n,
                              d ? r->nunpack_drop_small : r->nunpack_small)
              : RF_REAL_OK;
@@ -517,15 +526,23 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
     LRank *l = &st->lr[i];
     rf_real_progress(st, plan, "ranks built", (uint64_t)i, (uint64_t)st->nlr, t0, &shown);
     if (!rf_real_build_rank(st, plan, sg, l, error)) return FALSE;
+    const uint64_t banks_bytes = (uint64_t)st->nbanks * l->dst_bytes;
     plan_bytes += l->hold_bytes + l->sstage_bytes + l->rstage_bytes;
-    sp->process_bytes += l->src_bytes + 2 * l->dst_bytes;
+    sp->process_bytes += l->src_bytes + banks_bytes;
     sp->hold_bytes = MAX(sp->hold_bytes, l->hold_bytes);
     sp->staging_bytes = MAX(sp->staging_bytes, l->sstage_bytes + l->rstage_bytes);
     sp->src_bytes = MAX(sp->src_bytes, l->src_bytes);
     sp->dst_bytes = MAX(sp->dst_bytes, l->dst_bytes);
-    sp->rank_bytes = MAX(sp->rank_bytes, l->src_bytes + 2 * l->dst_bytes + l->hold_bytes +
+    sp->rank_bytes = MAX(sp->rank_bytes, l->src_bytes + banks_bytes + l->hold_bytes +
                                              l->sstage_bytes + l->rstage_bytes);
+    if (rf_side_index(&st->pb->dst, l->rank) >= 0) /* an inference GPU, as the model counts it */
+      sp->infer_alloc_bytes = MAX(sp->infer_alloc_bytes,
+                                  banks_bytes + l->hold_bytes + l->sstage_bytes + l->rstage_bytes);
   }
+  /* the memory model (model/plan/memory.h) of this very schedule: what --memory reports */
+  rf_memory_of_schedule(plan, sg, &sp->memory);
+  rf_memory_set_banks(&sp->memory, st->nbanks);
+  sp->banks = st->nbanks;
   sp->process_bytes += plan_bytes;
   sp->process_ranks = st->nlr;
   if (!check_local_device(st, "holding stores and staging", plan_bytes, error)) return FALSE;
@@ -545,9 +562,9 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
 /* The largest rank of the world (exact: sizes are far below 2^53). */
 static gboolean world_sizes(RealState *st, GError **error) {
   RfRealSpread *sp = &st->spread;
-  double v[5] = {(double)sp->hold_bytes, (double)sp->staging_bytes, (double)sp->src_bytes,
-                 (double)sp->dst_bytes, (double)sp->rank_bytes};
-  if (!st->opt.local && rf_boot_max_double(v, 5, st->opt.timeout_s) != RF_REAL_OK) {
+  double v[6] = {(double)sp->hold_bytes, (double)sp->staging_bytes, (double)sp->src_bytes,
+                 (double)sp->dst_bytes,  (double)sp->rank_bytes,    (double)sp->infer_alloc_bytes};
+  if (!st->opt.local && rf_boot_max_double(v, 6, st->opt.timeout_s) != RF_REAL_OK) {
     rf_real_set_err(error, RF_ERROR_PEER,
                     "rank %d: exchanging buffer sizes failed (a peer stopped)", st->me);
     return FALSE;
@@ -557,6 +574,7 @@ static gboolean world_sizes(RealState *st, GError **error) {
   sp->src_bytes = (uint64_t)v[2];
   sp->dst_bytes = (uint64_t)v[3];
   sp->rank_bytes = (uint64_t)v[4];
+  sp->infer_alloc_bytes = (uint64_t)v[5];
   return TRUE;
 }
 
@@ -653,6 +671,13 @@ static gboolean one_refit(RealState *st, const RfPlan *plan, uint64_t step, gboo
                     st->me, step, rf_real_status_string(s));
     return FALSE;
   }
+  /* In place: from here the refit writes the served buffers (generation is paused): the bank is
+   * stale, not to be served, until this step is verified. */
+  if (st->nbanks == 1) {
+    st->have_prev = FALSE;
+    st->stale = TRUE;
+    st->writing_step = step;
+  }
   /* every rank's program, stage by stage (a rank's program drains each stage before the next) */
   g_autofree int *pc = g_new0(int, st->nlr);
   g_autofree int *posted = st->opt.local ? g_new0(int, MAX(1, st->nrounds)) : NULL;
@@ -712,22 +737,24 @@ static gboolean one_refit(RealState *st, const RfPlan *plan, uint64_t step, gboo
   return TRUE;
 }
 
-/* 3. Count wrong elements of the new bank (step) and of the bank in service (the previous
- * step), summed over the world into w[0], w[1]. */
+/* 3. Count wrong elements of the bank just written (step) and, double bank, of the bank in
+ * service (the previous step), summed over the world into w[0], w[1] (in place: w[1] = 0, the
+ * one bank is the one written). */
 static gboolean verify_banks(RealState *st, uint64_t step, uint64_t w[2], GError **error) {
   w[0] = w[1] = 0;
+  const int nb = write_bank(st);
   for (int i = 0; i < st->nlr; i++) {
     LRank *l = &st->lr[i];
     uint64_t n = 0;
     if (st->pb->quant) {
-      w[0] += rf_real_quant_verify(st->pb, l->rank, l->dst_buf[1 - st->bank], step);
+      w[0] += rf_real_quant_verify(st->pb, l->rank, l->dst_buf[nb], step);
       if (st->have_prev)
         w[1] += rf_real_quant_verify(st->pb, l->rank, l->dst_buf[st->bank], st->prev_step);
     }
     if (!l->nverify) continue;
     DEVCHECK(st,
-             st->ops->verify(st->dev, l->bases_dev[1 - st->bank], l->verify_dev, l->nverify,
-                             l->boxes_dev, step, &n),
+             st->ops->verify(st->dev, l->bases_dev[nb], l->verify_dev, l->nverify, l->boxes_dev,
+                             step, &n),
              "verify");
     w[0] += n;
     if (st->have_prev) {
@@ -743,10 +770,49 @@ fail:
   return FALSE;
 }
 
+/* In place, after a failed refit: what this rank leaves (checked locally, nothing collective),
+ * at the end of the error's message: its weights are stale (written part-way, not served: the
+ * generation stays paused) and its training shards still hold the step, checked against the
+ * pattern, so that the refit can be retried from them. */
+static void note_in_place(RealState *st, GError **error) {
+  GString *m = g_string_new((*error)->message);
+  uint64_t wrong = 0, n = 0;
+  gboolean infer = FALSE, train = FALSE, checked = !st->pb->quant;
+  for (int i = 0; i < st->nlr; i++) {
+    LRank *l = &st->lr[i];
+    infer |= l->nverify > 0;
+    train |= l->nfill > 0;
+    if (l->nfill && checked) /* the fill runs describe the source shards */
+      checked = st->ops->verify(st->dev, l->bases_dev[0], l->fill_dev, l->nfill, l->boxes_dev,
+                                st->writing_step, &n) == RF_REAL_OK;
+    wrong += n;
+  }
+  if (infer)
+    g_string_append_printf(m,
+                           "; weights: in place, step %" G_GUINT64_FORMAT
+                           " incomplete: marked stale, not served (generation stays paused)",
+                           st->writing_step);
+  if (train && checked)
+    g_string_append_printf(m,
+                           "; training shards: step %" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+                           " wrong elements (the refit is retried from them)",
+                           st->writing_step, wrong);
+  else if (train)
+    g_string_append(m, "; training shards: could not be checked");
+  g_free((*error)->message);
+  (*error)->message = g_string_free(m, FALSE);
+}
+
 /* After a failed refit: say whether this rank's bank in service still holds the previous step
- * (checked locally, nothing collective), at the end of the error's message. */
+ * (double bank) or what in place leaves (note_in_place), checked locally, nothing collective, at
+ * the end of the error's message. */
 static void note_bank_in_service(RealState *st, GError **error) {
-  if (!error || !*error || !st->have_prev) return;
+  if (!error || !*error) return;
+  if (st->nbanks == 1 && st->stale) {
+    note_in_place(st, error);
+    return;
+  }
+  if (!st->have_prev) return;
   uint64_t wrong = 0, n = 0;
   gboolean checked = TRUE;
   for (int i = 0; i < st->nlr && checked; i++) {
@@ -857,11 +923,15 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
     if (it >= st->opt.warmup) memcpy(ends + (size_t)timed++ * nst, since + 1, sizeof(double) * nst);
     st->spread.wrong_new = w[0];
     st->spread.wrong_old = w[1];
-    if (w[0] || w[1]) break; /* the previous weights stay the served ones */
-    st->bank = 1 - st->bank;
+    /* double bank: the previous weights stay the served ones; in place: the bank stays stale */
+    if (w[0] || w[1]) break;
+    st->bank = write_bank(st);
     st->prev_step = step;
     st->have_prev = TRUE;
+    st->stale = FALSE;
   }
+  st->spread.serving = st->have_prev;
+  st->spread.served_step = st->prev_step;
   out->wrong_elements = st->spread.wrong_new + st->spread.wrong_old;
   st->spread.iters = timed;
   if (timed > 0 && nst > 0) summarize(st, plan, ends, timed, out);
@@ -890,7 +960,7 @@ static void real_destroy(RfExecutor *ex) {
       if (!l->src_buf) continue; /* prepare stopped before this rank */
       for (int k = 0; k < st->ns; k++)
         st->ops->release(st->dev, l->src_buf[k]);
-      for (int b = 0; b < 2; b++)
+      for (int b = 0; b < st->nbanks; b++)
         for (int k = 0; k < st->nd; k++)
           st->ops->release(st->dev, l->dst_buf[b][k]);
       st->ops->release(st->dev, l->boxes_dev);

@@ -50,14 +50,14 @@ typedef struct {
   int rank;
   uint64_t src_bytes, dst_bytes; /* all its buffers of each side (one bank) */
   void **src_buf;                /* ns */
-  void **dst_buf[2];             /* nd per bank */
+  void **dst_buf[2];             /* nd per bank (bank 1: --double-bank only) */
   RfBoxDesc *boxes_dev;
   RfRun *fill_dev, *verify_dev;
   uint64_t nfill, nverify;
   /* per plan */
   void *hold, *sstage, *rstage;
   uint64_t hold_bytes, sstage_bytes, rstage_bytes;
-  void **bases_dev[2];
+  void **bases_dev[2]; /* per bank (nbanks) */
   RRound *rounds;
   int nrounds;
   RfCopy *lists_dev; /* every round's copy lists, one allocation (the rounds point into it) */
@@ -78,10 +78,14 @@ typedef struct {
   int nlr;
   int *lr_of_rank;
   int *exclude, *comm_rank; /* elastic recovery (RfDevConfig): NULL without lost ranks */
-  int bank;                 /* bank holding the last verified weights */
+  int nbanks;               /* destination banks: 1 in place (the default), 2 --double-bank */
+  int bank;                 /* bank holding the last verified weights (in place: always 0) */
   uint64_t step;            /* next training step */
-  uint64_t prev_step;
-  gboolean have_prev;
+  uint64_t prev_step;       /* the step the bank in service holds, when have_prev */
+  gboolean have_prev;       /* a bank holds verified weights and may be served; in place it is
+                             * cleared when a refit starts writing (stale until verified) */
+  uint64_t writing_step;    /* in place: the step the last refit started writing */
+  gboolean stale;           /* in place: that refit has not been verified: the bank is not served */
   /* per plan */
   RfSchedule *sched;
   int nrounds;

@@ -783,8 +783,8 @@ static void free_rank_plan(RealState *st, LRank *l) {
     st->ops->release(st->dev, l->hold);
     st->ops->release(st->dev, l->sstage);
     st->ops->release(st->dev, l->rstage);
-    st->ops->release(st->dev, l->bases_dev[0]);
-    st->ops->release(st->dev, l->bases_dev[1]);
+    for (int b = 0; b < st->nbanks; b++)
+      st->ops->release(st->dev, l->bases_dev[b]);
   }
   l->rounds = NULL;
   l->local_round = NULL;
@@ -814,7 +814,7 @@ gboolean rf_real_rank_tables(RealState *st, LRank *l, GError **error) {
   DEVCHECK(st, st->ops->alloc(st->dev, l->sstage_bytes, &l->sstage), "send staging");
   DEVCHECK(st, st->ops->alloc(st->dev, l->rstage_bytes, &l->rstage), "receive staging");
   t = g_new0(void *, st->nsp);
-  for (int bank = 0; bank < 2; bank++) {
+  for (int bank = 0; bank < st->nbanks; bank++) { /* one table per destination bank */
     for (int k = 0; k < st->ns; k++)
       t[k] = l->src_buf[k];
     for (int k = 0; k < st->nd; k++)

@@ -8,6 +8,7 @@
 #define RF_REAL_H
 
 #include "executor.h"
+#include "memory.h"
 #include "plan.h"
 #include <glib.h>
 #include <stdint.h>
@@ -22,6 +23,9 @@ typedef struct {
                            * default): rf_schedule_max_ops of the plan */
   int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time) */
   gboolean staged;        /* m2n / p2p too: one plan stage after another (no pipelining) */
+  gboolean double_bank;   /* destinations twice: the refit writes a second bank, swapped in after
+                           * verification; FALSE (the default): in place, one bank written while
+                           * generation is paused, stale (not served) until verified */
   double timeout_s;       /* no progress for this long: the stage has failed */
   int fail_rank;          /* test hook: this rank stops responding at fail_stage (-1: none) */
   int fail_stage;         /* plan stage index, or -1 with fail_label */
@@ -66,11 +70,18 @@ typedef struct {
   int slots;              /* staging lanes per rank and direction */
   uint64_t src_bytes;     /* largest source shards of one rank */
   uint64_t dst_bytes;     /* largest destination shards of one rank (one bank) */
-  uint64_t rank_bytes;    /* largest source + 2 x destination + holding + staging of one rank */
+  int banks;              /* destination banks: 1 in place, 2 double bank */
+  uint64_t rank_bytes;    /* largest source + banks x destination + holding + staging of one rank */
   uint64_t process_bytes; /* the same summed over this process's ranks (--local: every rank) */
-  int process_ranks;      /* ranks in this process (--local: all of the plan, else 1) */
-  uint64_t wrong_new;     /* elements of the new weights that differ from the pattern */
-  uint64_t wrong_old;     /* elements of the previous weights changed during the refit */
+  uint64_t infer_alloc_bytes; /* the fullest inference rank as allocated: banks x destination +
+                               * holding (first-fit) + staging (--memory: every rank is here) */
+  RfMemory memory;      /* the memory model's count of the inference GPUs (model/plan/memory.h,
+                         * rf_memory_of_schedule of this run's schedule, banks as the run) */
+  gboolean serving;     /* after a run: a bank holds verified weights and may be served */
+  uint64_t served_step; /* the step it holds, when serving */
+  int process_ranks;    /* ranks in this process (--local: all of the plan, else 1) */
+  uint64_t wrong_new;   /* elements of the new weights that differ from the pattern */
+  uint64_t wrong_old;   /* elements of the previous weights changed during the refit */
 } RfRealSpread;
 
 /* Valid after a run of a real executor, until the next run or destroy. Owned by the executor. */

@@ -54,15 +54,15 @@ int rf_real_survivors(const uint8_t *lost, int world, int *exclude, int *comm_ra
 
 /* Host memory this process may still take (MemAvailable; UINT64_MAX when unknown). */
 uint64_t rf_real_host_available_bytes(void);
-/* TRUE when a process's shards (src_bytes + 2 x dst_bytes: the double buffer) fit in
- * available_bytes, else FALSE + one line (RF_ERROR_LIMIT) with both figures. The executor checks
- * it in prepare for the host backend, before allocating anything. */
-gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes,
+/* TRUE when a process's shards (src_bytes + banks x dst_bytes: 1 in place, 2 double bank) fit
+ * in available_bytes, else FALSE + one line (RF_ERROR_LIMIT) with both figures in GB. The
+ * executor checks it in prepare for the host backend, before allocating anything. */
+gboolean rf_real_check_host_memory(int rank, uint64_t src_bytes, uint64_t dst_bytes, int banks,
                                    uint64_t available_bytes, GError **error);
 
 /* --local on a GPU: TRUE when need_bytes (what of this process's ranks is still to be allocated,
  * `what` names it) fit in free_bytes (cudaMemGetInfo), else FALSE + one line (RF_ERROR_LIMIT)
- * naming both figures in GiB. The executor checks it before allocating the shards and before
+ * naming both figures in GB. The executor checks it before allocating the shards and before
  * the holding stores and staging of a plan: one GPU holds every rank. */
 gboolean rf_real_check_device_memory(int nranks, const char *what, uint64_t need_bytes,
                                      uint64_t free_bytes, GError **error);

@@ -101,6 +101,19 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
   return b < c->bucket_max_bytes ? b : c->bucket_max_bytes;
 }
 
+void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *out) {
+  rf_memory_run_init(out);
+  out->staging_bytes = (uint64_t)c->exec_staging_bytes;
+  out->max_ops = c->exec_max_ops;
+  out->slots = c->exec_slots;
+  out->staged = c->exec_staged;
+  out->banks = banks;
+  if (c->software == RF_SOFTWARE_NEMO_RL) {
+    out->bucket_bytes = (uint64_t)rf_calibration_bucket_bytes(c);
+    out->buffers = c->buffers;
+  }
+}
+
 #define FIELD(f) offsetof(RfCalibration, f)
 
 /* File bounds are what a calibration may claim; fit bounds are where `refit calibrate` searches

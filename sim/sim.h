@@ -142,6 +142,10 @@ gboolean rf_calibration_for_topology(RfCalibration *c, const RfTopology *t, gboo
 void rf_calibration_clear(RfCalibration *c);
 /* Bucket size in bytes: min(fraction x GPU memory, max). */
 double rf_calibration_bucket_bytes(const RfCalibration *c);
+/* How the calibrated software runs a refit, for the memory model (model/plan/memory.h): refit's
+ * executor at its staging bound, lanes, operation bound and --staged, with banks weight banks;
+ * NeMo RL's gather + broadcast (software nemo-rl) with its reused buckets (bucket, buffers). */
+void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *out);
 
 typedef struct {
   RfCalibration calib;    /* copied by rf_sim_executor_new (strings duplicated) */

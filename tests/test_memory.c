@@ -84,13 +84,16 @@ static void test_one_message(void) {
   rf_memory_of_plan(plan, &m);
   g_assert_cmpuint(m.staging_bytes, ==, RF_SCHEDULE_DEFAULT_SLOTS * 10000u);
   g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes);
-  /* a schedule of sizes only has no rounds per segment: weights alone */
+  /* a staged schedule of sizes only counts the same: its staging maxima, holding by stage */
   RfSchedule *sz =
       rf_schedule_build(plan, pb->nranks, 4096, 0, 2, RF_SCHEDULE_SIZES_ONLY, NULL, NULL, &e);
   g_assert_no_error(e);
   rf_memory_of_schedule(plan, sz, &m);
-  g_assert_cmpuint(m.extra_bytes, ==, 0);
-  g_assert_cmpuint(m.peak_bytes, ==, 10000);
+  g_assert_cmpuint(m.staging_bytes, ==, 2 * 4096u);
+  g_assert_cmpuint(m.peak_bytes, ==, 10000 + 2 * 4096u);
+  rf_memory_set_banks(&m, 2); /* --double-bank: the weights twice */
+  g_assert_cmpint(m.banks, ==, 2);
+  g_assert_cmpuint(m.peak_bytes, ==, 2 * 10000 + 2 * 4096u);
   rf_schedule_free(sz);
   rf_plan_free(plan);
   rf_problem_free(pb);
@@ -195,11 +198,71 @@ static void test_schedule_counts(void) {
   g_assert_cmpint(held, >, 0);
 }
 
+/* rf_memory_of_run, the one model: on every strategy of the tiny models it is the count of refit
+ * run's schedule (the same schedule built here), with the weights once in place and twice with a
+ * double bank; above max_segments a staged plan keeps the schedule's holding exactly (pieces by
+ * stage) and bounds its staging from above by whole lanes; NeMo RL's gather-broadcast counts its
+ * reused buckets: buffers x (bucket + the largest parameter), capped at the model. */
+static void test_run_counts(void) {
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      RfMemoryRun run;
+      rf_memory_run_init(&run);
+      run.staging_bytes = 4096;
+      const gboolean pipe = rf_schedule_pipelines(plan);
+      RfSchedule *sg = rf_schedule_build(plan, pb->nranks, 4096, 0, run.slots,
+                                         pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
+      g_assert_no_error(e);
+      RfMemory want, one, two, big;
+      rf_memory_of_schedule(plan, sg, &want);
+      rf_schedule_free(sg);
+      g_assert_true(rf_memory_of_run(plan, &run, &one, &e));
+      g_assert_cmpint(one.from, ==, RF_MEMORY_FROM_SCHEDULE);
+      g_assert_cmpint(one.banks, ==, 1);
+      g_assert_cmpuint(one.peak_bytes, ==, want.peak_bytes);
+      g_assert_cmpuint(one.hold_bytes, ==, want.hold_bytes);
+      g_assert_cmpuint(one.staging_bytes, ==, want.staging_bytes);
+      run.banks = 2;
+      g_assert_true(rf_memory_of_run(plan, &run, &two, &e));
+      g_assert_cmpuint(two.peak_bytes, ==, want.peak_bytes + want.weights_bytes);
+      run.banks = 1;
+      run.max_segments = 1; /* too large to build */
+      g_assert_true(rf_memory_of_run(plan, &run, &big, &e));
+      g_assert_cmpint(big.from, ==, RF_MEMORY_FROM_STAGES);
+      if (!pipe) {
+        g_assert_cmpuint(big.hold_bytes, ==, want.hold_bytes);
+        g_assert_cmpuint(big.staging_bytes, >=, want.staging_bytes);
+        g_assert_cmpuint(big.staging_bytes, <=, 2 * (uint64_t)run.slots * 4096);
+      }
+      run.max_segments = 0;
+      run.bucket_bytes = 1000;
+      run.buffers = 2;
+      RfMemory nrl;
+      g_assert_true(rf_memory_of_run(plan, &run, &nrl, &e));
+      if (s == RF_STRATEGY_GATHER_BROADCAST) {
+        g_assert_cmpint(nrl.from, ==, RF_MEMORY_FROM_BUCKETS);
+        g_assert_cmpuint(nrl.hold_bytes, >, 2 * 1000);
+        g_assert_cmpuint(nrl.hold_bytes, <=, 2 * (uint64_t)rf_model_bytes(pb->model));
+        g_assert_cmpuint(nrl.peak_bytes, ==, nrl.weights_bytes + nrl.hold_bytes);
+      } else {
+        g_assert_cmpuint(nrl.peak_bytes, ==, want.peak_bytes); /* buckets: gather-broadcast only */
+      }
+      rf_plan_free(plan);
+    }
+    rf_problem_free(pb);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/memory/weights/spec", test_weights_spec);
   g_test_add_func("/memory/staging/one-message", test_one_message);
   g_test_add_func("/memory/plan/counts", test_plan_counts);
   g_test_add_func("/memory/schedule/counts", test_schedule_counts);
+  g_test_add_func("/memory/run/counts", test_run_counts);
   return g_test_run();
 }

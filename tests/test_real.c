@@ -162,12 +162,14 @@ static void test_models(void) {
   g_rand_free(r);
 }
 
-/* A rank that loses one chunk: the refit fails verification and the served weights (the
- * previous, verified bank) are untouched. */
-static void test_lost_chunk(void) {
+/* A rank that loses one chunk: the refit fails verification. Double bank: the served weights
+ * (the previous, verified bank) are untouched and stay in service. In place (the default): the
+ * one bank was written part-way, so nothing is served (stale) until a refit verifies. */
+static void lost_chunk(gboolean double_bank) {
   RfProblem *pb = preset_problem("tiny-moe", "TP2xPP2", "TP4", 8);
   RfRealOptions o = local_options(NULL);
   o.iters = 2;
+  o.double_bank = double_bank;
   o.corrupt_rank = 5; /* the third and last refit loses a chunk on rank 5 */
   GError *e = NULL;
   RfExecutor *ex = rf_real_executor_new(&o, &e);
@@ -181,12 +183,24 @@ static void test_lost_chunk(void) {
     g_assert_cmpuint(res.wrong_elements, >, 0);
     g_assert_cmpuint(rf_real_spread(ex)->wrong_new, ==, res.wrong_elements);
     g_assert_cmpuint(rf_real_spread(ex)->wrong_old, ==, 0); /* served weights untouched */
+    g_assert_cmpint(rf_real_spread(ex)->banks, ==, double_bank ? 2 : 1);
+    g_assert_cmpint(rf_real_spread(ex)->serving, ==, double_bank);
+    if (double_bank) /* the refit before the failed one (steps 0, 1, 2 of this run) */
+      g_assert_cmpuint(rf_real_spread(ex)->served_step, ==, 3 * (uint64_t)s + 1);
     rf_result_clear(&res);
     rf_plan_free(plan);
   }
   ex->destroy(ex);
   g_free(o.backend);
   rf_problem_free(pb);
+}
+
+static void test_lost_chunk(void) {
+  lost_chunk(TRUE);
+}
+
+static void test_lost_chunk_in_place(void) {
+  lost_chunk(FALSE);
 }
 
 static void test_bad_backend(void) {
@@ -322,8 +336,8 @@ static void test_device_memory(void) {
                                              139ull << 30, &e));
   g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
   g_assert_cmpstr(e->message, ==,
-                  "--local: the holding stores and staging of the 16 ranks need 189.898 GiB of "
-                  "device memory, the GPU has 139.000 GiB free (`refit run --memory --local` "
+                  "--local: the holding stores and staging of the 16 ranks need 203.901 GB of "
+                  "device memory, the GPU has 149.250 GB free (`refit run --memory --local` "
                   "prints the process total)");
   g_clear_error(&e);
 }
@@ -362,19 +376,28 @@ static void test_order_copies(void) {
 }
 
 /* Shards that cannot fit host memory: refused up front with both figures, before any allocation
- * (and by the executor, for a spec of 12 TiB). */
+ * (and by the executor, for a spec of 12 TiB): in place the destination counts once, with a
+ * double bank twice. */
 static void test_host_memory(void) {
   GError *e = NULL;
-  g_assert_true(rf_real_check_host_memory(0, 1u << 30, 1u << 30, 3ull << 30, &e));
+  g_assert_true(rf_real_check_host_memory(0, 1000000000, 1000000000, 2, 3000000000, &e));
   g_assert_no_error(e);
-  g_assert_false(rf_real_check_host_memory(2, 1u << 30, 1u << 30, (3ull << 30) - 1, &e));
+  g_assert_true(rf_real_check_host_memory(0, 1000000000, 1000000000, 1, 2000000000, &e));
+  g_assert_no_error(e);
+  g_assert_false(rf_real_check_host_memory(2, 1000000000, 1000000000, 2, 2999999999, &e));
   g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
   g_assert_cmpstr(e->message, ==,
-                  "rank 2: the shards need 3.000 GiB of host memory (source 1.000 + destination 2 "
-                  "x 1.000 GiB; `refit run --memory` adds holding and staging), 3.000 GiB is "
+                  "rank 2: the shards need 3.000 GB of host memory (source 1.000 + destination 2 "
+                  "x 1.000 GB; `refit run --memory` adds holding and staging), 3.000 GB is "
                   "available");
   g_clear_error(&e);
-  g_assert_false(rf_real_check_host_memory(0, UINT64_MAX, UINT64_MAX, UINT64_MAX - 1, &e));
+  g_assert_false(rf_real_check_host_memory(2, 1000000000, 1000000000, 1, 1999999999, &e));
+  g_assert_cmpstr(e->message, ==,
+                  "rank 2: the shards need 2.000 GB of host memory (source 1.000 + destination "
+                  "1.000 GB; `refit run --memory` adds holding and staging), 2.000 GB is "
+                  "available");
+  g_clear_error(&e);
+  g_assert_false(rf_real_check_host_memory(0, UINT64_MAX, UINT64_MAX, 2, UINT64_MAX - 1, &e));
   g_clear_error(&e);
 
   const char *spec = "{\"tensors\":[{\"name\":\"w\",\"shape\":[1099511627776],\"dtype\":"
@@ -387,7 +410,7 @@ static void test_host_memory(void) {
   g_assert_no_error(e);
   g_assert_false(ex->prepare(ex, pb, &e));
   g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
-  g_assert_nonnull(strstr(e->message, "the shards need 12288.000 GiB of host memory"));
+  g_assert_nonnull(strstr(e->message, "the shards need 8796.093 GB of host memory"));
   g_clear_error(&e);
   ex->destroy(ex);
   g_free(o.backend);
@@ -707,6 +730,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/real/local/spec-random", test_spec_random);
   g_test_add_func("/real/local/models", test_models);
   g_test_add_func("/real/local/lost-chunk", test_lost_chunk);
+  g_test_add_func("/real/local/lost-chunk-in-place", test_lost_chunk_in_place);
   g_test_add_func("/real/backend/unknown", test_bad_backend);
   g_test_add_func("/real/chunk/copies", test_chunk_copies);
   g_test_add_func("/real/chunk/runs", test_chunk_runs);

@@ -133,7 +133,7 @@ errors)
 EOF2
   $mpi -np 2 "$refit" run -q --spec "$tmp/huge.json" >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  if [ $rc != 0 ] && [ "$(grep -c 'GiB of host memory' "$tmp/err")" = 2 ] &&
+  if [ $rc != 0 ] && [ "$(grep -c 'GB of host memory' "$tmp/err")" = 2 ] &&
     ! grep -q 'no progress' "$tmp/err"; then
     echo "ok: host memory ($(grep 'rank 0' "$tmp/err" | head -1))"
   else
@@ -153,34 +153,51 @@ EOF2
     fail "failing rank (rc $rc)"
   fi
 
-  # Rank 6 loses a chunk in the last refit: counted, exit 3 (verification), previous weights intact.
+  # Rank 6 loses a chunk in the last refit: counted, exit 3 (verification). Double bank: the
+  # previous weights stay in service, intact; in place (the default): the bank is stale, not served.
+  $mpi -np 8 "$refit" run -q --model tiny-moe --train TP2xPP2 --infer TP4 --strategy m2n \
+    --test-drop 6 --double-bank >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc = 3 ] && grep -Eq '^# wrong elements: [1-9][0-9]*$' "$tmp/out" &&
+    grep -q 'previous weights stay in place' "$tmp/out" && ! grep -q 'previous weights changed' "$tmp/out"; then
+    echo "ok: lost chunk, double bank ($(grep '^# wrong elements' "$tmp/out"))"
+  else
+    cat "$tmp/out" "$tmp/err"
+    fail "lost chunk, double bank (rc $rc)"
+  fi
   $mpi -np 8 "$refit" run -q --model tiny-moe --train TP2xPP2 --infer TP4 --strategy m2n \
     --test-drop 6 >"$tmp/out" 2>"$tmp/err"
   rc=$?
   if [ $rc = 3 ] && grep -Eq '^# wrong elements: [1-9][0-9]*$' "$tmp/out" &&
-    grep -q 'previous weights stay in place' "$tmp/out" && ! grep -q 'previous weights changed' "$tmp/out"; then
-    echo "ok: lost chunk ($(grep '^# wrong elements' "$tmp/out"))"
+    grep -q 'in place, the weights are stale and not served' "$tmp/out"; then
+    echo "ok: lost chunk, in place ($(grep '^# wrong elements' "$tmp/out"))"
   else
     cat "$tmp/out" "$tmp/err"
-    fail "lost chunk (rc $rc)"
+    fail "lost chunk, in place (rc $rc)"
   fi
 
-  # A rank SIGKILLed in the middle of each stage kind of the last refit: every survivor reports
-  # an error within the timeout, and its bank in service still holds the step before. Open MPI
-  # is asked to keep the survivors running (recovery on, no abort at a non-zero exit).
-  kill_case() { # KIND STRATEGY ARGS...: rank 5 dies mid-KIND
+  # A rank SIGKILLed in the middle of each stage kind of the last refit (step 1): every survivor
+  # reports an error within the timeout. In place (the default): each inference survivor says its
+  # weights of step 1 are stale, not served, and each training rank that its shards still hold
+  # step 1 with 0 wrong elements (the refit is retried from them). Double bank: each survivor's
+  # bank in service still holds step 0. Open MPI is asked to keep the survivors running
+  # (recovery on, no abort at a non-zero exit).
+  kill_case() { # KIND [--double-bank] STRATEGY ARGS...: rank 5 dies mid-KIND
     kind=$1
     shift
+    left='bank in service: step 0, 0 wrong elements$' db=" (double bank)"
+    [ "$1" = --double-bank ] ||
+      { left='(weights: in place, step 1 incomplete: marked stale, not served \(generation stays paused\)|training shards: step 1, 0 wrong elements \(the refit is retried from them\))$' db=""; }
     t0=$(date +%s)
     $mpi --mca orte_enable_recovery 1 --mca orte_abort_on_non_zero_status 0 -np 8 "$refit" run -q \
       --model tiny-moe --train TP2xPP2 -w 1 -n 1 --timeout 3 --test-fail "5:$kind:kill" "$@" \
       >"$tmp/out" 2>"$tmp/err"
     took=$(($(date +%s) - t0))
     died=$(grep -c "rank 5: stage [0-9]* ([a-z+]*): injected failure, this rank is killed" "$tmp/err")
-    told=$(grep -Ec '^refit run: [a-z0-9-]+: rank [0-7]: .*bank in service: step 0, 0 wrong elements$' "$tmp/err")
+    told=$(grep -Ec "^refit run: [a-z0-9-]+: rank [0-7]: .*$left" "$tmp/err")
     ranks=$(grep -Eo '^refit run: [a-z0-9-]+: rank [0-7]:' "$tmp/err" | sort -u | wc -l)
     if [ "$died" = 1 ] && [ "$told" = 7 ] && [ "$ranks" = 7 ] && [ "$took" -le 30 ]; then
-      echo "ok: rank 5 killed mid-$kind: 7 survivors report, banks in service intact (${took} s)"
+      echo "ok: rank 5 killed mid-$kind$db: 7 survivors report what they leave (${took} s)"
     else
       cat "$tmp/err"
       fail "rank killed mid-$kind (died $died, reports $told, ranks $ranks, ${took} s)"
@@ -191,6 +208,7 @@ EOF2
   kill_case inject --infer TP2xDP2 -D 2 --strategy m2n
   kill_case forward --infer TP2xDP2 -D 2 --strategy m2n
   kill_case fanout --infer TP4 --strategy m2n
+  kill_case forward --double-bank --infer TP2xDP2 -D 2 --strategy m2n
   ;;
 advise)
   # one ranked answer from rank 0, the winner of the single-process search; every prediction

@@ -1,6 +1,7 @@
 #include "memory.h"
 #include "dtensor.h"
 #include "schedule.h"
+#include "zoo.h"
 
 #include <string.h>
 
@@ -24,9 +25,18 @@ void rf_memory_weights(const RfProblem *pb, RfMemory *out) {
       out->weights_rank = pb->dst.ranks[i];
     }
   }
+  out->banks = 1;
   out->peak_bytes = out->weights_bytes;
   out->peak_rank = out->weights_rank;
   out->gpu_memory_bytes = pb->topo->memory_GB * 1e9;
+  out->from = RF_MEMORY_FROM_WEIGHTS;
+}
+
+void rf_memory_set_banks(RfMemory *m, int banks) {
+  banks = banks == 2 ? 2 : 1;
+  m->peak_bytes =
+      m->peak_bytes - (uint64_t)m->banks * m->weights_bytes + (uint64_t)banks * m->weights_bytes;
+  m->banks = banks;
 }
 
 typedef struct {
@@ -86,6 +96,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
                                RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
+  out->from = RF_MEMORY_FROM_STAGES;
   int n = pb->nranks;
   gboolean *infer = g_new0(gboolean, n);
   for (int i = 0; i < pb->dst.nranks; i++)
@@ -146,35 +157,12 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
-  if (!sg->seg_round) return;
+  out->from = RF_MEMORY_FROM_SCHEDULE;
+  if (sg->pipelined && !sg->seg_round) return; /* never built so (schedule.h) */
   const int n = pb->nranks;
   gboolean *infer = g_new0(gboolean, n);
   for (int i = 0; i < pb->dst.nranks; i++)
     infer[pb->dst.ranks[i]] = TRUE;
-  /* per rank and round: bytes staged each way (the largest round, times the lanes) */
-  GHashTable *use = g_hash_table_new_full(key_hash, g_direct_equal, NULL, g_free);
-  uint64_t *stage_out = g_new0(uint64_t, n), *stage_in = g_new0(uint64_t, n);
-  for (int dir = 0; dir < 2; dir++) {
-    g_hash_table_remove_all(use);
-    for (uint64_t m = 0; m < plan->nmsgs; m++) {
-      const RfMessage *msg = &plan->msgs[m];
-      const int r = dir ? msg->dst : msg->src;
-      if (!infer[r]) continue;
-      for (uint64_t g = sg->seg_first[m]; g < sg->seg_first[m + 1]; g++) {
-        const uint64_t lo = (g - sg->seg_first[m]) * sg->seg_bytes;
-        gpointer key = rank_part(r, (uint32_t)sg->seg_round[g]); /* (rank, round) */
-        uint64_t *v = g_hash_table_lookup(use, key);
-        if (!v) {
-          v = g_new0(uint64_t, 1);
-          g_hash_table_insert(use, key, v);
-        }
-        *v += MIN(sg->seg_bytes, msg->bytes - lo);
-        uint64_t *mx = dir ? &stage_in[r] : &stage_out[r];
-        *mx = MAX(*mx, *v);
-      }
-    }
-  }
-  g_hash_table_destroy(use);
   /* every transfer's first and last round (its bytes at its place in its message; staged
    * schedules: its stage) */
   int32_t *xf = g_new(int32_t, plan->nxfers + 1), *xl = g_new(int32_t, plan->nxfers + 1);
@@ -247,12 +235,12 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
   g_free(last_use);
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
-    count_rank(out, r, events_peak(ev[r]), (uint64_t)sg->slots * (stage_out[r] + stage_in[r]));
+    /* one lane holds the rank's fullest round each way, as real/lists.c lays it out */
+    count_rank(out, r, events_peak(ev[r]),
+               (uint64_t)sg->slots * (sg->send_max[r] + sg->recv_max[r]));
   }
   g_free(ev);
   g_free(infer);
-  g_free(stage_out);
-  g_free(stage_in);
 }
 
 gboolean rf_memory_exceeds(const RfMemory *m) {
@@ -265,8 +253,129 @@ char *rf_memory_format(const RfMemory *m) {
     g_snprintf(cap, sizeof cap, " of %.4g GB", m->gpu_memory_bytes / 1e9);
   else
     g_snprintf(cap, sizeof cap, " (GPU memory unknown: no [gpu] memory_GB)");
-  return g_strdup_printf("inference GPU: weights %.4g GB + refit extra %.4g GB (holding %.4g, "
+  return g_strdup_printf("inference GPU: weights %.4g GB%s + refit extra %.4g GB (%s %.4g, "
                          "staging %.4g) = %.4g GB%s",
-                         m->weights_bytes / 1e9, m->extra_bytes / 1e9, m->hold_bytes / 1e9,
-                         m->staging_bytes / 1e9, m->peak_bytes / 1e9, cap);
+                         m->weights_bytes / 1e9, m->banks == 2 ? " x 2 banks" : "",
+                         m->extra_bytes / 1e9,
+                         m->from == RF_MEMORY_FROM_BUCKETS ? "buckets" : "holding",
+                         m->hold_bytes / 1e9, m->staging_bytes / 1e9, m->peak_bytes / 1e9, cap);
+}
+
+const char *rf_memory_from_name(const RfMemory *m) {
+  static const char *const names[2][4] = {
+      {"in place, weights only", "in place, refit run's schedule",
+       "in place, by the plan's stages: refit run's schedule too large to build here",
+       "NeMo RL's reused broadcast buckets"},
+      {"double bank, weights only", "double bank, refit run's schedule",
+       "double bank, by the plan's stages: refit run's schedule too large to build here",
+       "NeMo RL's reused broadcast buckets, double bank"}};
+  return names[m->banks == 2][m->from];
+}
+
+const char *rf_memory_from_key(const RfMemory *m) {
+  static const char *const keys[] = {"weights", "schedule", "plan", "buckets"};
+  return keys[m->from];
+}
+
+void rf_memory_run_init(RfMemoryRun *run) {
+  memset(run, 0, sizeof *run);
+  run->staging_bytes = RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+  run->max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
+  run->slots = RF_SCHEDULE_DEFAULT_SLOTS;
+  run->banks = 1;
+  run->max_segments = RF_MEMORY_MAX_SEGMENTS;
+}
+
+/* Segments refit run's schedule of plan would hold (what its build costs). */
+static uint64_t segments_of(const RfPlan *plan, const RfMemoryRun *run, gboolean pipelined) {
+  uint64_t seg = MAX(1, pipelined ? run->staging_bytes / RF_SCHEDULE_CUTS : run->staging_bytes);
+  uint64_t n = 0;
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    n += (plan->msgs[m].bytes + seg - 1) / seg;
+  return n;
+}
+
+/* NeMo RL's packed broadcast (nemo_rl/utils/packed_tensor.py, packed_comm_consumer, NVIDIA-NeMo/RL
+ * at 599730cb2fdbdef2a0dad8bd0b4a6e22779abc4d): a consumer receives each bucket into one of
+ * NRL_REFIT_NUM_BUFFERS buffers (default 2), unpacks it into the weights and reuses the buffer;
+ * a bucket closes once it exceeds the target (min(NRL_REFIT_BUFFER_MEMORY_RATIO, default 0.02,
+ * x GPU memory, 5 GiB)), so it is at most the target plus one parameter (a routed expert's slice
+ * of a stacked tensor). Nothing else is held: the buffers are the extra. */
+static void memory_of_buckets(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out) {
+  const RfModel *md = plan->problem->model;
+  rf_memory_weights(plan->problem, out);
+  out->from = RF_MEMORY_FROM_BUCKETS;
+  uint64_t largest = 0;
+  for (uint32_t t = 0; t < md->ntensors; t++) {
+    const RfTensor *x = &md->tensors[t];
+    uint64_t e = 1;
+    for (int d = 0; d < x->ndim; d++)
+      e *= (uint64_t)x->shape[d];
+    e *= (uint64_t)rf_dtype_size(x->dtype);
+    largest = MAX(largest, e / (uint64_t)MAX(1, x->nexperts));
+  }
+  const uint64_t bucket = MIN(run->bucket_bytes + largest, (uint64_t)rf_model_bytes(md));
+  out->hold_bytes = out->extra_bytes = (uint64_t)MAX(1, run->buffers) * bucket;
+  out->peak_bytes = out->weights_bytes + out->extra_bytes;
+}
+
+/* A staged schedule too large to build: its holding needs only the plan's stages (real/ keeps
+ * pieces by stage), so it is counted exactly; a lane's staging is bounded by the staging bound
+ * and by the rank's bytes of one stage each way (whole-bound segments take a full lane; first-fit
+ * may spread the rest over more rounds, so this is an upper bound). */
+static void staged_unbuilt(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out) {
+  const int n = plan->problem->nranks;
+  const uint64_t B = run->staging_bytes;
+  RfSchedule sg = {0};
+  sg.slots = run->slots;
+  sg.nranks = n;
+  sg.send_max = g_new0(uint64_t, n);
+  sg.recv_max = g_new0(uint64_t, n);
+  uint64_t *sum = g_new0(uint64_t, 2 * (size_t)n);
+  int *at = g_new(int, 2 * (size_t)n); /* the stage sum[] is of, per rank and direction */
+  for (int i = 0; i < 2 * n; i++)
+    at[i] = -1;
+  for (uint64_t m = 0; m < plan->nmsgs; m++) { /* sorted by stage */
+    const RfMessage *g = &plan->msgs[m];
+    const uint64_t b =
+        MIN(B, (g->bytes + RF_SCHEDULE_ALIGN - 1) / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN);
+    const int k[2] = {2 * g->src, 2 * g->dst + 1};
+    for (int d = 0; d < 2; d++) {
+      if (at[k[d]] != g->stage) sum[k[d]] = 0;
+      at[k[d]] = g->stage;
+      sum[k[d]] = MIN(B, sum[k[d]] + b);
+    }
+    sg.send_max[g->src] = MAX(sg.send_max[g->src], sum[k[0]]);
+    sg.recv_max[g->dst] = MAX(sg.recv_max[g->dst], sum[k[1]]);
+  }
+  rf_memory_of_schedule(plan, &sg, out);
+  out->from = RF_MEMORY_FROM_STAGES;
+  g_free(sum);
+  g_free(at);
+  g_free(sg.send_max);
+  g_free(sg.recv_max);
+}
+
+gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,
+                          GError **error) {
+  if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) {
+    memory_of_buckets(plan, run, out);
+  } else {
+    const gboolean pipe = !run->staged && rf_schedule_pipelines(plan);
+    if (run->max_segments && segments_of(plan, run, pipe) > run->max_segments) {
+      if (pipe)
+        rf_memory_of_plan_staging(plan, run->staging_bytes, run->slots, out);
+      else
+        staged_unbuilt(plan, run, out);
+    } else {
+      RfSchedule *sg = rf_schedule_build(
+          plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
+          pipe ? RF_SCHEDULE_PIPELINED : RF_SCHEDULE_SIZES_ONLY, NULL, NULL, error);
+      if (!sg) return FALSE;
+      rf_memory_of_schedule(plan, sg, out);
+      rf_schedule_free(sg);
+    }
+  }
+  rf_memory_set_banks(out, run->banks);
+  return TRUE;
 }

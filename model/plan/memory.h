@@ -1,17 +1,22 @@
-/* Memory of the inference GPUs, from the problem and a plan (no executor): the weights each GPU
- * serves, and what the refit needs on top of them while it runs.
+/* Memory of the inference GPUs: the one memory model of refit. `refit plan`, `sim`, `advise`,
+ * `step` and `run --memory` all count with rf_memory_of_run (or, where they already hold refit
+ * run's schedule, with rf_memory_of_schedule, the function it calls), so they print the same
+ * figure, in GB (1e9 bytes) in every command's text and in bytes in JSON (`infer_peak_bytes`).
  *
- * Weights are exact: the local buffers of the vLLM layout (padding and fusion included). The
- * refit's extra memory is an estimate from the plan's stages, the arithmetic `refit run
- * --memory` does exactly with its allocator:
- *   holding: a piece a GPU receives and later forwards (or receives only to relay) is live from
- *            the stage it arrives to the last stage the GPU sends a piece of that part;
- *   staging: send and receive staging, each the largest message of the GPU, capped at
- *            refit run's default staging bound, times its default lanes (groups in flight,
- *            schedule.h RF_SCHEDULE_DEFAULT_*).
- * The peak of holding + staging over the stages is the extra; the run also keeps a second bank
- * of weights (double buffering), which this count leaves out: it is a choice of refit run, not
- * of the strategies. */
+ * What an inference GPU holds while the refit runs, as `refit run` allocates it:
+ *   weights: the local buffers of the vLLM layout (padding and fusion included), exact; once
+ *            (in place, refit run's default: generation is paused and the refit writes the
+ *            served buffers) or twice (--double-bank: the refit writes a second bank, swapped in
+ *            after verification);
+ *   holding: a received piece the GPU sends on later (or receives only to relay), live from the
+ *            round its bytes arrive to the last round of those sends, as refit run's schedule
+ *            orders them (staged schedules: by plan stage);
+ *   staging: send and receive staging, each the rank's fullest round (the schedule's send_max /
+ *            recv_max) times the lanes.
+ * Not counted: NCCL's own buffers (communicator, channels, proxy), the CUDA context, copy lists.
+ * The peak of holding + staging over the rounds is the extra. `refit run --memory` lays the
+ * holding out with a first-fit allocator: above this count by its alignment and fragmentation
+ * only (tests/test_memory.c: within 2% of the fullest GPU). */
 #ifndef RF_MEMORY_H
 #define RF_MEMORY_H
 
@@ -20,37 +25,88 @@
 #include "schedule.h"
 #include <stdint.h>
 
+/* Where a count came from (RfMemory.from). */
+typedef enum {
+  RF_MEMORY_FROM_WEIGHTS,  /* weights only (no plan) */
+  RF_MEMORY_FROM_SCHEDULE, /* refit run's schedule of the plan: what refit run allocates */
+  RF_MEMORY_FROM_STAGES,   /* the plan's stages: the schedule was over RfMemoryRun.max_segments */
+  RF_MEMORY_FROM_BUCKETS,  /* NeMo RL's packed broadcast: its reused buckets (gather-broadcast) */
+} RfMemoryFrom;
+
 typedef struct {
-  uint64_t weights_bytes; /* largest inference weights of one GPU */
+  uint64_t weights_bytes; /* largest inference weights of one GPU (one bank) */
+  int banks;              /* weight banks counted: 1 in place, 2 double bank */
   int weights_rank;       /* the global rank holding them */
   uint64_t hold_bytes;    /* largest holding of one inference GPU (0 before a plan) */
   uint64_t staging_bytes; /* largest send + receive staging of one inference GPU */
   uint64_t extra_bytes;   /* largest holding + staging of one inference GPU */
-  uint64_t peak_bytes;    /* largest weights + largest extra (a bound on the fullest GPU) */
+  uint64_t peak_bytes;    /* banks x largest weights + the largest extra: the fullest GPU */
   int peak_rank;
   double gpu_memory_bytes; /* the topology's [gpu] memory_GB in bytes; 0 when unknown */
+  RfMemoryFrom from;
 } RfMemory;
 
-/* Weights of the inference side of pb (extra fields 0, peak = weights). Cost: buffers x ranks. */
+/* How the refit runs, for rf_memory_of_run. */
+typedef struct {
+  uint64_t staging_bytes; /* refit run --staging-mib, bytes per rank, direction and lane */
+  int max_ops;            /* --max-ops (RF_SCHEDULE_AUTO_OPS: from the plan) */
+  int slots;              /* --slots */
+  gboolean staged;        /* --staged: no pipelining across plan stages */
+  int banks;              /* 1 in place (refit run's default), 2 --double-bank */
+  uint64_t max_segments;  /* build the schedule only up to this many segments (0: always);
+                           * above it the plan's stages are counted instead (from: STAGES) */
+  /* NeMo RL's gather + broadcast (bucket_bytes > 0, gather-broadcast plans only): the packed
+   * broadcast reuses `buffers` buckets of bucket_bytes (min(NRL_REFIT_BUFFER_MEMORY_RATIO x GPU
+   * memory, 5 GiB)), each up to one tensor larger, instead of refit run's holding store */
+  uint64_t bucket_bytes;
+  int buffers;
+} RfMemoryRun;
+
+/* Segments above which plan, sim, advise and step count the plan's stages instead of building
+ * refit run's schedule (seconds per million segments on one core); run --memory has no limit. */
+#define RF_MEMORY_MAX_SEGMENTS UINT64_C(2000000)
+
+/* refit run's defaults: in place, default staging, lanes and operation bound, pipelined where
+ * refit run pipelines, RF_MEMORY_MAX_SEGMENTS, no buckets. */
+void rf_memory_run_init(RfMemoryRun *run);
+/* The one model: the inference memory of plan as refit run (run) executes it: builds refit run's
+ * schedule (sizes only where it is staged) and counts it (rf_memory_of_schedule), with run->banks
+ * weight banks. FALSE + error only when the schedule cannot be built (as refit run would fail).
+ * Cost: the schedule's build (segments), or rf_memory_of_plan_staging's above max_segments. */
+gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,
+                          GError **error);
+/* Count banks (1 or 2) weight banks in m: peak_bytes moves by the difference. */
+void rf_memory_set_banks(RfMemory *m, int banks);
+
+/* Weights of the inference side of pb, one bank (extra fields 0, peak = weights). Cost: buffers x
+ * ranks. */
 void rf_memory_weights(const RfProblem *pb, RfMemory *out);
-/* Weights plus the plan's holding and staging estimate (above), at refit run's default staging
- * bound and lanes. Cost: transfers + ranks. */
+/* The plan's stage estimate (what rf_memory_of_run falls back to above max_segments): a piece a
+ * GPU receives and forwards is live from the stage it arrives to the last stage the GPU sends a
+ * piece of that part; staging is the largest message each way, capped at the staging bound
+ * (pipelined: its NVLink share too), times the lanes. At refit run's default staging bound and
+ * lanes. Cost: transfers + ranks. */
 void rf_memory_of_plan(const RfPlan *plan, RfMemory *out);
 /* The same for a staging bound (bytes per rank, direction and lane) and a number of lanes. */
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
                                RfMemory *out);
-/* The same from the schedule refit run executes (pipelined: rounds instead of stages): a
- * received piece that a later send of its rank reads (real/'s rule: the first received piece of
- * the part holding all of the sent box, else every one meeting it) is held from the first round
- * its bytes arrive to the last round of those sends; staging is the lanes times the rank's
- * fullest round each way. What `refit run --memory` lays out per rank, less its allocator's
- * alignment and fragmentation. Cost: transfers + segments, and the received pieces of a part
- * scanned per send of it. */
+/* The count of a schedule refit run executes (pipelined: rounds instead of stages; a schedule
+ * built for sizes only is fine when it is staged): a received piece that a later send of its
+ * rank reads (real/'s rule: the first received piece of the part holding all of the sent box,
+ * else every one meeting it) is held from the first round its bytes arrive to the last round of
+ * those sends; staging is the lanes times the rank's fullest round each way (sg->send_max,
+ * recv_max). One bank (rf_memory_set_banks for two). What `refit run --memory` lays out per rank,
+ * less its allocator's alignment and fragmentation. Cost: transfers + segments, and the received
+ * pieces of a part scanned per send of it. */
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out);
 /* TRUE when the topology gives a GPU memory and peak_bytes exceeds it. */
 gboolean rf_memory_exceeds(const RfMemory *m);
-/* One line: "inference GPU: weights W GB + refit extra E GB (holding H, staging S) = P GB of
- * M GB"; caller frees. */
+/* One line: "inference GPU: weights W GB [x 2 banks] + refit extra E GB (holding H, staging S)
+ * = P GB of M GB", in GB (1e9 bytes) as every command prints memory; caller frees. */
 char *rf_memory_format(const RfMemory *m);
+/* What the count is (one phrase: "in place, refit run's schedule", ...), static. */
+const char *rf_memory_from_name(const RfMemory *m);
+/* The JSON name of m->from ("schedule", "plan", "buckets", "weights"), static. */
+const char *rf_memory_from_key(const RfMemory *m);
 
 #endif

@@ -133,8 +133,10 @@ static gboolean bound_and_memory(const RfAdviseSetup *c, const RfPlan *plan, RfA
   out->bound_s = rf_plan_fabric_bound(plan, &c->rates, !c->cal->hybrid_overlap, &what);
   g_strlcpy(out->bound_what, what, sizeof out->bound_what);
   out->network_bytes = plan->stats.network_bytes;
-  RfMemory mem;
-  rf_memory_of_plan(plan, &mem);
+  RfMemory mem; /* the memory model of plan, section 1: as the calibrated software runs it */
+  RfMemoryRun mr;
+  rf_calibration_memory_run(c->cal, 1, &mr);
+  if (!rf_memory_of_run(plan, &mr, &mem, error)) return FALSE;
   out->weights_bytes = mem.weights_bytes;
   out->extra_bytes = mem.extra_bytes;
   out->peak_bytes = mem.peak_bytes;
