@@ -20,17 +20,18 @@ for c in "tiny-moe TP2 2 2" "tiny-mla TP2xPP2xEP2 4 2" "tiny-next TP2xPP2 4 2" \
 import json, sys
 d = json.load(open(sys.argv[1]))
 ok = [r for r in d["ranked"] if r["placement"] == "split" and "infer_peak_bytes" in r]
-print(ok[0]["infer"] if ok else "")' "$TMP/advise.json")
+print(ok[0]["infer"] + " " + ok[0].get("framework", "vllm") if ok else "")' "$TMP/advise.json")
   [ -n "$layout" ] || { echo "FAIL: advise $m: no split candidate"; status=1; continue; }
+  fw=${layout#* } layout=${layout% *} # advise's winner may be an SGLang layout (attention DP)
   for bank in "" --double-bank; do
-    A="-m $m -t $t -i $layout -T dgx-h100 -s all --json -q $bank"
+    A="-m $m -t $t -i $layout --infer-framework $fw -T dgx-h100 -s all --json -q $bank"
     "$REFIT" plan $A >"$TMP/plan.json" 2>"$TMP/err" &&
       "$REFIT" sim $A >"$TMP/sim.json" 2>>"$TMP/err" &&
       "$REFIT" run --local --memory $A >"$TMP/run.json" 2>>"$TMP/err" ||
       { cat "$TMP/err"; echo "FAIL: $m $layout $bank"; status=1; continue; }
-    /usr/bin/python3 - "$TMP" "$layout" "${bank:-in-place}" "$m" <<'PY' || status=1
+    /usr/bin/python3 - "$TMP" "$layout" "${bank:-in-place}" "$m" "$fw" <<'PY' || status=1
 import json, sys
-tmp, layout, bank, model = sys.argv[1:5]
+tmp, layout, bank, model, fw = sys.argv[1:6]
 peak = {}
 for cmd in ("plan", "sim", "run"):
     for r in json.load(open(f"{tmp}/{cmd}.json"))["strategies"]:
@@ -41,7 +42,8 @@ for cmd in ("plan", "sim", "run"):
             assert r["weight_banks"] == (2 if bank == "--double-bank" else 1), r
 if bank == "in-place":
     for r in json.load(open(f"{tmp}/advise.json"))["ranked"]:
-        if r["infer"] == layout and r["placement"] == "split" and "infer_peak_bytes" in r:
+        if (r["infer"] == layout and r["placement"] == "split" and "infer_peak_bytes" in r
+                and r.get("framework", "vllm") == fw):
             peak[r["strategy"]]["advise"] = r["infer_peak_bytes"]
 bad = 0
 assert len(peak) == 4, peak
