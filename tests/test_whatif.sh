@@ -33,8 +33,10 @@ expect_err "plan strict" "exceeds the GPU memory (--strict)" "$REFIT" plan -m ti
 expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" -s m2n --strict -q
 expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
 grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 8.24 GB (holding 7.636, staging 0.604) = 23.52 GB of 80 GB$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
-# sim counts the staging of the executor it is given (--staging-mib 64: twice the default's)
-expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64
+# sim counts the staging of the executor it is given (--staging-mib 64: twice the default's), in
+# the plan's memory line of the flow model (the executor's default prints its schedule's)
+expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64 \
+  --software-variant flows
 grep -q "^#  inference GPU: weights 15.29 GB + refit extra 8.844 GB (holding 7.636, staging 1.208) = 24.13 GB of 80 GB$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
 
 # --- plan --schedule: refit run's schedule of every strategy; its lockstep time (groups one after
@@ -168,7 +170,7 @@ grep -q "^# source: test fixture" "$TMP/out" || bad "step does not print the wor
 expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-broadcast=10,m2n=2 --mode sync --json
 grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
 expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
-grep -q "predicted by refit sim (software refit, default; calibration .*dgx-h100.cal; model: flows: " "$TMP/out" || bad "step prediction source"
+grep -q "predicted by refit sim (software refit, executor; calibration .*dgx-h100.cal; model: refit's executor: " "$TMP/out" || bad "step prediction source"
 # the shipped workload files (experiments/workloads): each loads, with its source and date, and
 # its published times come back in the header
 nship=0
