@@ -24,7 +24,8 @@ takes minutes per row at 512 ranks on 2 cores; the coarse model of 8 GPUs per ho
 0.2-8.4% slower than the exact one on the four reported configurations
 (experiments/executor_scale.py), so the coarse rows are, if anything, pessimistic.
 --kimi-k3 adds the issue's case Kimi K3 2,048 GB200 -> 896 (TP32xDP28xEP896): the recommended
-strategy (m2n) against p2p under the executor (slow: minutes).
+strategy (m2n, docs/advise.md) against p2p under the executor, one NVL72 domain per simulated host
+(--group 72: about 4 minutes on 2 cores).
 """
 import argparse
 import csv
@@ -136,14 +137,14 @@ def predict(refit, c, group):
 def kimi_k3(refit, t):
     """The issue's case: the recommended strategy (m2n) against p2p, Kimi K3 EP896, executor."""
     args = ["sim", "-m", "kimi-k3", "-t", "TP8xPP16xEP64xDP16", "-i", "TP32xDP28xEP896",
-            "-T", "gb200-nvl72", "-s", "m2n,p2p"]
+            "-T", "gb200-nvl72", "-s", "m2n,p2p", "--group", "72"]
     sys.stderr.write("peers: Kimi K3 2048 -> 896 (minutes)\n")
     d, wall = refit_json(refit, args)
     r = {x["strategy"]: x for x in d["strategies"]}
     m, p = r["m2n"]["predicted_s"], r["p2p"]["predicted_s"]
     t.line("")
-    t.line("Kimi K3 2,048 GB200 -> 896 TP32xDP28xEP896 (`refit %s`, executor, %d GPUs per "
-           "simulated host, %.0f s wall): m2n %.3f s, p2p %.3f s: the recommended m2n %s p2p "
+    t.line("Kimi K3 2,048 GB200 -> 896 TP32xDP28xEP896 (`refit %s`, executor, %d GPUs (one "
+           "NVL72 domain) per simulated host, %.0f s wall): m2n %.3f s, p2p %.3f s: the recommended m2n %s p2p "
            "(%.2fx)." % (" ".join(args), r["m2n"]["sim_group"], wall, m, p,
                          "does not lose to" if m <= p else "LOSES to", p / m))
     return {"m2n_s": m, "p2p_s": p}
