@@ -16,7 +16,7 @@ NICs where the source does not state them (8 x 400G per node: topologies/dgx-h10
 topologies/h20-8nic.topo for the H20 cluster).
 
 usage: /usr/bin/python3 experiments/peers.py [--build DIR | --refit PATH] [--group G]
-       [--out experiments/results] [--plot FILE.png] [--kimi-k3]
+       [--out experiments/results] [--plot FILE.png] [--kimi-k3] [--replot]
 writes OUT/peers.{csv,txt} and the plot (default OUT/peers.png); progress on stderr.
 --group G simulates G GPUs per host (refit sim --group; default 8, a whole H100 or H20 NVLink
 domain per simulated host; the table's "sim" column): the exact executor (one actor per rank)
@@ -144,8 +144,8 @@ def kimi_k3(refit, t):
     m, p = r["m2n"]["predicted_s"], r["p2p"]["predicted_s"]
     t.line("")
     t.line("Kimi K3 2,048 GB200 -> 896 TP32xDP28xEP896 (`refit %s`, executor, %d GPUs (one "
-           "NVL72 domain) per simulated host, %.0f s wall): m2n %.3f s, p2p %.3f s: the recommended m2n %s p2p "
-           "(%.2fx)." % (" ".join(args), r["m2n"]["sim_group"], wall, m, p,
+           "NVL72 domain) per simulated host, %.0f s wall): m2n %.3f s, p2p %.3f s: the "
+           "recommended m2n %s p2p (%.2fx)." % (" ".join(args), r["m2n"]["sim_group"], wall, m, p,
                          "does not lose to" if m <= p else "LOSES to", p / m))
     return {"m2n_s": m, "p2p_s": p}
 
@@ -154,10 +154,11 @@ def plot(rows, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    labels = ["%s\n%s\n%s\n-> %s" % (textwrap.fill(r["system"], 18), r["model"],
-                                     r["transport_short"], r["infer_layout"]) for r in rows]
+    labels = ["%s\n%s\n%s\n-> %s" % (textwrap.fill(r["system"], 16), r["model"],
+                                     r["transport_short"],
+                                     r["infer_layout"].replace("xDP", "\nxDP")) for r in rows]
     x = range(len(rows))
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(rows)), 5.5))
+    fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(rows)), 6))
     w = 0.27
     ax.bar([i - w for i in x], [r["published_s"] for r in rows], w, label="published wall time")
     ax.bar(list(x), [r["refit_s"] for r in rows], w, label="refit (executor model, best strategy)")
@@ -182,7 +183,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
     ap.add_argument("--plot", help="the PNG (default OUT/peers.png)")
     ap.add_argument("--kimi-k3", action="store_true", help="add the Kimi K3 EP896 check (slow)")
+    ap.add_argument("--replot", action="store_true",
+                    help="only redraw the plot from OUT/peers.csv (no simulation)")
     a = ap.parse_args()
+    if a.replot:
+        with open(os.path.join(a.out, "peers.csv")) as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            for k in ("published_s", "refit_s", "physical_bound_s"):
+                r[k] = float(r[k])
+        plot(rows, a.plot or os.path.join(a.out, "peers.png"))
+        return
     refit = refit_path(a)
     os.makedirs(a.out, exist_ok=True)
     with open(PUBLISHED) as f:
