@@ -263,9 +263,7 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
          o->gpus, o->topology);
   printf("# calibration %s; software %s (%s)%s\n", c->cal_source, rf_software_name(c->cal.software),
          rf_variant_name(c->cal.software, c->cal.variant),
-         c->cal.software != RF_SOFTWARE_REFIT || c->cal.variant != RF_VARIANT_DEFAULT
-             ? ", every feasible candidate simulated"
-             : "");
+         c->cal.software != RF_SOFTWARE_REFIT ? ", every feasible candidate simulated" : "");
   double oos;
   g_autofree char *model = rf_predict_model_line(c->cal.software, c->cal.variant, &oos);
   printf("# model of the predictions: %s\n", model);
@@ -750,10 +748,11 @@ static gboolean advise_setup(Ctx *c, RfModel **model, GError **error) {
       rf_software_parse(o->software, o->variant, &c->cal.software, &c->cal.variant, error);
   rf_topology_free(topo);
   if (!ok) return FALSE;
-  /* the plan's bound holds for refit's flow model; the published software and refit's executor
-   * move the bytes their own way: simulate everything */
-  if (c->cal.software != RF_SOFTWARE_REFIT || c->cal.variant != RF_VARIANT_DEFAULT)
-    o->exhaustive = TRUE;
+  /* the plan's bound (its bytes on the busiest link at calibrated rates) holds for refit's flow
+   * model and its executor, which moves the same messages plus software time: branch and bound
+   * on it, the executor predicting what it simulates; the published software moves the bytes its
+   * own way: simulate everything */
+  if (c->cal.software != RF_SOFTWARE_REFIT) o->exhaustive = TRUE;
   rf_advise_bound_rates(&c->cal, &su->rates);
   *model = rf_model_load(o->a.model, error);
   if (*model && !rf_model_check_plannable(*model, error)) g_clear_pointer(model, rf_model_free);

@@ -394,9 +394,9 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "(hybrid, gather-broadcast), nccl-m2n (m2n); docs/sim.md",
        "NAME"},
       {"software-variant", 0, 0, G_OPTION_ARG_STRING, &o->variant,
-       "Code path of the software model: refit flows (default: its strategies as flows, a bound), "
-       "executor (the "
-       "schedule refit run executes, group by group); nemo-rl m2n-pack (default), "
+       "Code path of the software model: refit executor (default: the schedule refit run "
+       "executes, group by group), flows (its strategies as flows: the plan's bound at "
+       "calibrated rates, no software cost); nemo-rl m2n-pack (default), "
        "python-fallback, xfer-v0.1, golden; nccl-m2n pack (default), ring-v0.1, direct",
        "NAME"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &o->exec_staging_mib,

@@ -92,10 +92,11 @@ char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, double *oos_pct) {
   if (sw == RF_SOFTWARE_REFIT)
     return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR
                         ? "refit's executor: every rank's program of the schedule refit run "
-                          "executes (not yet checked against a GPU run)"
-                        : "flows: refit's plan at the calibrated link rates with no software "
-                          "cost, a bound, not what refit run executes (--software-variant "
-                          "executor)");
+                          "executes, per-operation costs from public figures (calibration "
+                          "[executor]; not yet checked against a GPU run)"
+                        : "flows: the plan's bound at calibrated rates, refit's plan as flows "
+                          "with no software cost, not what refit run executes (the default, "
+                          "--software-variant executor, is)");
   const char *name = rf_software_name(sw), *var = rf_variant_name(sw, v);
   int rows = 0;
   double mean = 0, max = 0;

@@ -22,8 +22,9 @@ gboolean rf_calibration_select(RfCalibration *c, const char *path, const RfTopol
 gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gboolean quiet,
                          GError **error);
 
-/* Which model produced a prediction: "flows" (refit's strategies as flows: the plan's bound at
- * calibrated rates), "executor" (the schedule refit run executes), or "SOFTWARE/VARIANT" for a
+/* Which model produced a prediction: "executor" (the schedule refit run executes; refit's
+ * default), "flows" (refit's strategies as flows: the plan's bound at calibrated rates), or
+ * "SOFTWARE/VARIANT" for a
  * model of the published software. Static string or one the caller frees: always g_free. */
 char *rf_predict_model_key(RfSoftware sw, RfSwVariant v);
 

@@ -62,7 +62,7 @@ def main():
     for r in read_table(TABLE):
         sys.stderr.write("executor: %s %s (%.0f s)\n" % (r["platform"], r["model"], time.time() - t0))
         args = (refit, r["model"], r["train_layout"], r["infer_layout"], r["platform"], strategies)
-        flows, _ = sim(*args)
+        flows, _ = sim(*args, extra=["--software-variant", "flows"])
         lock = lockstep(*args)
         ex = {s: sim(*args, extra=["--software", "refit", "--software-variant", "executor",
                                    "--slots", str(s)])[0] for s in slots}

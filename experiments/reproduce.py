@@ -94,7 +94,7 @@ def main():
         jobs.append((row, "gather-broadcast", ["--software", "nemo-rl"]))
         for v in VARIANTS:
             jobs.append((row, "hybrid", ["--software", "nemo-rl", "--software-variant", v]))
-        jobs.append((row, "hybrid", []))
+        jobs.append((row, "hybrid", ["--software-variant", "flows"]))  # refit's flow model
     with ThreadPoolExecutor(max_workers=2) as ex:
         res = list(ex.map(lambda j: run(a.refit, j[0], j[1], j[2] + extra), jobs))
     wall = time.time() - t0

@@ -39,7 +39,7 @@ def main():
             k += 1
             infer = "TP%dxDP%d" % (tp, a.gpus // tp)
             res, wall = sim(a.refit, a.model, a.train, infer, a.topology, strats,
-                            ["--domain-size", str(d)])
+                            ["--domain-size", str(d), "--software-variant", "flows"])
             for s in strats:
                 rows.append({"model": a.model, "train": a.train, "infer": infer, "tp": tp,
                              "domain": d, "topology": a.topology, "strategy": s,

@@ -59,7 +59,10 @@ def main():
     for model, train, infer in CASES:
         for topo in TOPOS:
             print("# simulating %s on %s ..." % (model, topo), file=sys.stderr, flush=True)
-            res, wall = sim(a.refit, model, train, infer, topo, STRATS)
+            # refit's flow model (the plan's bound at calibrated rates): its executor, refit sim's
+            # default, takes 10+ min per strategy at 2,048 ranks (executor_scale.py runs it)
+            res, wall = sim(a.refit, model, train, infer, topo, STRATS,
+                            ["--software-variant", "flows"])
             for s in STRATS:
                 r = res[s]
                 rep = ""

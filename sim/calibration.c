@@ -36,9 +36,8 @@ void rf_calibration_defaults(RfCalibration *c) {
 }
 
 static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};
-static const char *const VARIANT[] = {"default",   "python-fallback", "m2n-pack",
-                                      "xfer-v0.1", "golden",          "pack",
-                                      "ring-v0.1", "direct",          "executor"};
+static const char *const VARIANT[] = {"flows", "python-fallback", "m2n-pack", "xfer-v0.1", "golden",
+                                      "pack",  "ring-v0.1",       "direct",   "executor"};
 
 const char *rf_software_name(RfSoftware s) {
   return SOFTWARE[s];
@@ -66,7 +65,9 @@ gboolean rf_software_parse(const char *software, const char *variant, RfSoftware
                 software);
     return FALSE;
   }
-  /* refit's default, its strategies as flows, also answers to what it is: "flows" */
+  /* refit's default is its executor (the schedule refit run executes); "flows" is its strategies
+   * as flows, the plan's bound at calibrated rates (RF_VARIANT_DEFAULT inside the simulator) */
+  if (s == RF_SOFTWARE_REFIT && !(variant && *variant)) k = RF_VARIANT_EXECUTOR;
   if (variant && *variant && !(s == RF_SOFTWARE_REFIT && !strcmp(variant, "flows"))) {
     k = -1;
     for (unsigned i = 1; i < G_N_ELEMENTS(VARIANT); i++)
@@ -141,6 +142,9 @@ static const RfCalibrationKey KEYS[] = {
     {"bucket", "buffers", RF_CAL_INT, FIELD(buffers), 1, 64, 0, 0, FALSE},
     {"hybrid", "overlap", RF_CAL_BOOL, FIELD(hybrid_overlap), 0, 1, 0, 0, FALSE},
     {"refit", "fixed_s", RF_CAL_REAL, FIELD(fixed_s), 0, 1e3, 0.0, 20.0, TRUE},
+    {"executor", "kernel_launch_s", RF_CAL_REAL, FIELD(exec_kernel_launch_s), 0, 1.0, 0, 0, FALSE},
+    {"executor", "event_record_s", RF_CAL_REAL, FIELD(exec_event_record_s), 0, 1.0, 0, 0, FALSE},
+    {"executor", "stream_wait_s", RF_CAL_REAL, FIELD(exec_stream_wait_s), 0, 1.0, 0, 0, FALSE},
     /* software models (sim/models/) */
     {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},
     {"nemo", "dispatch_s", RF_CAL_REAL, FIELD(nemo_dispatch_s), 0, 1e3, 0.0, 5.0, FALSE},

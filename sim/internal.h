@@ -23,7 +23,8 @@ typedef struct {
 } SimFlow;
 
 #define SIM_MAX_STEPS                                                                              \
-  16384 /* software models: a few per pipeline stage; refit's executor: one per group */
+  65535 /* software models: a few per pipeline stage; refit's executor: one per group              \
+           (SimFlow.step is 16 bits) */
 /* refit's executor simulation: exact (an actor per rank) up to this many ranks; above, hosts of
  * up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the exact model) */
 #define SIM_EXEC_EXACT_RANKS 1024

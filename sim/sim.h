@@ -26,7 +26,7 @@ typedef enum {
 
 /* The code path of a software model where the evidence leaves it open. */
 typedef enum {
-  RF_VARIANT_DEFAULT,
+  RF_VARIANT_DEFAULT,         /* refit: "flows", its strategies as flows (the plan's bound) */
   RF_VARIANT_PYTHON_FALLBACK, /* nemo-rl: xferdtensor_python (nccl.m2n not installed) */
   RF_VARIANT_M2N_PACK,        /* nemo-rl: nccl.m2n PACK (today's default path) */
   RF_VARIANT_XFER_V01,        /* nemo-rl: PR #2413/#2808, every parameter by NCCL Xfer v0.1 */
@@ -38,7 +38,9 @@ typedef enum {
 } RfSwVariant;
 
 /* "refit", "nemo-rl", "nccl-m2n" (NULL: refit) and a variant name (NULL or "": the software's
- * default; refit's default, its strategies as flows, is also "flows");
+ * default). refit's default is its executor (RF_VARIANT_EXECUTOR: the schedule refit run
+ * executes); "flows" is its strategies as flows, the plan's bound at calibrated rates
+ * (RF_VARIANT_DEFAULT, which a zeroed RfCalibration holds);
  * FALSE + one-line error for a name that does not exist or a variant of another software. */
 gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
                            RfSwVariant *v, GError **error);
@@ -76,6 +78,10 @@ typedef struct {
   double exec_staging_bytes;
   int exec_max_ops, exec_slots;
   gboolean exec_staged; /* refit run --staged: no pipelining across plan stages */
+  /* refit's executor, per operation of real/'s CUDA backend (file keys [executor]) */
+  double exec_kernel_launch_s; /* host launch of one copy kernel (pack, unpack) */
+  double exec_event_record_s;  /* one cudaEventRecord */
+  double exec_stream_wait_s;   /* one cudaStreamWaitEvent between two streams */
   /* NeMo RL (sim/models/nemo_rl.c) */
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */

@@ -122,10 +122,12 @@ grep -q '^async  *nemo-rl:gather-broadcast .* nemo-rl/m2n-pack$' "$TMP/out" || b
 grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
 grep -q "NeMo RL's default refit (non-colocated) is gather-broadcast; its nccl_reshard refit .* is the hybrid strategy" "$TMP/out" ||
   bad "step: does not say which strategy NeMo RL uses"
-# Every prediction names its model: flows (a bound), refit's executor, or a software model.
-expect_ok "sim predicted_by flows" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
-grep -q '"predicted_by" : "flows"' "$TMP/out" || bad "sim: predicted_by flows missing"
-expect_ok "sim predicted_by executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
+# Every prediction names its model: refit's executor (the default), flows (a bound), or a software
+# model.
+expect_ok "sim predicted_by executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
+grep -q '"predicted_by" : "executor"' "$TMP/out" || bad "sim: predicted_by executor (the default) missing"
+grep -q '"software_variant" : "executor"' "$TMP/out" || bad "sim: software_variant executor missing"
+expect_ok "sim model line executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant executor
 grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"
 expect_ok "sim predicted_by software" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s hybrid \
@@ -136,6 +138,17 @@ grep -q "a model of nemo-rl's code (variant python-fallback); out of sample" "$T
 expect_ok "sim flows variant" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant flows --json
 grep -q '"predicted_by" : "flows"' "$TMP/out" || bad "sim --software-variant flows: not the flow model"
+# the executor's host time per group, from sim/calibration/dgx-h100.cal: latency.message_s 8.4 us +
+# executor.stream_wait_s 3 us + 3 x executor.event_record_s 0.25 us = 12.15 us, once per group
+expect_ok "sim executor per-op costs" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n,p2p \
+  --json -q
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "sim: executor software time is not groups x 12.15 us"
+import json, sys
+for r in json.load(open(sys.argv[1]))["strategies"]:
+    assert r["predicted_by"] == "executor" and r["reshard_calls"] > 0, r
+    want = r["reshard_calls"] * (8.4e-6 + 3e-6 + 3 * 2.5e-7)
+    assert abs(r["software_s"] - want) <= 1e-9 * max(1.0, want), (r["software_s"], want)
+PY
 expect_err "refit variant list" "unknown variant 'golden' of software refit (flows, executor)" \
   "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --software-variant golden
 expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \

@@ -229,11 +229,11 @@ expect_ok "step json" "$REFIT" step --rollout-s 0 --train-s 0 --refit gather-bro
 grep -q '"amdahl_ceiling" : null' "$TMP/out" || bad "step json: infinite ceiling not null"
 expect_ok "step predicted" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync
 grep -q "predicted by refit sim (NeMo RL's model and refit's; calibration .*dgx-h100.cal)" "$TMP/out" || bad "step prediction source"
-grep -q "^# model flows: " "$TMP/out" || bad "step: refit's rows do not name their model"
+grep -q "^# model executor: " "$TMP/out" || bad "step: refit's rows do not name their model"
 # one table: NeMo RL's model (its default gather-broadcast is the baseline) beside refit's strategies,
 # each row naming its model; --baseline SOFTWARE:STRATEGY picks another row
 [ "$(row sync nemo-rl:gather-broadcast | cut -d' ' -f6,8)" = "1.000 nemo-rl/m2n-pack" ] || bad "step: NeMo RL's baseline row: $(row sync nemo-rl:gather-broadcast)"
-[ -n "$(row sync nemo-rl:hybrid)" ] && [ "$(row sync m2n | cut -d' ' -f8)" = "flows" ] || bad "step: one table of both: $(cat "$TMP/out")"
+[ -n "$(row sync nemo-rl:hybrid)" ] && [ "$(row sync m2n | cut -d' ' -f8)" = "executor" ] || bad "step: one table of both: $(cat "$TMP/out")"
 grep -q "baseline nemo-rl:gather-broadcast$" "$TMP/out" || bad "step: baseline is not NeMo RL's default"
 expect_ok "step baseline refit" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync --baseline refit:gather-broadcast -s m2n --json
 /usr/bin/python3 - "$TMP/out" <<'PY' || bad "step --baseline refit:gather-broadcast"
@@ -243,7 +243,7 @@ assert d["baseline"] == "gather-broadcast" and d["baseline_software"] == "refit"
 assert d["nemo_rl_default_strategy"] == "gather-broadcast", d
 labels = {r["label"]: r for r in d["rows"] if r["mode"] == "sync"}
 assert set(labels) == {"gather-broadcast", "m2n"}, labels
-assert labels["gather-broadcast"]["speedup"] == 1.0 and labels["m2n"]["predicted_by"] == "flows", labels
+assert labels["gather-broadcast"]["speedup"] == 1.0 and labels["m2n"]["predicted_by"] == "executor", labels
 PY
 expect_err "step baseline software" "unknown software 'foo'" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 --baseline foo:m2n
 expect_err "step baseline missing" "no refit time for the baseline nemo-rl:m2n" "$REFIT" step --rollout-s 1 --train-s 1 --refit m2n=1 --baseline nemo-rl:m2n

@@ -4,15 +4,18 @@
  * Every rank runs its program (rf_schedule_rank_program), one SimGrid actor per rank on its GPU's
  * host, exactly as real/ issues it:
  * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
- *   (topology HBM x `efficiency.hbm`): the actor sleeps, its groups in flight keep moving;
- * - POST r: the host posts the group (`latency.message_s`), then one asynchronous send per
+ *   (topology HBM x `efficiency.hbm`) after a kernel launch (`executor.kernel_launch_s`): the
+ *   actor sleeps, its groups in flight keep moving;
+ * - POST r: the host posts the group (`latency.message_s` plus the event records and stream
+ *   wait of [executor], exec_post_s), then one asynchronous send per
  *   destination rank and phase (the segments it takes there in the round, together: below) and
  *   the receives of the round (a mailbox per rank and round, so a round matches only its own
  *   messages). The groups of a rank run one after another, as
  *   NCCL groups on real/'s one communication stream do: round r's transfers start when the
  *   rank's rounds before it are done; the copies of other lanes overlap them;
  * - WAIT r: until the round's sends and receives are done;
- * - UNPACK r: the copy of the bytes it received, at the device copy rate.
+ * - UNPACK r: a stream wait on the group (`executor.stream_wait_s`), a kernel launch and the copy
+ *   of the bytes it received, at the device copy rate.
  * A self-send (source rank = destination rank) is a pack and an unpack, no transfer.
  *
  * That is the exact model (group 1). Its cost is SimGrid's: every message start and end
@@ -220,6 +223,26 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   return e;
 }
 
+/* Per-operation costs of real/'s CUDA backend (calibration [executor], public figures): a copy
+ * kernel's launch before each pack and unpack that moves bytes, and the wait of the unpack's
+ * stream on the group's event (cudaStreamWaitEvent, cuda_wait) before each unpack. A unit's round
+ * counts them once: its ranks issue theirs at the same time. */
+static void exec_op_costs(SimExec *e, const RfCalibration *cal) {
+  const double k = cal->exec_kernel_launch_s;
+  for (uint64_t i = 0; i < e->round_first[e->nranks]; i++) {
+    SimExecRound *r = &e->rounds[i];
+    if (r->pack_s > 0) r->pack_s += k;
+    r->unpack_s += (r->unpack_s > 0 ? k : 0) + cal->exec_stream_wait_s;
+  }
+}
+
+/* Host time to post one group (cuda_post): its NCCL group (latency.message_s), the wait of the
+ * communication stream on the copies (one cudaStreamWaitEvent) and three event records (copied,
+ * lane_done, the group's progress event). */
+static double exec_post_s(const RfCalibration *cal) {
+  return cal->message_latency_s + cal->exec_stream_wait_s + 3 * cal->exec_event_record_s;
+}
+
 /* The coarse platform's load (sim_group_scales): GPU g's bytes on host link k over the run. */
 static double exec_load(const SimProgram *p, const void *ud, int s, int g, int k) {
   (void)p;
@@ -287,7 +310,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       g_array_append_val(p->flows, f);
       g_hash_table_insert(idx, g_memdup2(&hk, sizeof hk), GUINT_TO_POINTER(p->flows->len - f0));
     }
-    soft += cal->message_latency_s; /* the host issues every group in turn; copies overlap */
+    soft += exec_post_s(cal); /* the host issues every group in turn; copies overlap */
   }
   for (int st = step0; st < p->nsteps; st++)
     for (int l = 0; l < RF_PHASE_COUNT; l++)
@@ -295,7 +318,8 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   p->sw_software_s = soft;
   p->sw_calls = s->nrounds;
   p->exec = exec_build(s, plan, segs, first, slot_host, p->group, p->nhosts, copy_Bps,
-                       cal->message_latency_s, step0);
+                       exec_post_s(cal), step0);
+  exec_op_costs(p->exec, cal);
   if (p->group > 1) { /* host links: each as busy as its busiest GPU's over the run */
     g_autofree double *load = g_new0(double, (size_t)ngpus *SIM_HOST_LINKS + 1);
     const int G = pb->topo->gpus_per_domain;
