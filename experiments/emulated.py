@@ -60,6 +60,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="untimed refits first (default 1)")
     ap.add_argument("--launcher", default=os.environ.get("REFIT_LAUNCHER", LAUNCHER),
                     help="MPI launcher, {n} = ranks (default: %s)" % LAUNCHER)
+    ap.add_argument("--schedule", default="",
+                    help='schedule options given to both run and sim, e.g. "--staging-mib 0.02 '
+                    '--max-ops 4" (default: refit run\'s defaults)')
     ap.add_argument("--check", type=float, metavar="TOL",
                     help="exit 1 when a measured / predicted ratio is outside 1 +- TOL")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"),
@@ -83,6 +86,7 @@ def main():
     for case in a.case or CASES:
         model, train, infer = case.split()
         base = ["-m", model, "-t", train, "-i", infer, "-T", a.topology, "-s", a.strategy]
+        base += shlex.split(a.schedule)
         n = ranks_of(refit, model, train, infer, a.topology, env)
         launch = shlex.split(a.launcher.format(n=n))
         run = refit_json(launch + [refit, "run", "-q", "--json", "--emulate-network",

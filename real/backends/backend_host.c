@@ -1,13 +1,21 @@
 /* Host backend: host memory, memcpy for pack / unpack, MPI point-to-point for a group. The same
  * plan slicing, staging, forwarding and verification as the CUDA backend, runnable anywhere.
  *
- * With an emulated network (rf_real_emulate_network) every transfer to or from another rank is
- * paced: a send books its bytes on the rank's outgoing bucket of its kind (NVLink inside the
- * NVLink domain, NIC across) when the group is posted, and its MPI_Isend is held back until its
- * last byte has left at that rate, plus the latency; a receive, once MPI delivered it, books
- * its bytes on the rank's incoming bucket and completes when they are in, plus the latency. A
- * bucket runs its bookings one after another at the full rate (the same group times as a fair
- * share when a group waits for all of them). Bytes are never touched: only when things happen. */
+ * With an emulated network (rf_real_emulate_network, docs/real.md) MPI still moves the bytes at
+ * once, but a group is over only when it would be on the emulated network, in emulated time:
+ * - a rank's groups run one after another, as the cuda backend's do on its one communication
+ *   stream: a group starts when it is posted or when the groups posted before it are over,
+ *   whichever is later;
+ * - a send books its bytes on the rank's outgoing bucket of its kind (NVLink inside the NVLink
+ *   domain, NIC across), after what the bucket holds, at the full rate; its last byte arrives
+ *   a latency after it left, a time the sender tells the receiver in a message of its own;
+ * - the receiver books the group's receives, in the order their bytes left, on its incoming
+ *   bucket of their kind: a receive is over a latency after its last byte came in, and no
+ *   earlier than the sender's last byte arrives.
+ * A bucket serves its bookings one after another at the full rate, which gives the same group
+ * times as a fair share when a group waits for all of them. The host's own delays (polling,
+ * wake-ups of an oversubscribed host) count only where a rank is late to post: noticing that a
+ * transfer is over costs no emulated time, as a GPU's stream needs no host to notice it. */
 #include "backend.h"
 #include "boot.h"
 #include "pattern.h"
@@ -22,28 +30,33 @@
 /* MPI counts are int: longer operations go as several messages of this many bytes. */
 #define HOST_CHUNK_BYTES (1u << 30)
 
-/* Emulated network: one request's pacing. */
-typedef struct {
-  double release_s; /* send: when its bytes have left and arrived: MPI_Isend then */
-  double done_s;    /* when the emulated transfer is over (receives: known once delivered) */
-  const void *buf;  /* a send held back: what MPI_Isend will take */
-  int count, dest, tag;
-  int recv;     /* a receive */
-  int kind;     /* EMU_NVLINK, EMU_NIC, or EMU_NONE (a send to itself) */
-  int held;     /* a send not handed to MPI yet */
-  int mpi_done; /* MPI completed it */
-  uint64_t bytes;
-} EmuReq;
+/* Emulated network: the tag of a send's arrival time is its data tag plus this (data tags are
+ * chunk x RF_REAL_MAX_LANES + lane, far below; MPI_TAG_UB is at least 32767). */
+#define EMU_TIME_TAG 16384
 
 enum { EMU_NVLINK, EMU_NIC, EMU_KINDS, EMU_NONE = EMU_KINDS };
+
+/* Emulated network: one request of a group. */
+typedef struct {
+  double arrive_s; /* when the last byte arrives unless the receiver is slower (a receive: as its
+                    * sender told); the buffer of the time message */
+  double done_s;   /* when the request is over in emulated time */
+  uint64_t bytes;
+  int recv;
+  int kind; /* EMU_NVLINK, EMU_NIC, or EMU_NONE (to or from itself: not paced) */
+} EmuReq;
 
 /* One group in flight. */
 typedef struct {
   MPI_Request *req;
-  int *peer;  /* per request: the world rank it waits on */
-  EmuReq *er; /* per request, with an emulated network */
+  int *peer; /* per request: the world rank it waits on */
   int n, cap;
   double posted_s; /* for the op-delay test hook */
+  /* emulated network */
+  EmuReq *er;
+  MPI_Request *treq;     /* per request: its time message (MPI_REQUEST_NULL: none) */
+  double start_s, end_s; /* the group in emulated time; end_s once resolved */
+  int resolved;          /* every receive's arrival time is known and booked */
 } Lane;
 
 /* The emulated network of this rank: its buckets, by direction and kind. */
@@ -52,7 +65,8 @@ typedef struct {
   double Bps[EMU_KINDS], lat_s[EMU_KINDS];
   int nranks;
   int *domain;
-  double out_free_s[EMU_KINDS], in_free_s[EMU_KINDS]; /* when each bucket has sent all it booked */
+  double out_free_s[EMU_KINDS], in_free_s[EMU_KINDS]; /* when each bucket is through its bookings */
+  double stream_end_s;                                /* the end of the groups resolved so far */
 } Emu;
 
 struct RfDev {
@@ -134,6 +148,7 @@ static void host_close(RfDev *d, int abort) {
     g_free(d->lane[i].req);
     g_free(d->lane[i].peer);
     g_free(d->lane[i].er);
+    g_free(d->lane[i].treq);
   }
   g_free(d->emu.domain);
   g_free(d);
@@ -166,8 +181,6 @@ static void hold_until(const RfDev *d, double t0) {
   if (d->cfg.op_delay_s > 0 && left > 0) g_usleep((gulong)(left * 1e6));
 }
 
-static RfRealStatus emu_pump(RfDev *d, double now, double *next_s);
-
 static RfRealStatus host_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n,
                               uint64_t nsmall) {
   (void)nsmall; /* one thread: a copy's size does not change how it is done */
@@ -178,8 +191,7 @@ static RfRealStatus host_copy(RfDev *d, void *const *bases, const RfCopy *list, 
            c->bytes);
   }
   if (n) hold_until(d, t0);
-  double next = G_MAXDOUBLE;
-  return d->emu.on ? emu_pump(d, now_s(), &next) : RF_REAL_OK; /* held sends leave on time */
+  return RF_REAL_OK;
 }
 
 static RfRealStatus host_fill(RfDev *d, void *const *bases, const RfRun *runs, uint64_t n,
@@ -225,9 +237,9 @@ static int chunks_of(uint64_t bytes) {
 
 /* ---- the emulated network ---- */
 
-/* A rank waiting on an emulated transfer looks at MPI this often (the receives it books and
- * the progress of the transfers MPI runs), and sleeps in between: the ranks of an oversubscribed
- * host leave each other the cores. */
+/* A rank waiting on the emulated network looks at MPI this often and sleeps in between, so that
+ * the ranks of an oversubscribed host leave each other the cores; noticing late costs no
+ * emulated time. */
 #define EMU_POLL_S 200e-6
 
 static int emu_kind(const RfDev *d, int peer) {
@@ -237,65 +249,88 @@ static int emu_kind(const RfDev *d, int peer) {
   return m->domain[peer] == m->domain[me] ? EMU_NVLINK : EMU_NIC;
 }
 
-/* A send's bytes leave after everything booked on its bucket before it, at the bucket's rate;
- * the message is handed to MPI a latency after its last byte left. */
-static void emu_book_send(Emu *m, EmuReq *q, double now) {
-  const int k = q->kind;
-  const double start = MAX(now, m->out_free_s[k]);
-  m->out_free_s[k] = start + (double)q->bytes / m->Bps[k];
-  q->release_s = q->done_s = m->out_free_s[k] + m->lat_s[k];
-}
-
-/* A receive MPI delivered at `now`: its bytes came in after the ones booked on the incoming
- * bucket before it, and no earlier than they could have left the sender (now less the latency
- * and the time they take); it completes a latency after its last byte, and never before now. */
-static void emu_book_recv(Emu *m, EmuReq *q, double now) {
-  const int k = q->kind;
-  const double len_s = (double)q->bytes / m->Bps[k];
-  const double start = MAX(m->in_free_s[k], now - m->lat_s[k] - len_s);
-  m->in_free_s[k] = start + len_s;
-  q->done_s = MAX(now, m->in_free_s[k] + m->lat_s[k]);
-}
-
-/* Every lane: hand to MPI the sends whose time has come, and note what MPI completed (booking
- * the receives). *next_s: lowered to the earliest send still held back. */
-static RfRealStatus emu_pump(RfDev *d, double now, double *next_s) {
-  RfRealStatus status = RF_REAL_OK;
-  for (int li = 0; li < RF_REAL_MAX_LANES; li++) {
-    Lane *l = &d->lane[li];
-    for (int k = 0; k < l->n; k++) {
-      EmuReq *q = &l->er[k];
-      if (q->mpi_done) continue;
-      if (q->held && q->release_s > now) {
-        *next_s = MIN(*next_s, q->release_s);
-        continue;
-      }
-      if (q->held) {
-        MPICHECK(MPI_Isend(q->buf, q->count, MPI_BYTE, q->dest, q->tag, d->comm, &l->req[k]));
-        q->held = 0;
-      }
-      int flag = 0;
-      MPICHECK(MPI_Test(&l->req[k], &flag, MPI_STATUS_IGNORE));
-      if (!flag) continue;
-      q->mpi_done = 1;
-      if (q->kind == EMU_NONE)
-        q->done_s = now;
-      else if (q->recv)
-        emu_book_recv(&d->emu, q, now);
-    }
-  }
-out:
-  return status;
-}
-
 static void sleep_until(double t) {
   const double left = t - now_s();
   if (left > 0) g_usleep((gulong)(left * 1e6) + 1);
 }
 
-/* One request of a group: posted now, or (an emulated send to another rank) booked and held. */
+/* The first request of the lane not completed yet: whom a timed-out wait waited on. */
+static int stuck_on(Lane *l) {
+  for (int i = 0; i < l->n; i++) {
+    int one = 0;
+    if (l->req[i] != MPI_REQUEST_NULL &&
+        MPI_Test(&l->req[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one)
+      return l->peer[i];
+    if (l->treq && l->treq[i] != MPI_REQUEST_NULL &&
+        MPI_Test(&l->treq[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one)
+      return l->peer[i];
+  }
+  return -1;
+}
+
+/* A receive on its incoming bucket: its bytes come in after what the bucket holds, not before
+ * its group started, and not before they could have left the sender; it is over a latency after
+ * its last byte. */
+static void emu_book_recv(Emu *m, const Lane *l, EmuReq *q) {
+  const int k = q->kind;
+  const double len_s = (double)q->bytes / m->Bps[k];
+  const double start = MAX(MAX(m->in_free_s[k], l->start_s), q->arrive_s - m->lat_s[k] - len_s);
+  m->in_free_s[k] = start + len_s;
+  q->done_s = m->in_free_s[k] + m->lat_s[k];
+}
+
+/* Once every time message of the lane's group is in: its receives booked, in the order their
+ * first byte left the sender, and the group's end. *resolved: whether it is. */
+static RfRealStatus emu_resolve(RfDev *d, Lane *l, int *resolved) {
+  RfRealStatus status = RF_REAL_OK;
+  Emu *m = &d->emu;
+  int flag = 0;
+  *resolved = l->resolved;
+  if (l->resolved) return RF_REAL_OK;
+  MPICHECK(MPI_Testall(l->n, l->treq, &flag, MPI_STATUSES_IGNORE));
+  if (!flag) goto out;
+  for (int k = 0; k < l->n; k++) /* -1: a receive to book */
+    if (l->er[k].recv && l->er[k].kind != EMU_NONE) l->er[k].done_s = -1;
+  for (;;) { /* a group holds a few dozen receives at most */
+    int best = -1;
+    double best_s = 0;
+    for (int k = 0; k < l->n; k++) {
+      const EmuReq *q = &l->er[k];
+      if (q->done_s >= 0) continue;
+      const double left_s = q->arrive_s - m->lat_s[q->kind] - (double)q->bytes / m->Bps[q->kind];
+      if (best < 0 || left_s < best_s) best = k, best_s = left_s;
+    }
+    if (best < 0) break;
+    emu_book_recv(m, l, &l->er[best]);
+  }
+  l->end_s = l->start_s;
+  for (int k = 0; k < l->n; k++)
+    l->end_s = MAX(l->end_s, l->er[k].done_s);
+  m->stream_end_s = MAX(m->stream_end_s, l->end_s);
+  *resolved = l->resolved = 1;
+out:
+  return status;
+}
+
+/* Until the lane's group is resolved (its end known), or the timeout. */
+static RfRealStatus emu_resolve_wait(RfDev *d, Lane *l, int *stuck_peer) {
+  const double t0 = now_s();
+  for (;;) {
+    int resolved = 0;
+    RfRealStatus status = emu_resolve(d, l, &resolved);
+    if (status != RF_REAL_OK || resolved) return status;
+    if (now_s() - t0 > d->cfg.timeout_s) {
+      *stuck_peer = stuck_on(l);
+      return RF_REAL_ERR_TIMEOUT; /* the caller aborts the job: pending requests die with it */
+    }
+    sleep_until(now_s() + EMU_POLL_S);
+  }
+}
+
+/* One request of a group, and (emulated, to or from another rank) its time message: a send's
+ * bytes booked on the outgoing bucket, after what it holds and not before the group starts. */
 static RfRealStatus host_request(RfDev *d, Lane *l, int recv, const RfOp *op, uint64_t o,
-                                 char *stage, int lane, double now) {
+                                 char *stage, int lane) {
   RfRealStatus status = RF_REAL_OK;
   const int k = l->n;
   const uint64_t len = MIN(HOST_CHUNK_BYTES, op->bytes - o);
@@ -305,29 +340,39 @@ static RfRealStatus host_request(RfDev *d, Lane *l, int recv, const RfOp *op, ui
   char *buf = stage + op->off + o;
   l->peer[k] = op->peer;
   l->req[k] = MPI_REQUEST_NULL;
-  EmuReq *q = d->emu.on ? &l->er[k] : NULL;
-  if (q) {
-    *q = (EmuReq){.buf = buf,
-                  .count = (int)len,
-                  .dest = peer,
-                  .tag = tag,
-                  .recv = recv,
-                  .kind = emu_kind(d, op->peer),
-                  .bytes = len};
-    if (!recv && q->kind != EMU_NONE) {
-      emu_book_send(&d->emu, q, now);
-      q->held = 1;
-      l->n = k + 1;
-      return RF_REAL_OK;
-    }
-  }
+  l->n = k + 1;
   if (recv)
     MPICHECK(MPI_Irecv(buf, (int)len, MPI_BYTE, peer, tag, d->comm, &l->req[k]));
   else
     MPICHECK(MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, d->comm, &l->req[k]));
-  l->n = k + 1;
+  if (!d->emu.on) goto out;
+  Emu *m = &d->emu;
+  EmuReq *q = &l->er[k];
+  *q = (EmuReq){.done_s = l->start_s, .bytes = len, .recv = recv, .kind = emu_kind(d, op->peer)};
+  l->treq[k] = MPI_REQUEST_NULL;
+  if (q->kind == EMU_NONE) goto out;
+  if (recv) {
+    MPICHECK(
+        MPI_Irecv(&q->arrive_s, 1, MPI_DOUBLE, peer, tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
+    goto out;
+  }
+  const double start = MAX(l->start_s, m->out_free_s[q->kind]);
+  m->out_free_s[q->kind] = start + (double)len / m->Bps[q->kind];
+  q->arrive_s = q->done_s = m->out_free_s[q->kind] + m->lat_s[q->kind];
+  MPICHECK(MPI_Isend(&q->arrive_s, 1, MPI_DOUBLE, peer, tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
 out:
   return status;
+}
+
+/* Room for nreq requests in lane l (which holds none). */
+static void lane_reserve(RfDev *d, Lane *l, int nreq) {
+  if (nreq <= l->cap) return;
+  l->cap = nreq;
+  l->req = g_renew(MPI_Request, l->req, nreq);
+  l->peer = g_renew(int, l->peer, nreq);
+  if (!d->emu.on) return;
+  l->er = g_renew(EmuReq, l->er, nreq);
+  l->treq = g_renew(MPI_Request, l->treq, nreq);
 }
 
 static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends, const RfOp *recvs,
@@ -335,8 +380,7 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
   RfRealStatus status = RF_REAL_OK;
   if (lane < 0 || lane >= RF_REAL_MAX_LANES || d->lane[lane].n) return RF_REAL_ERR_INTERNAL;
   Lane *l = &d->lane[lane];
-  const double now = now_s();
-  l->posted_s = now;
+  l->posted_s = now_s();
   if (!nsends && !nrecvs) return RF_REAL_OK;
   if (d->comm == MPI_COMM_NULL) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank */
   int nreq = 0;
@@ -344,61 +388,44 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
     nreq += chunks_of(sends[i].bytes);
   for (int i = 0; i < nrecvs; i++)
     nreq += chunks_of(recvs[i].bytes);
-  if (nreq > l->cap) {
-    l->cap = nreq;
-    l->req = g_renew(MPI_Request, l->req, nreq);
-    l->peer = g_renew(int, l->peer, nreq);
-    if (d->emu.on) l->er = g_renew(EmuReq, l->er, nreq);
+  lane_reserve(d, l, nreq);
+  if (d->emu.on) { /* the group starts once the groups posted before it are over */
+    for (int i = 0; i < RF_REAL_MAX_LANES; i++) {
+      int stuck = -1;
+      if (i != lane && d->lane[i].n && (status = emu_resolve_wait(d, &d->lane[i], &stuck)))
+        return status;
+    }
+    l->start_s = MAX(l->posted_s, d->emu.stream_end_s);
+    l->end_s = l->start_s;
+    l->resolved = 0;
   }
   /* Tags: the lane and the chunk, so that the groups of two lanes in flight between the same two
    * ranks never match each other's messages. Receives first, so that no send arrives
    * unexpected. */
   for (int i = 0; i < nrecvs && !status; i++)
     for (uint64_t o = 0; o < recvs[i].bytes && !status; o += HOST_CHUNK_BYTES)
-      status = host_request(d, l, 1, &recvs[i], o, rstage, lane, now);
+      status = host_request(d, l, 1, &recvs[i], o, rstage, lane);
   for (int i = 0; i < nsends && !status; i++)
     for (uint64_t o = 0; o < sends[i].bytes && !status; o += HOST_CHUNK_BYTES)
-      status = host_request(d, l, 0, &sends[i], o, sstage, lane, now);
-  double next = G_MAXDOUBLE;
-  if (!status && d->emu.on) status = emu_pump(d, now_s(), &next);
+      status = host_request(d, l, 0, &sends[i], o, sstage, lane);
   return status; /* on an MPI failure the caller aborts the job: pending requests die with it */
 }
 
-/* The first request of the lane not completed yet: whom a timed-out wait waited on. */
-static int stuck_on(Lane *l) {
-  for (int i = 0; i < l->n; i++) {
-    int one = 0;
-    if (l->er && l->er[i].held) return l->peer[i];
-    if (l->req[i] != MPI_REQUEST_NULL &&
-        MPI_Test(&l->req[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one)
-      return l->peer[i];
-  }
-  return -1;
-}
-
-/* With an emulated network: until MPI completed every request of the lane and the emulated
- * transfers are over, handing held sends of every lane to MPI on time. */
+/* Emulated: until the group is resolved, MPI completed it, and its emulated end has come. */
 static RfRealStatus emu_wait(RfDev *d, Lane *l, int *stuck_peer) {
+  RfRealStatus status = emu_resolve_wait(d, l, stuck_peer);
   const double t0 = now_s();
-  for (;;) {
-    const double now = now_s();
-    double next = now + EMU_POLL_S, until = 0;
-    RfRealStatus status = emu_pump(d, now, &next);
-    if (status != RF_REAL_OK) return status;
-    int done = 1;
-    for (int k = 0; k < l->n; k++) {
-      done &= l->er[k].mpi_done;
-      until = MAX(until, l->er[k].done_s);
-    }
-    if (done && until <= now) break;
-    if (now - t0 > d->cfg.timeout_s) {
+  for (int done = 0; status == RF_REAL_OK && !done;) {
+    MPICHECK(MPI_Testall(l->n, l->req, &done, MPI_STATUSES_IGNORE));
+    if (!done && now_s() - t0 > d->cfg.timeout_s) {
       *stuck_peer = stuck_on(l);
-      return RF_REAL_ERR_TIMEOUT; /* the caller aborts the job: pending requests die with it */
+      return RF_REAL_ERR_TIMEOUT;
     }
-    sleep_until(done ? MIN(next, until) : next);
+    if (!done) sleep_until(now_s() + EMU_POLL_S);
   }
-  l->n = 0;
-  return RF_REAL_OK;
+  sleep_until(l->end_s);
+out:
+  return status;
 }
 
 static RfRealStatus host_wait(RfDev *d, int lane, int *stuck_peer) {
@@ -407,7 +434,10 @@ static RfRealStatus host_wait(RfDev *d, int lane, int *stuck_peer) {
   Lane *l = &d->lane[lane];
   hold_until(d, l->posted_s);
   if (!l->n) return RF_REAL_OK;
-  if (d->emu.on) return emu_wait(d, l, stuck_peer);
+  if (d->emu.on) {
+    if ((status = emu_wait(d, l, stuck_peer)) == RF_REAL_OK) l->n = 0;
+    return status;
+  }
   double t0 = MPI_Wtime();
   int spins = 0;
   for (;;) {
