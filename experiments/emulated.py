@@ -7,6 +7,7 @@ simulator's model of the same schedule on the same topology and its calibration
 
   /usr/bin/python3 experiments/emulated.py [--build DIR] [--case "MODEL TRAIN INFER"]...
       [--strategy S,...] [--topology emulated-2x4] [--iters 5] [--check 0.15]
+  /usr/bin/python3 experiments/emulated.py --copy-rate     # the topology's hbm_GBps
 
 Prints one row per (case, strategy): measured s (median over the timed iterations), predicted s,
 their ratio; writes experiments/results/emulated.csv (--out). --check TOL: exit 1 when a ratio
@@ -48,6 +49,23 @@ def ranks_of(refit, model, train, infer, topology, env):
     return int(m.group(1)) + int(m.group(2))
 
 
+def copy_rate():
+    """The host's memory copy rate (the emulated topology's [gpu] hbm_GBps: pack and unpack run
+    memcpy), best of 5 passes of 256 MiB per block size: Python's bytearray slice assignment is
+    one memcpy per block."""
+    import time
+    for size in (1 << 16, 1 << 20, 1 << 24):
+        a, b = bytearray(b"\x01") * size, bytearray(size)
+        n, best = max(1, (1 << 28) // size), float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                b[:] = a
+            best = min(best, time.perf_counter() - t0)
+        print("memcpy %8d B blocks: %.1f GB/s" % (size, size * n / best / 1e9))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_refit_args(ap)
@@ -68,7 +86,11 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"),
                     help="directory for emulated.csv and emulated.txt")
     ap.add_argument("--name", default="emulated", help="file name stem in --out (default emulated)")
+    ap.add_argument("--copy-rate", action="store_true",
+                    help="only measure the host's memcpy rate (the topology's hbm_GBps) and exit")
     a = ap.parse_args()
+    if a.copy_rate:
+        return copy_rate()
     refit = refit_path(a)
     env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
     env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
