@@ -67,6 +67,7 @@ typedef struct {
   int *domain;
   double out_free_s[EMU_KINDS], in_free_s[EMU_KINDS]; /* when each bucket is through its bookings */
   double stream_end_s;                                /* the end of the groups resolved so far */
+  double lag_s; /* how late the rank woke from its last wait: its clock is real time less this */
 } Emu;
 
 struct RfDev {
@@ -395,7 +396,7 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
       if (i != lane && d->lane[i].n && (status = emu_resolve_wait(d, &d->lane[i], &stuck)))
         return status;
     }
-    l->start_s = MAX(l->posted_s, d->emu.stream_end_s);
+    l->start_s = MAX(l->posted_s - d->emu.lag_s, d->emu.stream_end_s);
     l->end_s = l->start_s;
     l->resolved = 0;
   }
@@ -411,10 +412,12 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
   return status; /* on an MPI failure the caller aborts the job: pending requests die with it */
 }
 
-/* Emulated: until the group is resolved, MPI completed it, and its emulated end has come. */
+/* Emulated: until the group is resolved, MPI completed it, and its emulated end has come. The
+ * rank's clock then reads the later of that end and its clock when it began to wait: how late
+ * the host noticed (polling, the wake-up of an oversubscribed host) is not emulated time. */
 static RfRealStatus emu_wait(RfDev *d, Lane *l, int *stuck_peer) {
+  const double t0 = now_s(), clock0 = t0 - d->emu.lag_s;
   RfRealStatus status = emu_resolve_wait(d, l, stuck_peer);
-  const double t0 = now_s();
   for (int done = 0; status == RF_REAL_OK && !done;) {
     MPICHECK(MPI_Testall(l->n, l->req, &done, MPI_STATUSES_IGNORE));
     if (!done && now_s() - t0 > d->cfg.timeout_s) {
@@ -424,6 +427,7 @@ static RfRealStatus emu_wait(RfDev *d, Lane *l, int *stuck_peer) {
     if (!done) sleep_until(now_s() + EMU_POLL_S);
   }
   sleep_until(l->end_s);
+  d->emu.lag_s = MAX(0.0, now_s() - MAX(l->end_s, clock0));
 out:
   return status;
 }
