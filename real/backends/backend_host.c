@@ -30,20 +30,23 @@
 /* MPI counts are int: longer operations go as several messages of this many bytes. */
 #define HOST_CHUNK_BYTES (1u << 30)
 
-/* Emulated network: the tag of a send's arrival time is its data tag plus this (data tags are
- * chunk x RF_REAL_MAX_LANES + lane, far below; MPI_TAG_UB is at least 32767). */
-#define EMU_TIME_TAG 16384
+/* Emulated network: the tags of a transfer's time messages are its data tag plus these (data
+ * tags are chunk x RF_REAL_MAX_LANES + lane, far below; MPI_TAG_UB is at least 32767). */
+#define EMU_READY_TAG 8192 /* receiver -> sender: when the receiving group started */
+#define EMU_TIME_TAG 16384 /* sender -> receiver: when the last byte arrives */
 
 enum { EMU_NVLINK, EMU_NIC, EMU_KINDS, EMU_NONE = EMU_KINDS };
 
 /* Emulated network: one request of a group. */
 typedef struct {
+  double ready_s;  /* when the receiving group started (a send: as its receiver told) */
   double arrive_s; /* when the last byte arrives unless the receiver is slower (a receive: as its
-                    * sender told); the buffer of the time message */
-  double done_s;   /* when the request is over in emulated time */
+                    * sender told) */
+  double done_s;   /* when the request is over in emulated time; -1: to book */
   uint64_t bytes;
   int recv;
-  int kind; /* EMU_NVLINK, EMU_NIC, or EMU_NONE (to or from itself: not paced) */
+  int kind;      /* EMU_NVLINK, EMU_NIC, or EMU_NONE (to or from itself: not paced) */
+  int peer, tag; /* in the communicator, for the time message of a send */
 } EmuReq;
 
 /* One group in flight. */
@@ -54,9 +57,10 @@ typedef struct {
   double posted_s; /* for the op-delay test hook */
   /* emulated network */
   EmuReq *er;
-  MPI_Request *treq;     /* per request: its time message (MPI_REQUEST_NULL: none) */
-  double start_s, end_s; /* the group in emulated time; end_s once resolved */
-  int resolved;          /* every receive's arrival time is known and booked */
+  MPI_Request *rreq, *treq; /* per request: its time messages (MPI_REQUEST_NULL: none) */
+  double start_s, end_s;    /* the group in emulated time; end_s once resolved */
+  int sends_booked;         /* every receiver told when it started: the sends are booked */
+  int resolved;             /* every sender told when its bytes arrive: the receives too */
 } Lane;
 
 /* The emulated network of this rank: its buckets, by direction and kind. */
@@ -150,6 +154,7 @@ static void host_close(RfDev *d, int abort) {
     g_free(d->lane[i].peer);
     g_free(d->lane[i].er);
     g_free(d->lane[i].treq);
+    g_free(d->lane[i].rreq);
   }
   g_free(d->emu.domain);
   g_free(d);
@@ -265,6 +270,9 @@ static int stuck_on(Lane *l) {
     if (l->treq && l->treq[i] != MPI_REQUEST_NULL &&
         MPI_Test(&l->treq[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one)
       return l->peer[i];
+    if (l->rreq && l->rreq[i] != MPI_REQUEST_NULL &&
+        MPI_Test(&l->rreq[i], &one, MPI_STATUS_IGNORE) == MPI_SUCCESS && !one)
+      return l->peer[i];
   }
   return -1;
 }
@@ -280,30 +288,69 @@ static void emu_book_recv(Emu *m, const Lane *l, EmuReq *q) {
   q->done_s = m->in_free_s[k] + m->lat_s[k];
 }
 
-/* Once every time message of the lane's group is in: its receives booked, in the order their
- * first byte left the sender, and the group's end. *resolved: whether it is. */
+/* When a request's first byte could leave: a send, once its receiver is ready (its group
+ * started); a receive, by its sender's word. */
+static double emu_leave_s(const Emu *m, const Lane *l, const EmuReq *q) {
+  if (!q->recv) return MAX(l->start_s, q->ready_s);
+  return q->arrive_s - m->lat_s[q->kind] - (double)q->bytes / m->Bps[q->kind];
+}
+
+/* The request of the lane, send or receive, still to book whose bytes could leave first; -1:
+ * none (a group holds a few dozen requests at most). */
+static int emu_first(const Emu *m, const Lane *l, int recv) {
+  int best = -1;
+  double best_s = 0;
+  for (int k = 0; k < l->n; k++) {
+    const EmuReq *q = &l->er[k];
+    if (q->done_s >= 0 || q->recv != recv) continue;
+    const double s = emu_leave_s(m, l, q);
+    if (best < 0 || s < best_s) best = k, best_s = s;
+  }
+  return best;
+}
+
+/* Once every receiver of the group told when it started: the sends booked on the outgoing
+ * buckets, in the order they can leave (a transfer starts when both sides have started, as a
+ * rendezvous does), and each arrival time sent. *booked: whether they are. */
+static RfRealStatus emu_book_sends(RfDev *d, Lane *l, int *booked) {
+  RfRealStatus status = RF_REAL_OK;
+  Emu *m = &d->emu;
+  int flag = 0;
+  if ((*booked = l->sends_booked)) return RF_REAL_OK;
+  MPICHECK(MPI_Testall(l->n, l->rreq, &flag, MPI_STATUSES_IGNORE));
+  if (!flag) goto out;
+  for (int k = 0; k < l->n; k++)
+    if (!l->er[k].recv && l->er[k].kind != EMU_NONE) l->er[k].done_s = -1;
+  for (int k; (k = emu_first(m, l, 0)) >= 0;) {
+    EmuReq *q = &l->er[k];
+    const int c = q->kind;
+    const double start = MAX(m->out_free_s[c], emu_leave_s(m, l, q));
+    m->out_free_s[c] = start + (double)q->bytes / m->Bps[c];
+    q->arrive_s = q->done_s = m->out_free_s[c] + m->lat_s[c];
+    MPICHECK(MPI_Isend(&q->arrive_s, 1, MPI_DOUBLE, q->peer, q->tag + EMU_TIME_TAG, d->comm,
+                       &l->treq[k]));
+  }
+  *booked = l->sends_booked = 1;
+out:
+  return status;
+}
+
+/* Once the sends are booked and every sender told when its bytes arrive: the receives booked,
+ * in the order their first byte left the sender, and the group's end. *resolved: whether it
+ * is. */
 static RfRealStatus emu_resolve(RfDev *d, Lane *l, int *resolved) {
   RfRealStatus status = RF_REAL_OK;
   Emu *m = &d->emu;
   int flag = 0;
   *resolved = l->resolved;
   if (l->resolved) return RF_REAL_OK;
+  if ((status = emu_book_sends(d, l, &flag)) != RF_REAL_OK || !flag) return status;
   MPICHECK(MPI_Testall(l->n, l->treq, &flag, MPI_STATUSES_IGNORE));
   if (!flag) goto out;
-  for (int k = 0; k < l->n; k++) /* -1: a receive to book */
+  for (int k = 0; k < l->n; k++)
     if (l->er[k].recv && l->er[k].kind != EMU_NONE) l->er[k].done_s = -1;
-  for (;;) { /* a group holds a few dozen receives at most */
-    int best = -1;
-    double best_s = 0;
-    for (int k = 0; k < l->n; k++) {
-      const EmuReq *q = &l->er[k];
-      if (q->done_s >= 0) continue;
-      const double left_s = q->arrive_s - m->lat_s[q->kind] - (double)q->bytes / m->Bps[q->kind];
-      if (best < 0 || left_s < best_s) best = k, best_s = left_s;
-    }
-    if (best < 0) break;
-    emu_book_recv(m, l, &l->er[best]);
-  }
+  for (int k; (k = emu_first(m, l, 1)) >= 0;)
+    emu_book_recv(m, l, &l->er[k]);
   l->end_s = l->start_s;
   for (int k = 0; k < l->n; k++)
     l->end_s = MAX(l->end_s, l->er[k].done_s);
@@ -313,13 +360,22 @@ out:
   return status;
 }
 
+/* Every lane in flight: resolve what can be (its peers may wait on its time messages). */
+static RfRealStatus emu_pump(RfDev *d) {
+  RfRealStatus status = RF_REAL_OK;
+  for (int i = 0; i < RF_REAL_MAX_LANES && status == RF_REAL_OK; i++) {
+    int resolved = 0;
+    if (d->lane[i].n && !d->lane[i].resolved) status = emu_resolve(d, &d->lane[i], &resolved);
+  }
+  return status;
+}
+
 /* Until the lane's group is resolved (its end known), or the timeout. */
 static RfRealStatus emu_resolve_wait(RfDev *d, Lane *l, int *stuck_peer) {
   const double t0 = now_s();
   for (;;) {
-    int resolved = 0;
-    RfRealStatus status = emu_resolve(d, l, &resolved);
-    if (status != RF_REAL_OK || resolved) return status;
+    RfRealStatus status = emu_pump(d);
+    if (status != RF_REAL_OK || l->resolved) return status;
     if (now_s() - t0 > d->cfg.timeout_s) {
       *stuck_peer = stuck_on(l);
       return RF_REAL_ERR_TIMEOUT; /* the caller aborts the job: pending requests die with it */
@@ -347,20 +403,25 @@ static RfRealStatus host_request(RfDev *d, Lane *l, int recv, const RfOp *op, ui
   else
     MPICHECK(MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, d->comm, &l->req[k]));
   if (!d->emu.on) goto out;
-  Emu *m = &d->emu;
   EmuReq *q = &l->er[k];
-  *q = (EmuReq){.done_s = l->start_s, .bytes = len, .recv = recv, .kind = emu_kind(d, op->peer)};
-  l->treq[k] = MPI_REQUEST_NULL;
+  *q = (EmuReq){.done_s = l->start_s,
+                .bytes = len,
+                .recv = recv,
+                .kind = emu_kind(d, op->peer),
+                .peer = peer,
+                .tag = tag};
+  l->treq[k] = l->rreq[k] = MPI_REQUEST_NULL;
   if (q->kind == EMU_NONE) goto out;
-  if (recv) {
+  if (recv) { /* tell the sender when this group started; hear when the bytes arrive */
+    q->ready_s = l->start_s;
+    MPICHECK(
+        MPI_Isend(&q->ready_s, 1, MPI_DOUBLE, peer, tag + EMU_READY_TAG, d->comm, &l->rreq[k]));
     MPICHECK(
         MPI_Irecv(&q->arrive_s, 1, MPI_DOUBLE, peer, tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
-    goto out;
+  } else { /* hear when the receiver started; booked then (emu_book_sends) */
+    MPICHECK(
+        MPI_Irecv(&q->ready_s, 1, MPI_DOUBLE, peer, tag + EMU_READY_TAG, d->comm, &l->rreq[k]));
   }
-  const double start = MAX(l->start_s, m->out_free_s[q->kind]);
-  m->out_free_s[q->kind] = start + (double)len / m->Bps[q->kind];
-  q->arrive_s = q->done_s = m->out_free_s[q->kind] + m->lat_s[q->kind];
-  MPICHECK(MPI_Isend(&q->arrive_s, 1, MPI_DOUBLE, peer, tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
 out:
   return status;
 }
@@ -374,6 +435,7 @@ static void lane_reserve(RfDev *d, Lane *l, int nreq) {
   if (!d->emu.on) return;
   l->er = g_renew(EmuReq, l->er, nreq);
   l->treq = g_renew(MPI_Request, l->treq, nreq);
+  l->rreq = g_renew(MPI_Request, l->rreq, nreq);
 }
 
 static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends, const RfOp *recvs,
@@ -398,7 +460,7 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
     }
     l->start_s = MAX(l->posted_s - d->emu.lag_s, d->emu.stream_end_s);
     l->end_s = l->start_s;
-    l->resolved = 0;
+    l->sends_booked = l->resolved = 0;
   }
   /* Tags: the lane and the chunk, so that the groups of two lanes in flight between the same two
    * ranks never match each other's messages. Receives first, so that no send arrives
@@ -418,15 +480,15 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
 static RfRealStatus emu_wait(RfDev *d, Lane *l, int *stuck_peer) {
   const double t0 = now_s(), clock0 = t0 - d->emu.lag_s;
   RfRealStatus status = emu_resolve_wait(d, l, stuck_peer);
-  for (int done = 0; status == RF_REAL_OK && !done;) {
-    MPICHECK(MPI_Testall(l->n, l->req, &done, MPI_STATUSES_IGNORE));
+  for (int done = 0; status == RF_REAL_OK && (!done || now_s() < l->end_s);) {
+    if (!done) MPICHECK(MPI_Testall(l->n, l->req, &done, MPI_STATUSES_IGNORE));
     if (!done && now_s() - t0 > d->cfg.timeout_s) {
       *stuck_peer = stuck_on(l);
       return RF_REAL_ERR_TIMEOUT;
     }
-    if (!done) sleep_until(now_s() + EMU_POLL_S);
+    status = emu_pump(d); /* the other lanes' time messages, which peers may wait on */
+    sleep_until(MIN(now_s() + EMU_POLL_S, done ? l->end_s : G_MAXDOUBLE));
   }
-  sleep_until(l->end_s);
   d->emu.lag_s = MAX(0.0, now_s() - MAX(l->end_s, clock0));
 out:
   return status;
