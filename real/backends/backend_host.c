@@ -72,6 +72,11 @@ typedef struct {
   double out_free_s[EMU_KINDS], in_free_s[EMU_KINDS]; /* when each bucket is through its bookings */
   double stream_end_s;                                /* the end of the groups resolved so far */
   double lag_s; /* how late the rank woke from its last wait: its clock is real time less this */
+  /* the start of a refit: every rank's clock reads the latest mark 0 of the world (the
+   * barrier after it waits for that one) at its first operation afterwards */
+  MPI_Request start_req;
+  double mark0_s, start_s;
+  int start_pending;
 } Emu;
 
 struct RfDev {
@@ -112,6 +117,7 @@ static RfRealStatus host_open(const RfDevConfig *cfg, RfDev **out) {
     m->lat_s[EMU_NIC] = emu_config.nic_latency_s;
     m->nranks = emu_config.nranks;
     m->domain = g_memdup2(emu_config.domain, sizeof(int) * (size_t)m->nranks);
+    m->start_req = MPI_REQUEST_NULL;
   }
   *out = d;
   return RF_REAL_OK;
@@ -147,6 +153,7 @@ out:
 static void host_close(RfDev *d, int abort) {
   if (!d) return;
   /* After an abort the job is going down: do not free a communicator peers may still use. */
+  if (!abort && d->emu.start_pending) MPI_Wait(&d->emu.start_req, MPI_STATUS_IGNORE);
   if (!abort && d->comm != MPI_COMM_NULL && d->comm != MPI_COMM_WORLD) MPI_Comm_free(&d->comm);
   g_array_free(d->marks, TRUE);
   for (int i = 0; i < RF_REAL_MAX_LANES; i++) {
@@ -187,9 +194,26 @@ static void hold_until(const RfDev *d, double t0) {
   if (d->cfg.op_delay_s > 0 && left > 0) g_usleep((gulong)(left * 1e6));
 }
 
+/* Emulated: the first operation of a refit, after the barrier. How late each rank left the
+ * barrier is the oversubscribed host's, not the network's: the clocks of all ranks start
+ * together, at the latest mark 0 (when the last rank reached the barrier). */
+static RfRealStatus emu_start(RfDev *d) {
+  RfRealStatus status = RF_REAL_OK;
+  Emu *m = &d->emu;
+  if (!m->on || !m->start_pending) return RF_REAL_OK;
+  const double now = now_s();
+  MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
+  m->lag_s = MAX(0.0, now - m->start_s);
+  m->start_pending = 0;
+out:
+  return status;
+}
+
 static RfRealStatus host_copy(RfDev *d, void *const *bases, const RfCopy *list, uint64_t n,
                               uint64_t nsmall) {
   (void)nsmall; /* one thread: a copy's size does not change how it is done */
+  RfRealStatus status = emu_start(d);
+  if (status != RF_REAL_OK) return status;
   const double t0 = d->cfg.op_delay_s > 0 ? now_s() : 0;
   for (uint64_t i = 0; i < n; i++) {
     const RfCopy *c = &list[i];
@@ -443,6 +467,7 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
   RfRealStatus status = RF_REAL_OK;
   if (lane < 0 || lane >= RF_REAL_MAX_LANES || d->lane[lane].n) return RF_REAL_ERR_INTERNAL;
   Lane *l = &d->lane[lane];
+  if ((status = emu_start(d)) != RF_REAL_OK) return status;
   l->posted_s = now_s();
   if (!nsends && !nrecvs) return RF_REAL_OK;
   if (d->comm == MPI_COMM_NULL) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank */
@@ -530,9 +555,20 @@ static RfRealStatus host_peer_copy(RfDev *d, void *dst, const void *src, uint64_
 }
 
 static RfRealStatus host_mark(RfDev *d, int i) {
+  RfRealStatus status = RF_REAL_OK;
+  Emu *m = &d->emu;
   if ((guint)i >= d->marks->len) g_array_set_size(d->marks, i + 1);
   g_array_index(d->marks, double, i) = g_get_monotonic_time() * 1e-6;
-  return RF_REAL_OK;
+  /* emulated: mark 0 starts a refit, on every rank of the communicator (emu_start) */
+  if (i == 0 && m->on && d->comm != MPI_COMM_NULL) {
+    if (m->start_pending) MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
+    m->mark0_s = g_array_index(d->marks, double, 0);
+    MPICHECK(
+        MPI_Iallreduce(&m->mark0_s, &m->start_s, 1, MPI_DOUBLE, MPI_MAX, d->comm, &m->start_req));
+    m->start_pending = 1;
+  }
+out:
+  return status;
 }
 
 static RfRealStatus host_finish(RfDev *d, int nmarks, double *since_start_s, int *done_marks) {
