@@ -39,10 +39,10 @@ enum { EMU_NVLINK, EMU_NIC, EMU_KINDS, EMU_NONE = EMU_KINDS };
 
 /* Emulated network: one request of a group. */
 typedef struct {
-  double ready_s;  /* when the receiving group started (a send: as its receiver told) */
-  double arrive_s; /* when the last byte arrives unless the receiver is slower (a receive: as its
-                    * sender told) */
-  double done_s;   /* when the request is over in emulated time; -1: to book */
+  double ready_s; /* when the receiving group started (a send: as its receiver told) */
+  double at[2];   /* [0] when the first byte can leave (both groups started), [1] when the last
+                   * arrives unless the receiver is slower; a receive: as its sender told */
+  double done_s;  /* when the request is over in emulated time; -1: to book */
   uint64_t bytes;
   int recv;
   int kind;      /* EMU_NVLINK, EMU_NIC, or EMU_NONE (to or from itself: not paced) */
@@ -301,33 +301,32 @@ static int stuck_on(Lane *l) {
   return -1;
 }
 
-/* A receive on its incoming bucket: its bytes come in after what the bucket holds, not before
- * its group started, and not before they could have left the sender; it is over a latency after
- * its last byte. */
+/* A receive on its incoming bucket: its bytes come in after what the bucket holds and not
+ * before they can leave the sender, as a fluid (the sender may share its rate among several
+ * receivers meanwhile); it is over a latency after its last byte, and not before the sender's
+ * last byte arrives. */
 static void emu_book_recv(Emu *m, const Lane *l, EmuReq *q) {
   const int k = q->kind;
-  const double len_s = (double)q->bytes / m->Bps[k];
-  const double start = MAX(MAX(m->in_free_s[k], l->start_s), q->arrive_s - m->lat_s[k] - len_s);
-  m->in_free_s[k] = start + len_s;
-  q->done_s = m->in_free_s[k] + m->lat_s[k];
+  const double start = MAX(MAX(m->in_free_s[k], l->start_s), q->at[0]);
+  m->in_free_s[k] = start + (double)q->bytes / m->Bps[k];
+  q->done_s = MAX(m->in_free_s[k] + m->lat_s[k], q->at[1]);
 }
 
 /* When a request's first byte could leave: a send, once its receiver is ready (its group
  * started); a receive, by its sender's word. */
-static double emu_leave_s(const Emu *m, const Lane *l, const EmuReq *q) {
-  if (!q->recv) return MAX(l->start_s, q->ready_s);
-  return q->arrive_s - m->lat_s[q->kind] - (double)q->bytes / m->Bps[q->kind];
+static double emu_leave_s(const Lane *l, const EmuReq *q) {
+  return q->recv ? q->at[0] : MAX(l->start_s, q->ready_s);
 }
 
 /* The request of the lane, send or receive, still to book whose bytes could leave first; -1:
  * none (a group holds a few dozen requests at most). */
-static int emu_first(const Emu *m, const Lane *l, int recv) {
+static int emu_first(const Lane *l, int recv) {
   int best = -1;
   double best_s = 0;
   for (int k = 0; k < l->n; k++) {
     const EmuReq *q = &l->er[k];
     if (q->done_s >= 0 || q->recv != recv) continue;
-    const double s = emu_leave_s(m, l, q);
+    const double s = emu_leave_s(l, q);
     if (best < 0 || s < best_s) best = k, best_s = s;
   }
   return best;
@@ -345,14 +344,14 @@ static RfRealStatus emu_book_sends(RfDev *d, Lane *l, int *booked) {
   if (!flag) goto out;
   for (int k = 0; k < l->n; k++)
     if (!l->er[k].recv && l->er[k].kind != EMU_NONE) l->er[k].done_s = -1;
-  for (int k; (k = emu_first(m, l, 0)) >= 0;) {
+  for (int k; (k = emu_first(l, 0)) >= 0;) {
     EmuReq *q = &l->er[k];
     const int c = q->kind;
-    const double start = MAX(m->out_free_s[c], emu_leave_s(m, l, q));
+    const double start = MAX(m->out_free_s[c], emu_leave_s(l, q));
     m->out_free_s[c] = start + (double)q->bytes / m->Bps[c];
-    q->arrive_s = q->done_s = m->out_free_s[c] + m->lat_s[c];
-    MPICHECK(MPI_Isend(&q->arrive_s, 1, MPI_DOUBLE, q->peer, q->tag + EMU_TIME_TAG, d->comm,
-                       &l->treq[k]));
+    q->at[0] = emu_leave_s(l, q);
+    q->at[1] = q->done_s = m->out_free_s[c] + m->lat_s[c];
+    MPICHECK(MPI_Isend(q->at, 2, MPI_DOUBLE, q->peer, q->tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
   }
   *booked = l->sends_booked = 1;
 out:
@@ -373,7 +372,7 @@ static RfRealStatus emu_resolve(RfDev *d, Lane *l, int *resolved) {
   if (!flag) goto out;
   for (int k = 0; k < l->n; k++)
     if (l->er[k].recv && l->er[k].kind != EMU_NONE) l->er[k].done_s = -1;
-  for (int k; (k = emu_first(m, l, 1)) >= 0;)
+  for (int k; (k = emu_first(l, 1)) >= 0;)
     emu_book_recv(m, l, &l->er[k]);
   l->end_s = l->start_s;
   for (int k = 0; k < l->n; k++)
@@ -440,8 +439,7 @@ static RfRealStatus host_request(RfDev *d, Lane *l, int recv, const RfOp *op, ui
     q->ready_s = l->start_s;
     MPICHECK(
         MPI_Isend(&q->ready_s, 1, MPI_DOUBLE, peer, tag + EMU_READY_TAG, d->comm, &l->rreq[k]));
-    MPICHECK(
-        MPI_Irecv(&q->arrive_s, 1, MPI_DOUBLE, peer, tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
+    MPICHECK(MPI_Irecv(q->at, 2, MPI_DOUBLE, peer, tag + EMU_TIME_TAG, d->comm, &l->treq[k]));
   } else { /* hear when the receiver started; booked then (emu_book_sends) */
     MPICHECK(
         MPI_Irecv(&q->ready_s, 1, MPI_DOUBLE, peer, tag + EMU_READY_TAG, d->comm, &l->rreq[k]));
@@ -558,7 +556,8 @@ static RfRealStatus host_mark(RfDev *d, int i) {
   RfRealStatus status = RF_REAL_OK;
   Emu *m = &d->emu;
   if ((guint)i >= d->marks->len) g_array_set_size(d->marks, i + 1);
-  g_array_index(d->marks, double, i) = g_get_monotonic_time() * 1e-6;
+  /* emulated: the rank's clock (emu_wait) after the start, real time less how late it woke */
+  g_array_index(d->marks, double, i) = now_s() - (m->on && i ? m->lag_s : 0);
   /* emulated: mark 0 starts a refit, on every rank of the communicator (emu_start) */
   if (i == 0 && m->on && d->comm != MPI_COMM_NULL) {
     if (m->start_pending) MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
@@ -571,11 +570,24 @@ out:
   return status;
 }
 
+/* Emulated: a refit's times count from its start, the latest mark 0 of the world (emu_start),
+ * not from this rank's own mark 0: how long a rank waited at the barrier for a slower host is
+ * not the network's either. */
 static RfRealStatus host_finish(RfDev *d, int nmarks, double *since_start_s, int *done_marks) {
+  RfRealStatus status = RF_REAL_OK;
+  Emu *m = &d->emu;
+  double origin = d->marks->len ? g_array_index(d->marks, double, 0) : 0;
+  if (m->on && nmarks > 1 && d->comm != MPI_COMM_NULL && m->mark0_s > 0) {
+    /* every rank passed the barrier: the start is known (or at hand) */
+    if (m->start_pending) MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
+    m->start_pending = 0;
+    origin = MAX(origin, m->start_s);
+  }
   for (int i = 0; i < nmarks && (guint)i < d->marks->len; i++)
-    since_start_s[i] = g_array_index(d->marks, double, i) - g_array_index(d->marks, double, 0);
+    since_start_s[i] = i ? MAX(0.0, g_array_index(d->marks, double, i) - origin) : 0;
   *done_marks = nmarks;
-  return RF_REAL_OK;
+out:
+  return status;
 }
 
 const RfDevOps rf_dev_host = {
