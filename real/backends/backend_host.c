@@ -1,21 +1,25 @@
 /* Host backend: host memory, memcpy for pack / unpack, MPI point-to-point for a group. The same
  * plan slicing, staging, forwarding and verification as the CUDA backend, runnable anywhere.
  *
- * With an emulated network (rf_real_emulate_network, docs/real.md) MPI still moves the bytes at
- * once, but a group is over only when it would be on the emulated network, in emulated time:
+ * With an emulated network (rf_real_emulate_network, docs/real.md, Emulated network) MPI still
+ * moves the bytes at once, but a group is over only when it would be on the emulated network,
+ * by the rank's emulated clock:
  * - a rank's groups run one after another, as the cuda backend's do on its one communication
  *   stream: a group starts when it is posted or when the groups posted before it are over,
  *   whichever is later;
- * - a send books its bytes on the rank's outgoing bucket of its kind (NVLink inside the NVLink
- *   domain, NIC across), after what the bucket holds, at the full rate; its last byte arrives
- *   a latency after it left, a time the sender tells the receiver in a message of its own;
- * - the receiver books the group's receives, in the order their bytes left, on its incoming
- *   bucket of their kind: a receive is over a latency after its last byte came in, and no
- *   earlier than the sender's last byte arrives.
+ * - a transfer starts once both groups have (a rendezvous): the receiver tells the sender when
+ *   its group started, in a time message of its own beside the data; the sender books the bytes
+ *   on its outgoing bucket of their kind (NVLink inside the NVLink domain, NIC across) after what
+ *   the bucket holds, at the full rate, and tells the receiver when they can leave and when the
+ *   last one arrives (a latency after it left);
+ * - the receiver books them on its incoming bucket of their kind as a fluid from when they can
+ *   leave: a receive is over a latency after its last byte, and not before the sender's last
+ *   byte arrives.
  * A bucket serves its bookings one after another at the full rate, which gives the same group
- * times as a fair share when a group waits for all of them. The host's own delays (polling,
- * wake-ups of an oversubscribed host) count only where a rank is late to post: noticing that a
- * transfer is over costs no emulated time, as a GPU's stream needs no host to notice it. */
+ * times as a fair share when a group waits for all of them. What is the host's and not the
+ * network's costs no emulated time: noticing late that a group is over (polling, the wake-up of
+ * an oversubscribed host) and leaving the refit's barrier late; the work between waits (copies,
+ * the engine) is real time. */
 #include "backend.h"
 #include "boot.h"
 #include "pattern.h"
@@ -197,15 +201,26 @@ static void hold_until(const RfDev *d, double t0) {
 /* Emulated: the first operation of a refit, after the barrier. How late each rank left the
  * barrier is the oversubscribed host's, not the network's: the clocks of all ranks start
  * together, at the latest mark 0 (when the last rank reached the barrier). */
-static RfRealStatus emu_start(RfDev *d) {
+static RfRealStatus emu_start_wait(RfDev *d) {
   RfRealStatus status = RF_REAL_OK;
+  Emu *m = &d->emu;
+  const double t0 = now_s();
+  for (int done = 0; !done;) {
+    MPICHECK(MPI_Test(&m->start_req, &done, MPI_STATUS_IGNORE));
+    if (!done && now_s() - t0 > d->cfg.timeout_s) return RF_REAL_ERR_TIMEOUT;
+    if (!done) g_usleep(100);
+  }
+  m->start_pending = 0;
+out:
+  return status;
+}
+
+static RfRealStatus emu_start(RfDev *d) {
   Emu *m = &d->emu;
   if (!m->on || !m->start_pending) return RF_REAL_OK;
   const double now = now_s();
-  MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
-  m->lag_s = MAX(0.0, now - m->start_s);
-  m->start_pending = 0;
-out:
+  RfRealStatus status = emu_start_wait(d);
+  if (status == RF_REAL_OK) m->lag_s = MAX(0.0, now - m->start_s);
   return status;
 }
 
@@ -560,7 +575,7 @@ static RfRealStatus host_mark(RfDev *d, int i) {
   g_array_index(d->marks, double, i) = now_s() - (m->on && i ? m->lag_s : 0);
   /* emulated: mark 0 starts a refit, on every rank of the communicator (emu_start) */
   if (i == 0 && m->on && d->comm != MPI_COMM_NULL) {
-    if (m->start_pending) MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
+    if (m->start_pending && (status = emu_start_wait(d)) != RF_REAL_OK) return status;
     m->mark0_s = g_array_index(d->marks, double, 0);
     MPICHECK(
         MPI_Iallreduce(&m->mark0_s, &m->start_s, 1, MPI_DOUBLE, MPI_MAX, d->comm, &m->start_req));
@@ -577,16 +592,15 @@ static RfRealStatus host_finish(RfDev *d, int nmarks, double *since_start_s, int
   RfRealStatus status = RF_REAL_OK;
   Emu *m = &d->emu;
   double origin = d->marks->len ? g_array_index(d->marks, double, 0) : 0;
+  *done_marks = 0;
   if (m->on && nmarks > 1 && d->comm != MPI_COMM_NULL && m->mark0_s > 0) {
     /* every rank passed the barrier: the start is known (or at hand) */
-    if (m->start_pending) MPICHECK(MPI_Wait(&m->start_req, MPI_STATUS_IGNORE));
-    m->start_pending = 0;
+    if (m->start_pending && (status = emu_start_wait(d)) != RF_REAL_OK) return status;
     origin = MAX(origin, m->start_s);
   }
   for (int i = 0; i < nmarks && (guint)i < d->marks->len; i++)
     since_start_s[i] = i ? MAX(0.0, g_array_index(d->marks, double, i) - origin) : 0;
   *done_marks = nmarks;
-out:
   return status;
 }
 
