@@ -216,6 +216,8 @@ typedef struct {
   double delay_ms; /* --test-delay-ms */
   int drop;        /* --test-drop; G_MININT when not given */
   gboolean csv;
+  gboolean emulate; /* --emulate-network */
+  RfRealNetEmulation emu;
   RfStrategy strategies[RF_STRATEGY_COUNT];
   int ns;
   RfProblem *pb;
@@ -327,6 +329,47 @@ static gboolean check_problem(RunCmd *c, GError **error) {
   return TRUE;
 }
 
+/* 2b. --emulate-network: the host backend paces every transfer at the topology's rates, as the
+ * simulator's platform has them (docs/real.md, Emulated network). */
+static gboolean check_emulation(RunCmd *c, GError **error) {
+  if (!c->emulate) return TRUE;
+  const RfTopology *t = c->pb->topo;
+  if (strcmp(c->o.backend, "host") || c->o.local) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--emulate-network paces the host backend's MPI transfers: it needs --backend "
+                "host, one process per rank (not --local or --memory)");
+    return FALSE;
+  }
+  if (t->oversubscription > 1.0) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--emulate-network: topology '%s' has an oversubscribed fabric (%g:1), whose "
+                "leaf uplinks the emulation does not model",
+                t->name, t->oversubscription);
+    return FALSE;
+  }
+  RfRealNetEmulation *m = &c->emu;
+  const double nic = t->nic_Gbps / 8.0 * 1e9, pcie = t->pcie_GBps * 1e9;
+  m->nvlink_Bps = t->nvlink_GBps * 1e9;
+  m->nic_Bps = t->nics_per_gpu * MIN(nic, pcie);
+  m->nvlink_latency_s = t->nvlink_latency_us * 1e-6;
+  m->nic_latency_s = (t->nic_latency_us + t->switch_latency_us) * 1e-6;
+  m->nranks = c->pb->nranks;
+  int *dom = g_new(int, m->nranks);
+  for (int r = 0; r < m->nranks; r++) /* a rank on no GPU shares no domain */
+    dom[r] = c->pb->gpu[r] >= 0 ? rf_problem_domain(c->pb, r) : -1 - r;
+  m->domain = dom;
+  rf_real_emulate_network(m);
+  return TRUE;
+}
+
+static void print_emulation(const RunCmd *c) {
+  const RfRealNetEmulation *m = &c->emu;
+  printf("# emulated network (topology %s): NIC %.4g MB/s + %.4g us, NVLink %.4g MB/s + %.4g us "
+         "per message, per rank and direction\n",
+         c->pb->topo->name, m->nic_Bps / 1e6, m->nic_latency_s * 1e6, m->nvlink_Bps / 1e6,
+         m->nvlink_latency_s * 1e6);
+}
+
 /* 3. One refit per strategy on every rank. A failed run takes the job down (peers may wait in
  * a group); a plan that cannot be built fails the same way everywhere and is reported in its
  * row. */
@@ -374,6 +417,7 @@ static int report(const RunCmd *c, const Row *rows, int world, const char *hosts
     print_csv(rows, c->ns);
   } else {
     print_header(&c->a, &c->o, c->pb, world, hosts_note);
+    if (c->emulate) print_emulation(c);
     for (int i = 0; i < c->ns; i++)
       print_row(&rows[i], c->o.plan_only);
     if (!c->o.plan_only)
@@ -434,6 +478,10 @@ int rf_cmd_run(int argc, char **argv) {
       {"timeout", 0, 0, G_OPTION_ARG_DOUBLE, &o->timeout_s,
        "Seconds without progress before a stage counts as failed (default 60)", "S"},
       {"csv", 0, 0, G_OPTION_ARG_NONE, &c.csv, "Print CSV rows instead of a table", NULL},
+      {"emulate-network", 0, 0, G_OPTION_ARG_NONE, &c.emulate,
+       "Host backend: pace every transfer at the topology's NIC and NVLink rates and latencies "
+       "(by whether the peer shares the NVLink domain), per rank and direction",
+       NULL},
       {"memory", 0, 0, G_OPTION_ARG_NONE, &o->plan_only,
        "Only the memory of the fullest inference GPU (the memory model refit plan prints, and "
        "what the executor would allocate) and of the largest rank (no buffers, no MPI, no data "
@@ -470,7 +518,7 @@ int rf_cmd_run(int argc, char **argv) {
     g_free(o->backend);
     o->backend = backend;
   }
-  if (!check_options(&c, &e) || !check_problem(&c, &e)) goto out;
+  if (!check_options(&c, &e) || !check_problem(&c, &e) || !check_emulation(&c, &e)) goto out;
   /* Only now MPI: a bad input never starts it. */
   if (!rf_real_world_start(&argc, &argv, o->local, &w, &e)) {
     say = TRUE;
@@ -495,6 +543,11 @@ int rf_cmd_run(int argc, char **argv) {
   }
   /* collective: every rank takes part, rank 0 reports */
   if (!o->local) hosts_note = rf_real_world_placement(c.pb, o->timeout_s);
+  if (hosts_note && c.emulate) { /* the domains are the plan's, by construction */
+    g_free(hosts_note);
+    hosts_note = g_strdup("NVLink domains emulated (--emulate-network): each transfer is paced "
+                          "by whether its peer shares the rank's domain in the plan");
+  }
   rows = g_new0(Row, c.ns);
   rc = run_rows(&c, ex, rows);
   if (rc) {
@@ -520,6 +573,8 @@ out:
   g_free(rows);
   if (ex) ex->destroy(ex);
   rf_problem_free(c.pb);
+  rf_real_emulate_network(NULL);
+  g_free((int *)c.emu.domain);
   if (started) rf_real_world_end();
   g_option_context_free(ctx);
   rf_args_clear(&c.a);

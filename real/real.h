@@ -87,6 +87,22 @@ typedef struct {
 /* Valid after a run of a real executor, until the next run or destroy. Owned by the executor. */
 const RfRealSpread *rf_real_spread(const RfExecutor *ex);
 
+/* An emulated network for the host backend (refit run --emulate-network, docs/real.md): each
+ * rank's sends and receives are paced, per direction, at the NVLink rate when the peer sits in
+ * its NVLink domain and at the NIC rate when it does not, one token bucket per rank, direction
+ * and kind; every message also arrives a latency after its last byte left. */
+typedef struct {
+  double nvlink_Bps, nic_Bps;             /* bytes per second, per rank and direction */
+  double nvlink_latency_s, nic_latency_s; /* per message */
+  int nranks;
+  const int *domain; /* NVLink domain of each world rank (nranks); copied */
+} RfRealNetEmulation;
+
+/* Process-wide: host backend devices opened after this call pace their transfers as *e says (e
+ * is copied); NULL turns the emulation off. Sends to itself are never paced; --local runs
+ * (no MPI) are not either. */
+void rf_real_emulate_network(const RfRealNetEmulation *e);
+
 /* The process world of a run (real/run.c). */
 typedef struct {
   int rank, world; /* MPI world (0 / 1 without MPI) */

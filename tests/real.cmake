@@ -28,14 +28,24 @@ if(TARGET refit_real)
                      --iters 2 --warmup 1 --topology dgx-h100 --out ${CMAKE_BINARY_DIR}/validate-smoke)
     list(APPEND _real_tests real_validate)
     list(APPEND _real_mpi_tests real_validate)
+    # refit run on the emulated network against refit sim of the same schedule (docs/real.md,
+    # Emulated network): one case, m2n, the median of 5 refits within 15% of the prediction.
+    add_test(NAME real_emulated
+             COMMAND ${REFIT_PYTHON3} ${CMAKE_SOURCE_DIR}/experiments/emulated.py
+                     --refit $<TARGET_FILE:refit> --case "tiny-moe TP2xPP2 TP4" --strategy m2n
+                     --iters 5 --check 0.15
+                     --launcher "${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe -np {n}"
+                     --out ${CMAKE_BINARY_DIR}/emulated-smoke)
+    list(APPEND _real_tests real_emulated)
+    list(APPEND _real_mpi_tests real_emulated)
   endif()
 
   set_tests_properties(${_real_tests} PROPERTIES
                        ENVIRONMENT "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR}" TIMEOUT 300)
   set_tests_properties(real PROPERTIES LABELS unit)
   if(TEST real_validate)
-    # Open MPI leaks by design: under ASan, this MPI run checks everything but leaks.
-    set_tests_properties(real_validate PROPERTIES ENVIRONMENT
+    # Open MPI leaks by design: under ASan, these MPI runs check everything but leaks.
+    set_tests_properties(real_validate real_emulated PROPERTIES ENVIRONMENT
                          "REFIT_DATA_DIR=${CMAKE_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=0")
   endif()
   # The MPI tests use every core: do not run them beside each other.

@@ -53,6 +53,12 @@ expect_rc "run drop -5" 2 "test-drop -5: the plan has ranks 0..3" "$REFIT" run -
 expect_rc "run fail 9:0" 2 "test-fail 9:0: the plan has ranks 0..3" "$REFIT" run --test-fail 9:0 $P
 expect_rc "run fail 1:x" 2 "test-fail wants RANK:STAGE" "$REFIT" run --test-fail 1:x $P
 expect_rc "run iters" 2 "iters must be" "$REFIT" run --local --iters 0 $P
+expect_rc "run emulate local" 2 "emulate-network paces the host backend" \
+  "$REFIT" run --local --emulate-network $P
+sed 's/^oversubscription=1/oversubscription=2/' "$(dirname "$0")/../topologies/emulated-2x4.topo" \
+  >"$TMP/os.topo"
+expect_rc "run emulate oversubscribed (MPI not started)" 2 "oversubscribed fabric" \
+  "$REFIT" run --emulate-network $P -T "$TMP/os.topo"
 expect_rc "run bad model (MPI not started)" 2 "unknown model" "$REFIT" run -m nope -t TP2 -i TP2
 
 # Quantized inference targets: unknown names, a shard boundary inside a block, no executor.
