@@ -82,9 +82,11 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
                             out);
 }
 
-/* (rank, part) -> int map, open addressing on rank_part() keys (never 0: 0 marks a free slot).
- * GHashTable costs a node per key and a pointer chase per lookup; a plan has tens of millions of
- * transfers to look up. */
+#define DIFF_BUDGET (1u << 22) /* entries of the dense arrays below: 32 MiB of int64 */
+
+/* (rank, part) -> int map, open addressing on rank_part() keys (never 0: 0 marks a free slot),
+ * where a dense (inference rank x part) array would pass DIFF_BUDGET. GHashTable costs a node
+ * per key and a pointer chase per lookup; a plan has tens of millions of transfers to look up. */
 typedef struct {
   uint64_t *key;
   int32_t *val;
@@ -148,7 +150,6 @@ static inline int32_t rpmap_get(const RankPartMap *m, gpointer key, int32_t dflt
  * is the largest prefix sum over its stages (and 0). The same as sorting its events by stage,
  * frees first: within one stage the live bytes fall, then rise to the stage's prefix sum. Blocks
  * keep the array within DIFF_BUDGET entries whatever the number of stages. */
-#define DIFF_BUDGET (1u << 22) /* 32 MiB of int64 */
 
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
                                RfMemory *out) {
@@ -173,14 +174,22 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   }
   /* last stage (+ 1) each inference (rank, part) sends at: forwarding keeps a piece until then.
    * Transfers are sorted by stage, so the last write wins. */
+  const uint32_t nparts = pb->model->nparts;
+  const gboolean dense = (uint64_t)pb->dst.nranks * nparts <= DIFF_BUDGET;
+  int32_t *last_dense = dense ? g_new0(int32_t, (size_t)pb->dst.nranks * nparts + 1) : NULL;
   RankPartMap last_send;
-  rpmap_init(&last_send, 1024);
+  rpmap_init(&last_send, dense ? 1 : 1024);
   int max_stage = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *x = &plan->xfers[i];
     max_stage = MAX(max_stage, (int)x->stage);
-    if (dst_index[x->src] >= 0)
-      rpmap_set(&last_send, rank_part(x->src, plan->pieces[x->piece].part), x->stage + 1);
+    const int d = dst_index[x->src];
+    if (d < 0) continue;
+    const uint32_t part = plan->pieces[x->piece].part;
+    if (dense)
+      last_dense[(size_t)d * nparts + part] = x->stage + 1;
+    else
+      rpmap_set(&last_send, rank_part(x->src, part), x->stage + 1);
   }
   /* holding: per block of inference ranks, the live-byte change at each stage */
   const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
@@ -193,7 +202,10 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
       const RfTransfer *x = &plan->xfers[i];
       const int d = dst_index[x->dst];
       if (d < b0 || d >= b1) continue;
-      int last = rpmap_get(&last_send, rank_part(x->dst, plan->pieces[x->piece].part), 0) - 1;
+      const uint32_t part = plan->pieces[x->piece].part;
+      int last = (dense ? last_dense[(size_t)d * nparts + part]
+                        : rpmap_get(&last_send, rank_part(x->dst, part), 0)) -
+                 1;
       if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
       if (last < (int)x->stage) last = x->stage;
       const int64_t by = (int64_t)plan->pieces[x->piece].bytes;
@@ -221,6 +233,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_free(max_out);
   g_free(max_in);
   rpmap_clear(&last_send);
+  g_free(last_dense);
 }
 
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
