@@ -8,7 +8,9 @@
 #   memory    kimi-k3 TP8xPP16xEP64 -> TP32xDP32 (1024 + 1024), `refit run --memory` of each
 #             strategy, target 10 s each (gather-broadcast: 60 s) and 4 GiB
 #   all       the three
-# Time is CPU time (user + system): the machine may be shared; wall time is printed beside it.
+# Time is CPU time (user + system): the machine may be shared; wall time is printed beside it,
+# and the load average before the first case. scripts/bench_sim.sh does the same for the
+# executor model's simulation.
 set -eu
 cd "$(dirname "$0")/.."
 REFIT=${1:-build}/cli/refit
@@ -18,6 +20,7 @@ cases=${*:-plan}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
+printf "# load average: %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-28s %9s %9s %9s %9s %9s %7s\n" "# case" "wall(s)" "cpu(s)" "target" "mem(GiB)" \
   "target" "ratio"
 

@@ -32,6 +32,18 @@ static double link_latency_s(const SimProgram *p, int l) {
   return 0;
 }
 
+/* TRUE when host h's HBM link cannot be the bottleneck of any flow: every flow over it also
+ * crosses one of the host's four NVLink / NIC links, so its load never exceeds their summed
+ * capacity. Max-min sharing is then the same without it, and SimGrid solves a smaller system
+ * (every message start and end re-solves the sharing of all messages in flight). Only for the
+ * executor's rank actors: the flow model rescales links per step (step_set_bandwidths). */
+static gboolean hbm_slack(const SimProgram *p, int h) {
+  double sum = 0;
+  for (int k = SIM_LINK_NVUP; k < SIM_HOST_LINKS; k++)
+    sum += sim_link_Bps(p, h * SIM_HOST_LINKS + k);
+  return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
+}
+
 /* Routes for the (source, destination) pairs the program uses, and only those. */
 static void write_routes(FILE *f, const SimProgram *p) {
   g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
@@ -44,8 +56,13 @@ static void write_routes(FILE *f, const SimProgram *p) {
     g_hash_table_add(seen, k);
     int links[8], n = sim_route(p, fl->src, fl->dst, links);
     fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", fl->src, fl->dst);
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j++) {
+      int h = links[j] / SIM_HOST_LINKS;
+      if (p->exec && !p->exact_routes && links[j] % SIM_HOST_LINKS == SIM_LINK_HBM &&
+          h < p->nhosts && hbm_slack(p, h))
+        continue;
       fprintf(f, "<link_ctn id=\"l%d\"/>", links[j]);
+    }
     fprintf(f, "</route>\n");
   }
 }

@@ -109,12 +109,14 @@ typedef struct {
    * model assumed (for the report) */
   double *sw_load; /* [step][gpu][SIM_HOST_LINKS] bytes, NULL for the refit model */
   int sw_ngpus;
-  double sw_software_s; /* serial software time the model put in steps */
-  double sw_calls;      /* reshard calls */
-  SimExec *exec;        /* refit's executor: rank programs, or per host when group > 1 (NULL:
-                           steps and lanes) */
-  RfMemory exec_mem;    /* refit's executor: the inference memory of its schedule */
-  gboolean progress;    /* the executor's simulation prints progress on stderr (long runs) */
+  double sw_software_s;  /* serial software time the model put in steps */
+  double sw_calls;       /* reshard calls */
+  SimExec *exec;         /* refit's executor: rank programs, or per host when group > 1 (NULL:
+                            steps and lanes) */
+  RfMemory exec_mem;     /* refit's executor: the inference memory of its schedule */
+  gboolean progress;     /* the executor's simulation prints progress on stderr (long runs) */
+  gboolean exact_routes; /* executor: keep HBM links that cannot bind on the routes (tests: the
+                            reference the engine's pruned platform is checked against) */
 } SimProgram;
 
 /* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL

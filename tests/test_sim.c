@@ -443,6 +443,49 @@ static void test_exec_coarse(void) {
   }
 }
 
+/* The executor's fast path against its exact one: the engine leaves off the routes the HBM links
+ * that cannot bind (each host's HBM is faster than its four NVLink and NIC links together, on
+ * DGX H100 and GB200), so SimGrid solves half the link entries per message. The same max-min
+ * sharing: the same predicted time and phase ends, to 1e-9, on the exact and the coarse
+ * platform, for p2p and m2n of Qwen3-30B-A3B (16 + 16 GPUs, bandwidth-bound: 0.09-0.36 s). */
+static void test_exec_pruned_routes(void) {
+  const char *topos[] = {"dgx-h100", "gb200-nvl72"};
+  const RfStrategy strat[] = {RF_STRATEGY_P2P, RF_STRATEGY_M2N};
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < 2; k++) {
+      g_autoptr(RfProblem) pb = preset("qwen3-30b-a3b", "TP1xPP2xEP8", "TP4xDP4", topos[t]);
+      RfCalibration cal;
+      topology_calib(&cal, pb->topo);
+      cal.software = RF_SOFTWARE_REFIT;
+      cal.variant = RF_VARIANT_EXECUTOR;
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, strat[k], NULL, &e);
+      g_assert_no_error(e);
+      g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
+      for (int group = 1; group <= 2; group++) {
+        g_autoptr(SimProgram) p = sim_program_build(x, &cal, group, &e);
+        g_assert_no_error(e);
+        g_assert_nonnull(p->exec);
+        SimOutcome fast, exact;
+        g_assert_true(sim_engine_run(p, FALSE, &fast, &e));
+        g_assert_no_error(e);
+        p->exact_routes = TRUE;
+        g_assert_true(sim_engine_run(p, FALSE, &exact, &e));
+        g_assert_no_error(e);
+        g_test_message("%s %s group %d: exact %.9g s, pruned %.9g s", topos[t],
+                       rf_strategy_name(strat[k]), group, exact.total_s, fast.total_s);
+        g_assert_cmpfloat(exact.total_s, >, 0);
+        g_assert_cmpfloat_with_epsilon(fast.total_s, exact.total_s, 1e-9 * exact.total_s);
+        for (int l = 0; l < RF_PHASE_COUNT; l++) {
+          g_assert_cmpint(fast.used[l], ==, exact.used[l]);
+          g_assert_cmpfloat_with_epsilon(fast.end_s[l], exact.end_s[l], 1e-9 * exact.total_s);
+        }
+      }
+      rf_plan_free(plan);
+      rf_calibration_clear(&cal);
+    }
+}
+
 /* NeMo RL, two PP stages of one 50 MB call each (GPU 0 and GPU 1 to GPU 2), 10 ms of Python per
  * call. The host issues ahead of the GPU (no per-call sync), so a stage lasts max(10 ms host,
  * 5 ms put) = 10 ms. Two streams: stream 0 runs 0-10 ms; stream 1 is issued after stage 0's host
@@ -815,6 +858,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
   g_test_add_func("/sim/executor/lanes", test_exec_lanes);
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);
+  g_test_add_func("/sim/executor/pruned-routes", test_exec_pruned_routes);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
   g_test_add_func("/sim/software/slot_shared_by_five", test_sw_slot_shared_by_five);
   g_test_add_func("/sim/software/golden_broadcast_ring", test_sw_golden_broadcast);

@@ -92,15 +92,86 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
                             out);
 }
 
+#define DIFF_BUDGET (1u << 22) /* entries of the dense arrays below: 32 MiB of int64 */
+
+/* (rank, part) -> int map, open addressing on rank_part() keys (never 0: 0 marks a free slot),
+ * where a dense (inference rank x part) array would pass DIFF_BUDGET. GHashTable costs a node
+ * per key and a pointer chase per lookup; a plan has tens of millions of transfers to look up. */
+typedef struct {
+  uint64_t *key;
+  int32_t *val;
+  uint64_t mask, n;
+} RankPartMap;
+
+static void rpmap_init(RankPartMap *m, uint64_t want) {
+  uint64_t cap = 1024;
+  while (cap < 2 * want)
+    cap *= 2;
+  m->key = g_new0(uint64_t, cap);
+  m->val = g_new(int32_t, cap);
+  m->mask = cap - 1;
+  m->n = 0;
+}
+
+static void rpmap_clear(RankPartMap *m) {
+  g_free(m->key);
+  g_free(m->val);
+}
+
+static inline uint64_t rpmap_slot(const RankPartMap *m, uint64_t k) {
+  uint64_t i = (k * 0x9E3779B97F4A7C15ull) >> 17 & m->mask;
+  while (m->key[i] && m->key[i] != k)
+    i = (i + 1) & m->mask;
+  return i;
+}
+
+static void rpmap_set(RankPartMap *m, gpointer key, int32_t v);
+
+static void rpmap_grow(RankPartMap *m) {
+  RankPartMap g;
+  rpmap_init(&g, m->mask + 1);
+  for (uint64_t i = 0; i <= m->mask; i++)
+    if (m->key[i]) rpmap_set(&g, GSIZE_TO_POINTER(m->key[i]), m->val[i]);
+  rpmap_clear(m);
+  *m = g;
+}
+
+static void rpmap_set(RankPartMap *m, gpointer key, int32_t v) {
+  const uint64_t k = GPOINTER_TO_SIZE(key);
+  uint64_t i = rpmap_slot(m, k);
+  if (!m->key[i]) {
+    if (2 * (m->n + 1) > m->mask + 1) {
+      rpmap_grow(m);
+      i = rpmap_slot(m, k);
+    }
+    m->key[i] = k;
+    m->n++;
+  }
+  m->val[i] = v;
+}
+
+/* The value at key, or dflt. */
+static inline int32_t rpmap_get(const RankPartMap *m, gpointer key, int32_t dflt) {
+  const uint64_t i = rpmap_slot(m, GPOINTER_TO_SIZE(key));
+  return m->key[i] ? m->val[i] : dflt;
+}
+
+/* Live-byte changes by stage of a block of inference ranks, dense: the peak of a rank's holding
+ * is the largest prefix sum over its stages (and 0). The same as sorting its events by stage,
+ * frees first: within one stage the live bytes fall, then rise to the stage's prefix sum. Blocks
+ * keep the array within DIFF_BUDGET entries whatever the number of stages. */
+
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
                                RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
   out->from = RF_MEMORY_FROM_STAGES;
   int n = pb->nranks;
-  gboolean *infer = g_new0(gboolean, n);
+  int *dst_index = g_new(int, n); /* per rank: its index in pb->dst.ranks, -1 if not there */
+  for (int r = 0; r < n; r++)
+    dst_index[r] = -1;
   for (int i = 0; i < pb->dst.nranks; i++)
-    infer[pb->dst.ranks[i]] = TRUE;
+    dst_index[pb->dst.ranks[i]] = i;
   /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
    * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
    * NVLink */
@@ -114,44 +185,66 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   }
   /* last stage (+ 1) each inference (rank, part) sends at: forwarding keeps a piece until then.
    * Transfers are sorted by stage, so the last write wins. */
-  GHashTable *last_send = g_hash_table_new(key_hash, g_direct_equal);
+  const uint32_t nparts = pb->model->nparts;
+  const gboolean dense = (uint64_t)pb->dst.nranks * nparts <= DIFF_BUDGET;
+  int32_t *last_dense = dense ? g_new0(int32_t, (size_t)pb->dst.nranks * nparts + 1) : NULL;
+  RankPartMap last_send;
+  rpmap_init(&last_send, dense ? 1 : 1024);
+  int max_stage = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *x = &plan->xfers[i];
-    if (infer[x->src])
-      g_hash_table_insert(last_send, rank_part(x->src, plan->pieces[x->piece].part),
-                          GINT_TO_POINTER(x->stage + 1));
+    max_stage = MAX(max_stage, (int)x->stage);
+    const int d = dst_index[x->src];
+    if (d < 0) continue;
+    const uint32_t part = plan->pieces[x->piece].part;
+    if (dense)
+      last_dense[(size_t)d * nparts + part] = x->stage + 1;
+    else
+      rpmap_set(&last_send, rank_part(x->src, part), x->stage + 1);
   }
-  /* holding events per inference rank */
-  GArray **ev = g_new0(GArray *, n);
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *x = &plan->xfers[i];
-    if (!infer[x->dst]) continue;
-    int last = GPOINTER_TO_INT(
-                   g_hash_table_lookup(last_send, rank_part(x->dst, plan->pieces[x->piece].part))) -
-               1;
-    if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
-    if (last < (int)x->stage) last = x->stage;
-    if (!ev[x->dst]) ev[x->dst] = g_array_new(FALSE, FALSE, sizeof(Event));
-    Event a = {x->stage, (int64_t)plan->pieces[x->piece].bytes};
-    Event b = {last + 1, -(int64_t)plan->pieces[x->piece].bytes};
-    g_array_append_val(ev[x->dst], a);
-    g_array_append_val(ev[x->dst], b);
-  }
-  for (int i = 0; i < pb->dst.nranks; i++) {
-    const int r = pb->dst.ranks[i];
-    const uint64_t cap = staging_bytes;
-    uint64_t staging = 0;
-    for (int c = 0; c < 2; c++) {
-      const uint64_t room = c ? cap * rf_schedule_nvlink_share(plan) : cap;
-      staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
+  /* holding: per block of inference ranks, the live-byte change at each stage */
+  const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
+  const int block = (int)MAX(1, MIN((uint64_t)pb->dst.nranks, DIFF_BUDGET / width));
+  int64_t *diff = g_new(int64_t, (size_t)block * width);
+  for (int b0 = 0; b0 < pb->dst.nranks; b0 += block) {
+    const int b1 = MIN(b0 + block, pb->dst.nranks);
+    memset(diff, 0, sizeof(int64_t) * (size_t)(b1 - b0) * width);
+    for (uint64_t i = 0; i < plan->nxfers; i++) {
+      const RfTransfer *x = &plan->xfers[i];
+      const int d = dst_index[x->dst];
+      if (d < b0 || d >= b1) continue;
+      const uint32_t part = plan->pieces[x->piece].part;
+      int last = (dense ? last_dense[(size_t)d * nparts + part]
+                        : rpmap_get(&last_send, rank_part(x->dst, part), 0)) -
+                 1;
+      if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
+      if (last < (int)x->stage) last = x->stage;
+      const int64_t by = (int64_t)plan->pieces[x->piece].bytes;
+      diff[(size_t)(d - b0) * width + x->stage] += by;
+      diff[(size_t)(d - b0) * width + (uint64_t)last + 1] -= by;
     }
-    count_rank(out, r, events_peak(ev[r]), staging);
+    for (int i = b0; i < b1; i++) {
+      const int r = pb->dst.ranks[i];
+      int64_t live = 0, peak = 0;
+      for (uint64_t st = 0; st < width; st++) {
+        live += diff[(size_t)(i - b0) * width + st];
+        peak = MAX(peak, live);
+      }
+      const uint64_t cap = staging_bytes;
+      uint64_t staging = 0;
+      for (int c = 0; c < 2; c++) {
+        const uint64_t room = c ? cap * rf_schedule_nvlink_share(plan) : cap;
+        staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
+      }
+      count_rank(out, r, (uint64_t)peak, staging);
+    }
   }
-  g_free(ev);
-  g_free(infer);
+  g_free(diff);
+  g_free(dst_index);
   g_free(max_out);
   g_free(max_in);
-  g_hash_table_destroy(last_send);
+  rpmap_clear(&last_send);
+  g_free(last_dense);
 }
 
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
