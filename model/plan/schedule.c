@@ -354,7 +354,8 @@ double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
 }
 
 /* Pipelined placement, round after round. In each round every message, in priority order, puts
- * in those of its segments that are ready (every segment they wait for sits in an earlier round)
+ * in those of its segments that are ready (every segment they wait for sits `slots` rounds or more
+ * before: the sender retires that round before it packs this one without stalling, schedule.h)
  * while both ends have room: a segment may go before an earlier one of its message, so a fan-out
  * does not wait behind a piece that has not arrived yet. Room is kept per link class, per rank
  * and direction: the staging bound over the network, rf_schedule_nvlink_share() bounds over NVLink
@@ -426,7 +427,9 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
         continue; /* an end is full: its first ready segment would stop it (below) */
       uint32_t unseen = nready[m]; /* ready segments not yet looked at: none left, stop */
       for (uint64_t g = cur[m]; g < s->seg_first[m + 1] && unseen; g++) {
-        if (s->seg_round[g] >= 0 || d.npre[g] || s->seg_dep[g] >= r) continue;
+        if (s->seg_round[g] >= 0 || d.npre[g] ||
+            (s->seg_dep[g] >= 0 && s->seg_dep[g] + s->slots > r))
+          continue;
         unseen--;
         const uint64_t lo = (g - s->seg_first[m]) * C;
         const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
