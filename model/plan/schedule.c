@@ -395,16 +395,20 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   }
   /* Segments ready (every prerequisite placed in an earlier round) and not placed, per message:
    * a message without any is left out of the round's sort and scan (it could place nothing). A
-   * segment whose last prerequisite is placed in round r is ready from round r + 1 (`later`). */
+   * segment whose last prerequisite is placed in round r is ready from round r + slots (`later`,
+   * one bucket per round in flight: round r's is released at the end of round r + slots - 1). */
   g_autofree uint32_t *nready = g_new0(uint32_t, plan->nmsgs ? plan->nmsgs : 1);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
       nready[m] += d.npre[g] == 0;
-  g_autoptr(GArray) later = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  GArray *bucket[RF_SCHEDULE_MAX_SLOTS];
+  for (int i = 0; i < s->slots; i++)
+    bucket[i] = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   g_autofree uint64_t *cand = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
   g_autofree uint64_t *sorted = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
   for (; nopen; r++) {
     uint64_t keep = 0, ncand = 0;
+    GArray *later = bucket[r % s->slots];
     for (uint64_t i = 0; i < nopen; i++) {
       if (!nready[open[i]]) continue;
       const RfMessage *msg = &plan->msgs[open[i]];
@@ -459,9 +463,10 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
       while (cur[m] < s->seg_first[m + 1] && s->seg_round[cur[m]] >= 0)
         cur[m]++;
     }
-    for (guint i = 0; i < later->len; i++) /* ready from the next round: their messages */
-      nready[seg_message(s, g_array_index(later, uint64_t, i))]++;
-    g_array_set_size(later, 0);
+    GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
+    for (guint i = 0; i < ready->len; i++)
+      nready[seg_message(s, g_array_index(ready, uint64_t, i))]++;
+    g_array_set_size(ready, 0);
     for (uint64_t i = 0; i < nopen; i++)
       if (cur[open[i]] < s->seg_first[open[i] + 1]) open[keep++] = open[i];
     nopen = keep;
@@ -473,6 +478,8 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     if (progress) progress(placed, s->nsegs, progress_ud);
   }
   s->nrounds = r;
+  for (int i = 0; i < s->slots; i++)
+    g_array_free(bucket[i], TRUE);
   dep_graph_clear(&d);
 }
 
