@@ -234,6 +234,9 @@ static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_
       g_assert_cmpint(r, >=, 0);
       g_assert_cmpint(r, <, sg->nrounds);
       g_assert_cmpint(sg->seg_dep[g], <, r);
+      /* a forwarded segment goes `slots` rounds after the data it reads: the sender's pack of it
+       * never waits for a round still in flight */
+      if (sg->seg_dep[g] >= 0) g_assert_cmpint(sg->seg_dep[g] + sg->slots, <=, r);
       const uint64_t lo = (g - sg->seg_first[m]) * sg->seg_bytes;
       const uint64_t b = (MIN(sg->seg_bytes, msg->bytes - lo) + RF_SCHEDULE_ALIGN - 1) /
                          RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
@@ -334,9 +337,10 @@ static void test_schedule_pipelined(void) {
 /* A golden pipelined schedule, by hand: ranks 0 and 3 inject pieces P1 and P0 (one staging bound
  * each, four segments of a quarter) into rank 1 over the network, which fans both out to rank 2
  * over NVLink in one message (P0 first). Rank 1's network room takes one piece per round: P1 (the
- * lower message) in round 0, P0 in round 1. The fan-out's P1 segments go in round 1, ahead of its
- * P0 segments (round 2): out of order, not behind a piece still on its way. Three rounds, not
- * four. */
+ * lower message) in round 0, P0 in round 1. The fan-out's P1 segments go ahead of its P0
+ * segments: out of order, not behind a piece still on its way. With one lane a fan-out segment
+ * goes in the round after the one that brought its bytes (three rounds, not four); with two, two
+ * rounds after it, so that rank 1 packs it while the round between is in flight (four). */
 static void test_schedule_out_of_order(void) {
   const uint64_t B = 4096;
   RfPiece pieces[2] = {{.part = 0, .bytes = B}, {.part = 0, .bytes = B}};
@@ -356,23 +360,26 @@ static void test_schedule_out_of_order(void) {
   plan.msgs = msgs;
   plan.nmsgs = 3;
   plan.nstages = 2;
-  GError *e = NULL;
-  RfSchedule *sg = rf_schedule_build(&plan, 4, B, 32, 2, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
-  g_assert_no_error(e);
-  g_assert_cmpint(sg->nrounds, ==, 3);
-  g_assert_cmpuint(sg->seg_bytes, ==, B / RF_SCHEDULE_CUTS);
-  g_assert_cmpuint(sg->nsegs, ==, 4 * RF_SCHEDULE_CUTS);
-  for (int k = 0; k < RF_SCHEDULE_CUTS; k++) {
-    g_assert_cmpint(sg->seg_round[k], ==, 0);                    /* P1 into rank 1 */
-    g_assert_cmpint(sg->seg_round[RF_SCHEDULE_CUTS + k], ==, 1); /* P0 into rank 1 */
-    const uint64_t f = 2 * RF_SCHEDULE_CUTS;                     /* the fan-out's first segment */
-    g_assert_cmpint(sg->seg_round[f + k], ==, 2);                /* fan-out of P0 */
-    g_assert_cmpint(sg->seg_dep[f + k], ==, 1);
-    g_assert_cmpint(sg->seg_round[f + RF_SCHEDULE_CUTS + k], ==, 1); /* of P1, ahead of it */
-    g_assert_cmpint(sg->seg_dep[f + RF_SCHEDULE_CUTS + k], ==, 0);
+  for (int slots = 1; slots <= 2; slots++) {
+    GError *e = NULL;
+    RfSchedule *sg =
+        rf_schedule_build(&plan, 4, B, 32, slots, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_cmpint(sg->nrounds, ==, 2 + slots);
+    g_assert_cmpuint(sg->seg_bytes, ==, B / RF_SCHEDULE_CUTS);
+    g_assert_cmpuint(sg->nsegs, ==, 4 * RF_SCHEDULE_CUTS);
+    for (int k = 0; k < RF_SCHEDULE_CUTS; k++) {
+      g_assert_cmpint(sg->seg_round[k], ==, 0);                    /* P1 into rank 1 */
+      g_assert_cmpint(sg->seg_round[RF_SCHEDULE_CUTS + k], ==, 1); /* P0 into rank 1 */
+      const uint64_t f = 2 * RF_SCHEDULE_CUTS;                     /* the fan-out's first segment */
+      g_assert_cmpint(sg->seg_round[f + k], ==, 1 + slots);        /* fan-out of P0 */
+      g_assert_cmpint(sg->seg_dep[f + k], ==, 1);
+      g_assert_cmpint(sg->seg_round[f + RF_SCHEDULE_CUTS + k], ==, slots); /* of P1, ahead */
+      g_assert_cmpint(sg->seg_dep[f + RF_SCHEDULE_CUTS + k], ==, 0);
+    }
+    rf_schedule_free(sg);
+    check_pipelined(&plan, 4, B, 32);
   }
-  rf_schedule_free(sg);
-  check_pipelined(&plan, 4, B, 32);
 }
 
 int main(int argc, char **argv) {

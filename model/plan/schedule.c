@@ -354,7 +354,8 @@ double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
 }
 
 /* Pipelined placement, round after round. In each round every message, in priority order, puts
- * in those of its segments that are ready (every segment they wait for sits in an earlier round)
+ * in those of its segments that are ready (every segment they wait for sits `slots` rounds or more
+ * before: the sender retires that round before it packs this one without stalling, schedule.h)
  * while both ends have room: a segment may go before an earlier one of its message, so a fan-out
  * does not wait behind a piece that has not arrived yet. Room is kept per link class, per rank
  * and direction: the staging bound over the network, rf_schedule_nvlink_share() bounds over NVLink
@@ -394,16 +395,20 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   }
   /* Segments ready (every prerequisite placed in an earlier round) and not placed, per message:
    * a message without any is left out of the round's sort and scan (it could place nothing). A
-   * segment whose last prerequisite is placed in round r is ready from round r + 1 (`later`). */
+   * segment whose last prerequisite is placed in round r is ready from round r + slots (`later`,
+   * one bucket per round in flight: round r's is released at the end of round r + slots - 1). */
   g_autofree uint32_t *nready = g_new0(uint32_t, plan->nmsgs ? plan->nmsgs : 1);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
       nready[m] += d.npre[g] == 0;
-  g_autoptr(GArray) later = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  GArray *bucket[RF_SCHEDULE_MAX_SLOTS];
+  for (int i = 0; i < s->slots; i++)
+    bucket[i] = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   g_autofree uint64_t *cand = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
   g_autofree uint64_t *sorted = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
   for (; nopen; r++) {
     uint64_t keep = 0, ncand = 0;
+    GArray *later = bucket[r % s->slots];
     for (uint64_t i = 0; i < nopen; i++) {
       if (!nready[open[i]]) continue;
       const RfMessage *msg = &plan->msgs[open[i]];
@@ -426,7 +431,9 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
         continue; /* an end is full: its first ready segment would stop it (below) */
       uint32_t unseen = nready[m]; /* ready segments not yet looked at: none left, stop */
       for (uint64_t g = cur[m]; g < s->seg_first[m + 1] && unseen; g++) {
-        if (s->seg_round[g] >= 0 || d.npre[g] || s->seg_dep[g] >= r) continue;
+        if (s->seg_round[g] >= 0 || d.npre[g] ||
+            (s->seg_dep[g] >= 0 && s->seg_dep[g] + s->slots > r))
+          continue;
         unseen--;
         const uint64_t lo = (g - s->seg_first[m]) * C;
         const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
@@ -456,9 +463,10 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
       while (cur[m] < s->seg_first[m + 1] && s->seg_round[cur[m]] >= 0)
         cur[m]++;
     }
-    for (guint i = 0; i < later->len; i++) /* ready from the next round: their messages */
-      nready[seg_message(s, g_array_index(later, uint64_t, i))]++;
-    g_array_set_size(later, 0);
+    GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
+    for (guint i = 0; i < ready->len; i++)
+      nready[seg_message(s, g_array_index(ready, uint64_t, i))]++;
+    g_array_set_size(ready, 0);
     for (uint64_t i = 0; i < nopen; i++)
       if (cur[open[i]] < s->seg_first[open[i] + 1]) open[keep++] = open[i];
     nopen = keep;
@@ -470,6 +478,8 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     if (progress) progress(placed, s->nsegs, progress_ud);
   }
   s->nrounds = r;
+  for (int i = 0; i < s->slots; i++)
+    g_array_free(bucket[i], TRUE);
   dep_graph_clear(&d);
 }
 

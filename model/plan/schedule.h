@@ -24,14 +24,18 @@
  *              only when every round of the stage before has been unpacked (store and forward,
  *              one plan stage at a time);
  *   pipelined  (RF_SCHEDULE_PIPELINED, m2n and p2p) one round space for every stage, filled
- *              round after round: a segment that sends a piece on goes into a round after every
- *              segment that brought bytes of that piece to its sender (its dependency, seg_dep:
- *              the latest of their rounds), and the sender packs it only after that round is
- *              unpacked. Segments of a message may take rounds out of order (a fan-out does not
- *              wait behind a piece still on its way), the ranks with the most bytes left are fed
- *              first, and a round holds up to the staging bound over the network and a multiple
- *              of it over NVLink per rank and direction (half the NVLink / NIC rate ratio of the
- *              topology, 1 .. RF_SCHEDULE_MAX_NVLINK_SHARE). Injection, forwarding and fan-out
+ *              round after round: a segment that sends a piece on goes into a round at least
+ *              `slots` rounds after every segment that brought bytes of that piece to its sender
+ *              (its dependency, seg_dep: the latest of their rounds), and the sender packs it only
+ *              after that round is unpacked. With `slots` lanes the rounds before it on the
+ *              sender's other lanes are still in flight while it packs, so that wait is already
+ *              met: a forwarding rank never stops its communication stream to unpack and pack
+ *              (a dependency on the round just before held every forwarder's group for an unpack,
+ *              a pack and a launch, about 10% of a round on GB200, and its peers with it). Segments
+ * of a message may take rounds out of order (a fan-out does not wait behind a piece still on its
+ * way), the ranks with the most bytes left are fed first, and a round holds up to the staging bound
+ * over the network and a multiple of it over NVLink per rank and direction (half the NVLink / NIC
+ * rate ratio of the topology, 1 .. RF_SCHEDULE_MAX_NVLINK_SHARE). Injection, forwarding and fan-out
  *              of different pieces run at the same time. */
 #ifndef RF_SCHEDULE_H
 #define RF_SCHEDULE_H
