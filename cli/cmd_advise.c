@@ -92,16 +92,19 @@ static GArray *parse_counts(const char *s, const char *flag, GError **error) {
   return a;
 }
 
-/* "GiB" or a fraction of the GPU memory ("0.1" or "10%"). */
+/* "20" or "20GiB" (GiB, the flag's unit since it was added), "21.5GB" (GB, the unit every memory
+ * figure is printed in) or a fraction of the GPU memory ("0.1" or "10%"). */
 static gboolean parse_reserve(const char *s, double mem_bytes, double *out, GError **error) {
   char *end = NULL;
   double v = g_ascii_strtod(s, &end);
   gboolean pct = end && !strcmp(end, "%");
+  gboolean gb = end && !g_ascii_strcasecmp(end, "GB");
+  gboolean gib = end && !g_ascii_strcasecmp(end, "GiB");
   gboolean frac = pct || (end && !*end && v < 1.0);
-  if (!end || end == s || (*end && !pct) || !isfinite(v) || v < 0) {
+  if (!end || end == s || (*end && !pct && !gb && !gib) || !isfinite(v) || v < 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "--kv-reserve wants GiB (e.g. 20) or a fraction of GPU memory (0.3 or 30%%), got "
-                "'%s'",
+                "--kv-reserve wants GiB (20 or 20GiB), GB (21.5GB) or a fraction of GPU memory "
+                "(0.3 or 30%%), got '%s'",
                 s);
     return FALSE;
   }
@@ -119,10 +122,11 @@ static gboolean parse_reserve(const char *s, double mem_bytes, double *out, GErr
     }
     *out = f * mem_bytes;
   } else {
-    *out = v * (double)(1ull << 30);
+    *out = gb ? v * 1e9 : v * (double)(1ull << 30);
     if (mem_bytes > 0 && *out >= mem_bytes) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                  "--kv-reserve %s GiB is not below the GPU memory (%.0f GB)", s, mem_bytes / 1e9);
+                  "--kv-reserve %s (%.4g GB) is not below the GPU memory (%.0f GB)", s, *out / 1e9,
+                  mem_bytes / 1e9);
       return FALSE;
     }
   }
@@ -648,9 +652,10 @@ static void advise_entries(Opts *o, GOptionEntry *entries) {
       {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placements,
        "Placements to try: split, interleaved or both as a list (default split)", "LIST"},
       {"kv-reserve", 0, 0, G_OPTION_ARG_STRING, &o->kv_reserve,
-       "Memory per GPU kept from the weights for the KV cache: GiB, or a fraction of GPU memory "
-       "(0.3 or 30%); default 10% (vLLM's default gpu_memory_utilization 0.9); 0 for none",
-       "GIB|FRAC"},
+       "Memory per GPU kept from the weights for the KV cache: GiB (20 or 20GiB), GB (21.5GB), or "
+       "a fraction of GPU memory (0.3 or 30%); default 10% (vLLM's default "
+       "gpu_memory_utilization 0.9); 0 for none",
+       "GIB|NGB|FRAC"},
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &o->calib,
        "Calibration file (default: the topology's, docs/topologies.md)", "FILE"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs, "Forked workers (default: the core count)", "N"},

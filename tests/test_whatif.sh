@@ -182,6 +182,9 @@ expect_ok "advise cross-domain table" "$REFIT" advise -m tiny-moe -t TP2 -n 4 --
 grep -q "^ *[0-9]* *4 vllm *TP4xDP1 .*TP4 SPANS 2 NVLINK DOMAINS" "$TMP/out" || bad "advise table: cross-domain TP not flagged: $(cat "$TMP/out")"
 grep -q "^# engines vllm, sglang .*TP groups may span NVLink domains" "$TMP/out" || bad "advise header: cross-domain rule"
 expect_err "advise tp beyond domain" "stays within one NVLink domain (--allow-cross-domain-tp allows more)" "$REFIT" advise -m tiny-moe -t TP2 -n 4 --tp 4 -T "$D2" -q
+expect_err "advise kv reserve GB" "--kv-reserve 100GB (100 GB) is not below the GPU memory (80 GB)" "$REFIT" advise -m tiny-moe -t TP2 -n 2 --kv-reserve 100GB -q
+expect_ok "advise kv reserve in GB" "$REFIT" advise -m tiny-moe -t TP2 -n 2 -T "$D2" -s m2n -j 2 -q --kv-reserve 21.5GB --json
+grep -q '"kv_reserve_bytes" : 21500000000' "$TMP/out" || bad "advise --kv-reserve 21.5GB: $(grep kv_reserve "$TMP/out")"
 expect_ok "advise kv reserve none" "$REFIT" advise -m tiny-moe -t TP2 -n 2 -T "$D2" -s m2n -j 2 -q --kv-reserve 0 --json
 grep -q '"kv_reserve_bytes" : 0' "$TMP/out" || bad "advise --kv-reserve 0: $(grep kv_reserve "$TMP/out")"
 expect_ok "advise table serving" "$REFIT" advise -m tiny-moe -t TP2 -n 2-4 -T "$D2" -s m2n -j 2 -q
