@@ -466,19 +466,21 @@ static void test_exec_pruned_routes(void) {
         g_autoptr(SimProgram) p = sim_program_build(x, &cal, group, &e);
         g_assert_no_error(e);
         g_assert_nonnull(p->exec);
-        SimOutcome fast, exact;
-        g_assert_true(sim_engine_run(p, FALSE, &fast, &e));
+        /* on the heap: two outcomes hold 2 MB of step times (SIM_MAX_STEPS) */
+        g_autofree SimOutcome *fo = g_new0(SimOutcome, 1), *xo = g_new0(SimOutcome, 1);
+        SimOutcome *fast = fo, *exact = xo;
+        g_assert_true(sim_engine_run(p, FALSE, fast, &e));
         g_assert_no_error(e);
         p->exact_routes = TRUE;
-        g_assert_true(sim_engine_run(p, FALSE, &exact, &e));
+        g_assert_true(sim_engine_run(p, FALSE, exact, &e));
         g_assert_no_error(e);
         g_test_message("%s %s group %d: exact %.9g s, pruned %.9g s", topos[t],
-                       rf_strategy_name(strat[k]), group, exact.total_s, fast.total_s);
-        g_assert_cmpfloat(exact.total_s, >, 0);
-        g_assert_cmpfloat_with_epsilon(fast.total_s, exact.total_s, 1e-9 * exact.total_s);
+                       rf_strategy_name(strat[k]), group, exact->total_s, fast->total_s);
+        g_assert_cmpfloat(exact->total_s, >, 0);
+        g_assert_cmpfloat_with_epsilon(fast->total_s, exact->total_s, 1e-9 * exact->total_s);
         for (int l = 0; l < RF_PHASE_COUNT; l++) {
-          g_assert_cmpint(fast.used[l], ==, exact.used[l]);
-          g_assert_cmpfloat_with_epsilon(fast.end_s[l], exact.end_s[l], 1e-9 * exact.total_s);
+          g_assert_cmpint(fast->used[l], ==, exact->used[l]);
+          g_assert_cmpfloat_with_epsilon(fast->end_s[l], exact->end_s[l], 1e-9 * exact->total_s);
         }
       }
       rf_plan_free(plan);

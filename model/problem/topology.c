@@ -161,6 +161,7 @@ static gboolean read_calibration(GKeyFile *kf, const char *path, RfTopology *t, 
   for (gsize i = 0; i < n; i++) {
     char *v = g_key_file_get_string(kf, "calibration", keys[i], NULL);
     if (!strcmp(keys[i], "base")) {
+      g_free(t->calibration_base); /* a key given twice is listed twice; the value is the last */
       t->calibration_base = v;
     } else if (!strchr(keys[i], '.') || !v || !*v) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
