@@ -80,8 +80,8 @@ done
 # against the ASan build: any crash, sanitizer report or undocumented exit status fails.
 fz_pass=0
 fz_fail=0
-echo "# fuzz targets (${REFIT_FUZZ_SECONDS:-30} s each)"
-if sh scripts/fuzz.sh "${REFIT_FUZZ_SECONDS:-30}" >"$log.fz" 2>&1; then :; else status=1; fi
+echo "# fuzz targets (${REFIT_FUZZ_SECONDS:-15} s each)"
+if sh scripts/fuzz.sh "${REFIT_FUZZ_SECONDS:-15}" >"$log.fz" 2>&1; then :; else status=1; fi
 cat "$log.fz"
 fz_pass=$(grep -c ': clean' "$log.fz" || true)
 fz_fail=$(grep -c ': FAILED' "$log.fz" || true)
