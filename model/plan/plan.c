@@ -722,12 +722,25 @@ static int bits_for(uint64_t n) {
   return b;
 }
 
+#define SORT_SMALL 64 /* transfers below which sort_xfers sorts in place */
+
 /* LSD radix sort by (stage, src, dst), stable: 16-bit digits of the packed key, so only as
  * many passes as the stage and rank counts need; all histograms counted in one pass, and the
  * passes alternate between v and one scratch array. Returns the sorted array (v or a new one;
  * the other is freed). */
 static RfTransfer *sort_xfers(RfTransfer *v, uint64_t n, int rb, int sb) {
   if (n < 2) return v;
+  if (n <= SORT_SMALL) { /* stable insertion sort: the histograms would cost more than the sort */
+    for (uint64_t i = 1; i < n; i++) {
+      const RfTransfer t = v[i];
+      const uint64_t k = xkey(&t, rb);
+      uint64_t j = i;
+      for (; j > 0 && xkey(&v[j - 1], rb) > k; j--)
+        v[j] = v[j - 1];
+      v[j] = t;
+    }
+    return v;
+  }
   int passes = (sb + 2 * rb + 15) / 16;
   uint64_t *cnt = g_new0(uint64_t, (size_t)passes * 65536);
   for (uint64_t i = 0; i < n; i++) {
