@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""What value of an unpublished parameter would close each reported-table row outside 15%.
+"""What value of an unpublished parameter would close each row outside 15%.
 
 For each row of the reported table (experiments/reported-refit.csv) that `refit sim` predicts
-more than 15% off, and for each parameter named as what holds it back (docs/sim.md), this finds
+more than 15% off, and for each validation row of experiments/public-measurements.csv that no
+modelled mechanism explains (v10, v30, v32: `experiments/validate-public`), and for each
+parameter named as what holds it back (docs/sim.md), this finds
 the value that brings the row to the 15% boundary and to 0% error, over `refit sim` runs each with
 a copy of the platform's calibration file where only that key is changed: by bisection between the
 current value and the key's physical bound, or for a whole-number key by running every value of a
@@ -32,15 +34,21 @@ H100_QWEN = ("dgx-h100", "qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16")
 H100_DSV3 = ("dgx-h100", "deepseek-v3", "PP16xEP16", "TP32xDP8")
 GB_DSV3 = ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8")
 GB_NEMO = ("gb200-nvl72", "nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8")
+# validation rows (experiments/public-measurements.csv), run as validate-public runs them
+V10 = ("dgx-h100", "experiments/models/qwen3-4b.json", "DP8", "TP8")
+V30 = ("gb200-nvl72", "experiments/models/deepseek-v3-fp8.json", "PP4xEP16xDP32", "TP8xDP16")
+V32 = ("gb200-nvl72", "qwen3-235b-a22b", "TP2xCP2xEP16xPP4", "TP8xDP8")
+DIRECT = ["--software", "nccl-m2n", "--software-variant", "direct", "-D", "64"]
 STREAMS = "NRL_REFIT_NUM_STREAMS: generation streams, one PP stage each (code default 2; the " \
     "design doc's knob for large PP)"
 
 
-def row(where, strategy, sw, reported, key, search, why):
+def row(where, strategy, sw, reported, key, search, why, rid="table"):
     """One search over a calibration key ([group] name): search is (lo, hi) for a bisection
-    (None: the current value), or a list of integers to scan in that order."""
+    (None: the current value), or a list of integers to scan in that order. rid: the row's id
+    in experiments/public-measurements.csv, or "table" for the reported table."""
     return {"where": where, "strategy": strategy, "sw": sw, "reported": reported, "key": key,
-            "search": search, "why": why}
+            "search": search, "why": why, "rid": rid}
 
 
 ROWS = [
@@ -60,6 +68,19 @@ ROWS = [
     row(GB_DSV3, "hybrid", PYFB, 2.30, "nemo.streams", list(range(1, 17)), STREAMS),
     row(GB_NEMO, "hybrid", PYFB, 2.30, "vllm.finalize_s", (None, 5.0),
         "vLLM process_weights_after_loading (no public figure; 0, folded into dispatch)"),
+    row(V10, "hybrid", PYFB, 0.275, "nemo.dispatch_s", (0.0, None),
+        "the fallback's per-refit cost (misc load, vLLM finalize, synchronize, Ray), fitted at "
+        "0.59 s on Qwen3-30B rows only: what it is for a dense Qwen3-4B on 8 + 8 GPUs", "v10"),
+    row(V30, "m2n", DIRECT, 3.83774, "m2n.plan_s", (None, 2e-3),
+        "v0.1 host cost per call (fitted on the RING row c31): what DIRECT's would be", "v30"),
+    row(V30, "m2n", DIRECT, 3.83774, "m2n.direct_chunk_bytes", (None, 64 * 2**20),
+        "DIRECT's credit-ring fill per call (chunk / NIC + network latency; code default 1 MiB)",
+        "v30"),
+    row(V32, "m2n", DIRECT, 2.17516, "m2n.plan_s", (None, 2e-3),
+        "v0.1 host cost per call (fitted on the RING row c31): what DIRECT's would be", "v32"),
+    row(V32, "m2n", DIRECT, 2.17516, "m2n.direct_chunk_bytes", (None, 64 * 2**20),
+        "DIRECT's credit-ring fill per call (chunk / NIC + network latency; code default 1 MiB)",
+        "v32"),
 ]
 
 
@@ -157,7 +178,8 @@ def one(refit, r, tmpdir):
         v15 = solve(f, lo, hi, plo, phi, bound)
         vzero = solve(f, lo, hi, plo, phi, reported)
     best = min(memo, key=lambda v: abs(memo[v] - reported))
-    return {"platform": plat, "model": model, "strategy": r["strategy"], "reported_s": reported,
+    return {"row": r["rid"], "platform": plat, "model": os.path.basename(model).replace(
+        ".json", ""), "strategy": r["strategy"], "reported_s": reported,
             "predicted_s": round(p0, 4), "error_pct": round(100 * (p0 - reported) / reported, 1),
             "parameter": key, "current": v0, "range": rng,
             "value_15pct": None if v15 is None else float("%.4g" % v15),
@@ -180,13 +202,13 @@ def main():
     t = Table(os.path.join(a.out, "gap-values.txt"))
     t.line("# value of one parameter that closes each row outside 15% (bisection, or a scan of "
            "integer values, over refit sim; the default calibration is unchanged)")
-    t.line("| platform | model | strategy | reported (s) | predicted (s) | error | parameter | "
-           "current | within 15% at | 0% at | closest seen | searched |")
-    t.line("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    t.line("| row | platform | model | strategy | reported (s) | predicted (s) | error | "
+           "parameter | current | within 15% at | 0% at | closest seen | searched |")
+    t.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
-        t.line("| %s | %s | %s | %.2f | %.2f | %+.1f%% | `%s` | %g | %s | %s | %g: %.2f s "
+        t.line("| %s | %s | %s | %s | %.3g | %.3g | %+.1f%% | `%s` | %g | %s | %s | %g: %.3g s "
                "(%+.1f%%) | %s |" % (
-                   r["platform"], r["model"], r["strategy"], r["reported_s"], r["predicted_s"],
+                   r["row"], r["platform"], r["model"], r["strategy"], r["reported_s"], r["predicted_s"],
                    r["error_pct"], r["parameter"], r["current"],
                    "not in range" if r["value_15pct"] is None else "%g" % r["value_15pct"],
                    "not in range" if r["value_0pct"] is None else "%g" % r["value_0pct"],

@@ -83,7 +83,7 @@ static void test_one_message(Golden *g, gconstpointer data) {
   g_assert_cmpuint(g->plan->nmsgs, ==, 1);
   RfResult r;
   double t = simulate(g->plan, &g->cal, 0, &r);
-  assert_rel(t, 1e8 / 10e9 + 6e-6 + 2e-6);
+  g_assert_cmpfloat_with_epsilon(t, 1e8 / 10e9 + 6e-6 + 2e-6 + 5e7 / 1e15, 1e-7);
   g_assert_cmpint(r.nstages, ==, 1);
   g_assert_cmpstr(r.stages[0].name, ==, "inject");
   assert_rel(r.stages[0].end_s, t);
@@ -759,6 +759,27 @@ static void test_sw_ring_pieces_own_leaders(void) {
   rf_calibration_clear(&cal);
 }
 
+/* The Python fallback without destination replicas (xferdtensor_python.py: no active replica
+ * group, so the generic exact path, _build_exact_plan): every destination box comes from the
+ * first holder of the source region (holders[0]), not round-robin over the replicas. One FFN
+ * tensor of 100 MB (tests/data/sim/one-ffn.json, up_proj: TP shards rows) replicated on
+ * GPUs 0 and 1 (DP2), sharded in two on GPUs 2 and 3 (TP2): GPU 0 sends
+ * both 50 MB halves over its 10 GB/s NIC: 10 ms + 6 us (NIC + switch) + 2 us (the grouped
+ * send/recv's message latency) + 0.05 us (each destination's copy-back of its 50 MB into vLLM's
+ * fused gate_up_proj at the device copy rate, 1e6 GB/s; within the engine's 0.1 us precision);
+ * round-robin would take 5 ms. */
+static void test_sw_fallback_first_holder(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.variant = RF_VARIANT_PYTHON_FALLBACK;
+  RfResult r;
+  double t = sw_simulate("one-ffn.json", "DP2", "TP2", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 1e8 / 10e9 + 6e-6 + 2e-6 + 5e7 / 1e15, 1e-7);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
 /* Registers fn once per entry of a table, under prefix/NAME. */
 static void add_cases(const char *prefix, const void *table, size_t size, size_t n,
                       const char *(*name)(const void *), GTestDataFunc fn) {
@@ -872,6 +893,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
   g_test_add_func("/sim/software/ring_leader_rule", test_sw_ring_leader_rule);
   g_test_add_func("/sim/software/ring_pieces_own_leaders", test_sw_ring_pieces_own_leaders);
+  g_test_add_func("/sim/software/fallback_first_holder", test_sw_fallback_first_holder);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
   return g_test_run();
 }

@@ -180,11 +180,16 @@ static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *
     if (k->min_row <= 0 || row < k->min_row) k->min_row = row;
     switch (k->tr) {
     case SW_PYTHON_FALLBACK:
-      /* striped: member m of the replica group receives 1/R of the box from a source
-       * replica chosen round-robin; a non-contiguous source view is packed by
-       * .contiguous(), a non-contiguous destination received into staging and copied */
+      /* striped (replicated destination): member m of the replica group receives 1/R of the
+       * box from a source replica chosen round-robin (_build_striped_transfers). Without
+       * destination replicas the striped plan does not apply and the generic exact path
+       * sends every box from the first holder of the source region (_build_exact_plan:
+       * holders[0]), so one source replica feeds every destination shard. A non-contiguous
+       * source view is packed by .contiguous(), a non-contiguous destination received into
+       * staging and copied */
       for (int m = 0; m < k->nrD; m++) {
-        int sg = pb->gpu[rf_placement_rank(k->S, a, (b * k->nrD + m) % k->nrS)];
+        int rep = k->nrD > 1 ? (b * k->nrD + m) % k->nrS : 0;
+        int sg = pb->gpu[rf_placement_rank(k->S, a, rep)];
         add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov / k->nrD, 1.0, 0);
         if (!src_contig) c->pre_bytes[sg] += ov / k->nrD;
         if (!dst_contig) c->post_bytes[mg[m]] += ov / k->nrD;
