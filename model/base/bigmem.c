@@ -2,6 +2,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -22,16 +23,20 @@ void rf_big_advise(void *p, size_t bytes) {
 #endif
 }
 
+/* Huge pages back only whole, aligned 2 MiB stretches of a mapping: a fresh block starts on one. */
+#define HUGE_ALIGN ((size_t)2 << 20)
+
 void *rf_big_alloc(size_t bytes) {
-  void *p = g_malloc(bytes);
+  if (bytes < RF_BIG_MIN_BYTES) return g_malloc(bytes);
+  void *p = NULL;
+  if (posix_memalign(&p, HUGE_ALIGN, bytes) != 0) g_error("out of memory: %zu bytes", bytes);
   rf_big_advise(p, bytes);
   return p;
 }
 
 void *rf_big_alloc0(size_t bytes) {
-  /* g_malloc0 would touch (or map zeroed) pages before the advice: advise, then clear */
-  void *p = g_malloc(bytes);
-  rf_big_advise(p, bytes);
+  if (bytes < RF_BIG_MIN_BYTES) return g_malloc0(bytes);
+  void *p = rf_big_alloc(bytes); /* advised before its pages are first touched */
   memset(p, 0, bytes);
   return p;
 }

@@ -12,7 +12,8 @@
 /* Arrays below this many bytes are left as they are (the advice costs a system call). */
 #define RF_BIG_MIN_BYTES ((size_t)4 << 20)
 
-/* g_malloc(bytes), advised; aborts on out-of-memory like g_malloc. */
+/* g_malloc(bytes), or from RF_BIG_MIN_BYTES on a block aligned to 2 MiB (free()'s, so g_free
+ * frees it), advised; aborts on out-of-memory like g_malloc. */
 void *rf_big_alloc(size_t bytes);
 /* g_malloc0(bytes), advised before its pages are first touched. */
 void *rf_big_alloc0(size_t bytes);
