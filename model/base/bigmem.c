@@ -41,8 +41,12 @@ void *rf_big_alloc0(size_t bytes) {
   return p;
 }
 
-void *rf_big_realloc(void *p, size_t bytes) {
-  p = g_realloc(p, bytes);
-  rf_big_advise(p, bytes);
-  return p;
+void *rf_big_realloc(void *p, size_t old_bytes, size_t bytes) {
+  if (bytes < RF_BIG_MIN_BYTES) return g_realloc(p, bytes);
+  /* a new aligned block (realloc's mremap would keep the old alignment): the copy is as much
+   * again as the doubling array's final size, once */
+  void *q = rf_big_alloc(bytes);
+  if (p) memcpy(q, p, MIN(old_bytes, bytes));
+  g_free(p);
+  return q;
 }

@@ -17,8 +17,9 @@
 void *rf_big_alloc(size_t bytes);
 /* g_malloc0(bytes), advised before its pages are first touched. */
 void *rf_big_alloc0(size_t bytes);
-/* g_realloc(p, bytes), the whole new block advised (contents kept). */
-void *rf_big_realloc(void *p, size_t bytes);
+/* g_realloc(p, bytes) for a block of old_bytes (contents kept), from RF_BIG_MIN_BYTES on into a
+ * new block of rf_big_alloc's; p must come from rf_big_alloc, rf_big_realloc or GLib. */
+void *rf_big_realloc(void *p, size_t old_bytes, size_t bytes);
 /* Advise the pages holding [p, p + bytes) (p from malloc); no-op below RF_BIG_MIN_BYTES. */
 void rf_big_advise(void *p, size_t bytes);
 

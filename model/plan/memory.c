@@ -216,7 +216,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   /* holding: per block of inference ranks, the live-byte change at each stage */
   const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
   const int block = (int)MAX(1, MIN((uint64_t)pb->dst.nranks, DIFF_BUDGET / width));
-  int64_t *diff = g_new(int64_t, (size_t)block * width);
+  int64_t *diff = rf_big_alloc(sizeof(int64_t) * (size_t)block * width);
   for (int b0 = 0; b0 < pb->dst.nranks; b0 += block) {
     const int b1 = MIN(b0 + block, pb->dst.nranks);
     memset(diff, 0, sizeof(int64_t) * (size_t)(b1 - b0) * width);

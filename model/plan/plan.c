@@ -149,8 +149,8 @@ static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
             (uint64_t)rf_dtype_size(m->tensors[m->parts[part].tensor].dtype);
   PieceVec *v = &b->pieces;
   if (v->n == v->cap) {
-    v->cap = v->cap ? v->cap * 2 : 1024;
-    v->v = rf_big_realloc(v->v, sizeof(RfPiece) * v->cap);
+    v->v = rf_big_realloc(v->v, sizeof(RfPiece) * v->cap, sizeof(RfPiece) * 2 * MAX(v->cap, 512));
+    v->cap = 2 * MAX(v->cap, 512);
   }
   v->v[v->n] = p;
   return v->n++;
