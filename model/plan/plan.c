@@ -80,7 +80,7 @@ static void xvec_grow(XferVec *x, int stage) {
     x->c[x->nc++] = rf_big_alloc(sizeof(RfTransfer) * XCHUNK);
   }
   if (stage >= x->cell_stages) {
-    int ns = MAX(stage + 1, 2 * x->cell_stages);
+    int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
     x->cell = g_renew(uint32_t, x->cell, (size_t)ns * x->cell_w);
     memset(x->cell + (size_t)x->cell_stages * x->cell_w, 0,
            sizeof(uint32_t) * (size_t)(ns - x->cell_stages) * x->cell_w);
