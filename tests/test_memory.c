@@ -257,6 +257,66 @@ static void test_run_counts(void) {
   }
 }
 
+static uint64_t fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++, v >>= 8)
+    h = (h ^ (v & 0xff)) * UINT64_C(0x100000001b3);
+  return h;
+}
+
+static uint64_t memory_hash(uint64_t h, const RfMemory *m) {
+  uint64_t w[] = {m->weights_bytes, (uint64_t)m->banks,     (uint64_t)m->weights_rank,
+                  m->hold_bytes,    m->staging_bytes,       m->extra_bytes,
+                  m->peak_bytes,    (uint64_t)m->peak_rank, (uint64_t)m->from};
+  for (size_t i = 0; i < G_N_ELEMENTS(w); i++)
+    h = fnv(h, w[i]);
+  return h;
+}
+
+/* Every count of every strategy of the tiny models (the plan's stages at three bounds and two
+ * lane counts, refit run's schedule pipelined and staged, the staged count above max_segments)
+ * hashes to what memory.c gave before its speed-ups (issue 26): a faster count is the same
+ * count. A change that means to change a count updates these, and says why. */
+static const uint64_t memory_golden[G_N_ELEMENTS(cases)] = {
+    UINT64_C(0xecfbc8267a0b136b), UINT64_C(0xf77f8c7d41a2059c), UINT64_C(0x5012dd19980cf6d4),
+    UINT64_C(0xbb0b96007d98daae)};
+
+static void test_golden(void) {
+  int bad = 0;
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      RfMemory m;
+      for (uint64_t B = 256; B <= 65536; B *= 16)
+        for (int slots = 1; slots <= 2; slots++) {
+          rf_memory_of_plan_staging(plan, B, slots, &m);
+          h = memory_hash(h, &m);
+        }
+      for (int k = 0; k < 3; k++) {
+        RfMemoryRun run;
+        rf_memory_run_init(&run);
+        run.staging_bytes = 4096;
+        run.staged = k == 1;
+        run.max_segments = k == 2 ? 1 : 0;
+        g_assert_true(rf_memory_of_run(plan, &run, &m, &e));
+        h = memory_hash(h, &m);
+      }
+      rf_plan_free(plan);
+    }
+    if (h != memory_golden[c]) {
+      g_test_message("case %u (%s %s -> %s): memory hash 0x%016llx, expected 0x%016llx", c,
+                     cases[c][0], cases[c][1], cases[c][2], (unsigned long long)h,
+                     (unsigned long long)memory_golden[c]);
+      bad++;
+    }
+    rf_problem_free(pb);
+  }
+  g_assert_cmpint(bad, ==, 0);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/memory/weights/spec", test_weights_spec);
@@ -264,5 +324,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/memory/plan/counts", test_plan_counts);
   g_test_add_func("/memory/schedule/counts", test_schedule_counts);
   g_test_add_func("/memory/run/counts", test_run_counts);
+  g_test_add_func("/memory/golden", test_golden);
   return g_test_run();
 }

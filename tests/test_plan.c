@@ -177,6 +177,50 @@ static const Preset presets[] = {
     {"qwen3-30b-a3b", "TP2xPP4xEP8", "TP4xDP2", 8}, /* a full-size model: 48 layers, 128 experts */
 };
 
+/* FNV-1a over 64-bit words: the plan's contents, field by field (no padding bytes). */
+static uint64_t fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++, v >>= 8)
+    h = (h ^ (v & 0xff)) * UINT64_C(0x100000001b3);
+  return h;
+}
+
+/* Every piece, transfer (in order), message and statistic of a plan. */
+static uint64_t plan_hash(uint64_t h, const RfPlan *p) {
+  const RfModel *m = p->problem->model;
+  h = fnv(fnv(fnv(fnv(h, p->npieces), p->nxfers), p->nmsgs), (uint64_t)p->nstages);
+  for (uint32_t i = 0; i < p->npieces; i++) {
+    const RfPiece *pc = &p->pieces[i];
+    h = fnv(fnv(h, pc->part), pc->bytes);
+    for (int d = 0; d < m->parts[pc->part].ndim; d++)
+      h = fnv(fnv(h, (uint64_t)pc->box.lo[d]), (uint64_t)pc->box.hi[d]);
+  }
+  for (uint64_t i = 0; i < p->nxfers; i++) {
+    const RfTransfer *t = &p->xfers[i];
+    h = fnv(fnv(fnv(h, t->piece), (uint64_t)(uint32_t)t->src), (uint64_t)(uint32_t)t->dst);
+    h = fnv(h, (uint64_t)t->stage << 16 | (uint64_t)t->phase << 8 | t->flags);
+  }
+  for (uint64_t i = 0; i < p->nmsgs; i++) {
+    const RfMessage *g = &p->msgs[i];
+    h = fnv(fnv(h, (uint64_t)g->stage << 16 | (uint64_t)g->phase << 8 | g->flags), g->bytes);
+    h = fnv(fnv(fnv(fnv(h, (uint64_t)(uint32_t)g->src), (uint64_t)(uint32_t)g->dst), g->first),
+            g->count);
+  }
+  const RfPlanStats *s = &p->stats;
+  uint64_t w[] = {s->network_bytes, s->nvlink_bytes,  s->max_nic_bytes,    s->messages,
+                  s->transfers,     s->payload_bytes, (uint64_t)s->stages, s->max_nvlink_bytes};
+  for (size_t i = 0; i < G_N_ELEMENTS(w); i++)
+    h = fnv(h, w[i]);
+  double f[] = {s->lower_bound_s, s->link_bound_s, s->domain_bound_s};
+  for (size_t i = 0; i < G_N_ELEMENTS(f); i++) {
+    uint64_t v;
+    memcpy(&v, &f[i], sizeof v);
+    h = fnv(h, v);
+  }
+  for (int ph = 0; ph < RF_PHASE_COUNT; ph++)
+    h = fnv(fnv(h, s->phase_network_bytes[ph]), s->phase_max_nic_bytes[ph]);
+  return h;
+}
+
 static void test_preset(gconstpointer data) {
   const Preset *c = data;
   GError *e = NULL;
@@ -184,6 +228,44 @@ static void test_preset(gconstpointer data) {
   g_assert_no_error(e);
   g_autofree char *what = g_strdup_printf("%s %s->%s D%d", c->model, c->train, c->infer, c->domain);
   verify_all(pb, what);
+}
+
+/* Plans are deterministic data: every preset's four plans hash to what the planner gave before
+ * its speed-ups (issue 26), so a faster planner is the same planner. A change that means to
+ * change plans updates these, and says why. */
+static const uint64_t preset_golden[] = {
+    UINT64_C(0x24c8282049c11fe8), UINT64_C(0x24c8282049c11fe8), UINT64_C(0x80a537d9797d3ce2),
+    UINT64_C(0x50f25c9d013dc30c), UINT64_C(0x8c625b95c8d8f93a), UINT64_C(0x4c85c67667bf19fd),
+    UINT64_C(0xafaf38dc1da016ea), UINT64_C(0xc33decea1203ee47), UINT64_C(0xb545121edcf5a1d8),
+    UINT64_C(0xa06205c56c7e1939), UINT64_C(0x4d8551e5d189d701), UINT64_C(0xd0dfa2bcc7816a2a),
+    UINT64_C(0x15853fe118e741e2), UINT64_C(0x5af7b8d8bfe6b417), UINT64_C(0x98c808d5ef5962a3),
+    UINT64_C(0x98c808d5ef5962a3), UINT64_C(0x32d5c695b0ec0328), UINT64_C(0x0118f53909a5ed6f),
+    UINT64_C(0xd91b5c2c1d5fa46c), UINT64_C(0x9242542d92ab1c4a), UINT64_C(0xcbc71db656a94f41),
+    UINT64_C(0x2d4fa0840e55cef5), UINT64_C(0x6535038c1494d6ff), UINT64_C(0x8294e9767a70231f),
+    UINT64_C(0x07f40af704794c8f), UINT64_C(0x98535f4305a72ebd), UINT64_C(0xa3d4bfc77cd0763d)};
+
+static void test_preset_golden(void) {
+  g_assert_cmpuint(G_N_ELEMENTS(preset_golden), ==, G_N_ELEMENTS(presets));
+  int bad = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
+    const Preset *c = &presets[i];
+    GError *e = NULL;
+    g_autoptr(RfProblem) pb = preset(c->model, c->train, c->infer, c->domain, &e);
+    g_assert_no_error(e);
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      g_autoptr(RfPlan) plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      h = plan_hash(h, plan);
+    }
+    if (h != preset_golden[i]) {
+      g_test_message("preset %zu (%s %s -> %s D%d): plan hash 0x%016llx, expected 0x%016llx", i,
+                     c->model, c->train, c->infer, c->domain, (unsigned long long)h,
+                     (unsigned long long)preset_golden[i]);
+      bad++;
+    }
+  }
+  g_assert_cmpint(bad, ==, 0);
 }
 
 /* [10,7] Shard(0) over 2 ranks -> Shard(1) over 4 ranks: 7 over 4 = 2,2,2,1 columns. */
@@ -500,6 +582,7 @@ int main(int argc, char **argv) {
     g_autofree char *path = g_strdup_printf("/plan/presets/%zu", i);
     g_test_add_data_func(path, &presets[i], test_preset);
   }
+  g_test_add_func("/plan/presets/golden", test_preset_golden);
   g_test_add_func("/plan/known/small", test_known_small);
   g_test_add_func("/plan/known/m2n_domains", test_m2n_domains);
   g_test_add_func("/plan/known/m2n_chain", test_m2n_chain);

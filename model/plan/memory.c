@@ -1,4 +1,5 @@
 #include "memory.h"
+#include "bigmem.h"
 #include "dtensor.h"
 #include "schedule.h"
 #include "zoo.h"
@@ -93,6 +94,7 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
 }
 
 #define DIFF_BUDGET (1u << 22) /* entries of the dense arrays below: 32 MiB of int64 */
+#define LAST_BUDGET (1u << 25) /* entries of the dense (rank, part) array: 128 MiB of int32 */
 
 /* (rank, part) -> int map, open addressing on rank_part() keys (never 0: 0 marks a free slot),
  * where a dense (inference rank x part) array would pass DIFF_BUDGET. GHashTable costs a node
@@ -186,8 +188,17 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   /* last stage (+ 1) each inference (rank, part) sends at: forwarding keeps a piece until then.
    * Transfers are sorted by stage, so the last write wins. */
   const uint32_t nparts = pb->model->nparts;
-  const gboolean dense = (uint64_t)pb->dst.nranks * nparts <= DIFF_BUDGET;
-  int32_t *last_dense = dense ? g_new0(int32_t, (size_t)pb->dst.nranks * nparts + 1) : NULL;
+  const gboolean dense = (uint64_t)pb->dst.nranks * nparts <= LAST_BUDGET;
+  int32_t *last_dense =
+      dense ? rf_big_alloc0(sizeof(int32_t) * ((size_t)pb->dst.nranks * nparts + 1)) : NULL;
+  /* each piece's part and bytes, compact: the sorted transfers visit pieces in no useful order,
+   * and a piece is a box of RF_MAX_DIMS bounds */
+  uint32_t *ppart = rf_big_alloc(sizeof(uint32_t) * (plan->npieces + 1));
+  int64_t *pbytes = rf_big_alloc(sizeof(int64_t) * (plan->npieces + 1));
+  for (uint32_t k = 0; k < plan->npieces; k++) {
+    ppart[k] = plan->pieces[k].part;
+    pbytes[k] = (int64_t)plan->pieces[k].bytes;
+  }
   RankPartMap last_send;
   rpmap_init(&last_send, dense ? 1 : 1024);
   int max_stage = 0;
@@ -196,7 +207,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     max_stage = MAX(max_stage, (int)x->stage);
     const int d = dst_index[x->src];
     if (d < 0) continue;
-    const uint32_t part = plan->pieces[x->piece].part;
+    const uint32_t part = ppart[x->piece];
     if (dense)
       last_dense[(size_t)d * nparts + part] = x->stage + 1;
     else
@@ -205,7 +216,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   /* holding: per block of inference ranks, the live-byte change at each stage */
   const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
   const int block = (int)MAX(1, MIN((uint64_t)pb->dst.nranks, DIFF_BUDGET / width));
-  int64_t *diff = g_new(int64_t, (size_t)block * width);
+  int64_t *diff = rf_big_alloc(sizeof(int64_t) * (size_t)block * width);
   for (int b0 = 0; b0 < pb->dst.nranks; b0 += block) {
     const int b1 = MIN(b0 + block, pb->dst.nranks);
     memset(diff, 0, sizeof(int64_t) * (size_t)(b1 - b0) * width);
@@ -213,13 +224,13 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
       const RfTransfer *x = &plan->xfers[i];
       const int d = dst_index[x->dst];
       if (d < b0 || d >= b1) continue;
-      const uint32_t part = plan->pieces[x->piece].part;
+      const uint32_t part = ppart[x->piece];
       int last = (dense ? last_dense[(size_t)d * nparts + part]
                         : rpmap_get(&last_send, rank_part(x->dst, part), 0)) -
                  1;
       if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
       if (last < (int)x->stage) last = x->stage;
-      const int64_t by = (int64_t)plan->pieces[x->piece].bytes;
+      const int64_t by = pbytes[x->piece];
       diff[(size_t)(d - b0) * width + x->stage] += by;
       diff[(size_t)(d - b0) * width + (uint64_t)last + 1] -= by;
     }
@@ -245,6 +256,8 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_free(max_in);
   rpmap_clear(&last_send);
   g_free(last_dense);
+  g_free(ppart);
+  g_free(pbytes);
 }
 
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {

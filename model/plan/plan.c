@@ -1,4 +1,5 @@
 #include "plan.h"
+#include "bigmem.h"
 #include "error.h"
 
 #include <string.h>
@@ -31,25 +32,79 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
 
 /* ---- growable arrays of plain structs ------------------------------------------------- */
 
+/* Transfers as they are planned: fixed chunks, so appending never moves one (a plan may hold
+ * 2^27 transfers, 2 GiB; a doubling array would copy them and, moved by mremap, lose the huge
+ * pages they were written on), and the sort's histogram counted on the way: transfers per cell
+ * (stage, src >> cell_shift), cell_w cells a stage. */
+#define XCHUNK_BITS 20 /* 1 Mi transfers, 16 MiB a chunk */
+#define XCHUNK (UINT64_C(1) << XCHUNK_BITS)
+
 typedef struct {
-  RfTransfer *v;
-  uint64_t n, cap;
+  RfTransfer **c;
+  uint32_t nc, capc;
+  uint64_t n;
+  uint32_t *cell; /* cell_stages x cell_w */
+  int cell_shift, cell_w, cell_stages;
 } XferVec;
+
+static inline RfTransfer *xat(const XferVec *x, uint64_t i) {
+  return &x->c[i >> XCHUNK_BITS][i & (XCHUNK - 1)];
+}
+
+static void xvec_init(XferVec *x, int rank_bits) {
+  memset(x, 0, sizeof *x);
+  x->cell_shift = MAX(0, rank_bits - 8); /* at most 256 cells a stage */
+  x->cell_w = 1 << (rank_bits - x->cell_shift);
+}
+
+/* Forget every transfer, keeping the chunks. */
+static void xvec_reset(XferVec *x) {
+  x->n = 0;
+  if (x->cell) memset(x->cell, 0, sizeof(uint32_t) * x->cell_stages * x->cell_w);
+}
+
+static void xvec_clear(XferVec *x) {
+  for (uint32_t i = 0; i < x->nc; i++)
+    g_free(x->c[i]);
+  g_free(x->c);
+  g_free(x->cell);
+  memset(x, 0, sizeof *x);
+}
+
+static void xvec_grow(XferVec *x, int stage) {
+  if ((x->n >> XCHUNK_BITS) == x->nc) {
+    if (x->nc == x->capc) {
+      x->capc = x->capc ? 2 * x->capc : 16;
+      x->c = g_renew(RfTransfer *, x->c, x->capc);
+    }
+    x->c[x->nc++] = rf_big_alloc(sizeof(RfTransfer) * XCHUNK);
+  }
+  if (stage >= x->cell_stages) {
+    int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
+    x->cell = g_renew(uint32_t, x->cell, (size_t)ns * x->cell_w);
+    memset(x->cell + (size_t)x->cell_stages * x->cell_w, 0,
+           sizeof(uint32_t) * (size_t)(ns - x->cell_stages) * x->cell_w);
+    x->cell_stages = ns;
+  }
+}
 
 static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                          uint8_t flags) {
-  if (x->n == x->cap) {
-    x->cap = x->cap ? x->cap * 2 : 4096;
-    x->v = g_renew(RfTransfer, x->v, x->cap);
-  }
-  RfTransfer *t = &x->v[x->n++];
+  if (G_UNLIKELY((x->n >> XCHUNK_BITS) == x->nc || stage >= x->cell_stages)) xvec_grow(x, stage);
+  RfTransfer *t = xat(x, x->n++);
   t->piece = piece;
   t->src = src;
   t->dst = dst;
   t->stage = (uint16_t)stage;
   t->phase = (uint8_t)phase;
   t->flags = flags;
+  x->cell[(size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift)]++;
 }
+
+typedef struct {
+  RfPiece *v;
+  uint32_t n, cap;
+} PieceVec;
 
 typedef struct {
   uint64_t ntx, nrx, vtx, vrx; /* network / NVLink bytes sent, received */
@@ -61,7 +116,7 @@ typedef struct {
 
 typedef struct {
   const RfProblem *pb;
-  GArray *pieces;
+  PieceVec pieces;
   XferVec x;
   int max_stage;
   int bcast_channels;
@@ -92,8 +147,13 @@ static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
   p.box = *box;
   p.bytes = (uint64_t)rf_box_volume(box, m->parts[part].ndim) *
             (uint64_t)rf_dtype_size(m->tensors[m->parts[part].tensor].dtype);
-  g_array_append_val(b->pieces, p);
-  return b->pieces->len - 1;
+  PieceVec *v = &b->pieces;
+  if (v->n == v->cap) {
+    v->v = rf_big_realloc(v->v, sizeof(RfPiece) * v->cap, sizeof(RfPiece) * 2 * MAX(v->cap, 512));
+    v->cap = 2 * MAX(v->cap, 512);
+  }
+  v->v[v->n] = p;
+  return v->n++;
 }
 
 static inline int dom(const Builder *b, int rank) {
@@ -503,7 +563,7 @@ static void deliver_m2n(Builder *b, uint32_t pi, const RfBox *box, int *hold, in
     sub.lo[sd] = box->lo[sd] + (int64_t)((uint64_t)ext * s / want);
     sub.hi[sd] = box->lo[sd] + (int64_t)((uint64_t)ext * (s + 1) / want);
     uint32_t sp = add_piece(b, pi, &sub);
-    uint64_t sby = g_array_index(b->pieces, RfPiece, sp).bytes;
+    uint64_t sby = b->pieces.v[sp].bytes;
     m2n_groups(b, sp, sby, hold, nhold, dst, nr, K, rot + (int)s);
   }
 }
@@ -683,7 +743,7 @@ static void gb_broadcast(Builder *b, uint32_t pi, uint64_t first_xfer, const Cha
   /* The broadcast of this part starts once its export is complete. */
   int first_stage = 0;
   for (uint64_t i = first_xfer; i < b->x.n; i++)
-    first_stage = MAX(first_stage, b->x.v[i].stage + 1);
+    first_stage = MAX(first_stage, xat(&b->x, i)->stage + 1);
   for (int c = 0; c < nch; c++) {
     RfBox box;
     rf_box_full(&box, part->shape, nd);
@@ -722,53 +782,109 @@ static int bits_for(uint64_t n) {
   return b;
 }
 
-#define SORT_SMALL 64 /* transfers below which sort_xfers sorts in place */
+/* The key of a transfer inside a bucket of cells starting at cell c0: (cell - c0, the low bits
+ * of src, dst), ordered as (stage, src, dst). */
+typedef struct {
+  int rb, shift, cw;
+  uint64_t c0;
+} LocalKey;
 
-/* LSD radix sort by (stage, src, dst), stable: 16-bit digits of the packed key, so only as
- * many passes as the stage and rank counts need; all histograms counted in one pass, and the
- * passes alternate between v and one scratch array. Returns the sorted array (v or a new one;
- * the other is freed). */
-static RfTransfer *sort_xfers(RfTransfer *v, uint64_t n, int rb, int sb) {
-  if (n < 2) return v;
-  if (n <= SORT_SMALL) { /* stable insertion sort: the histograms would cost more than the sort */
-    for (uint64_t i = 1; i < n; i++) {
-      const RfTransfer t = v[i];
-      const uint64_t k = xkey(&t, rb);
-      uint64_t j = i;
-      for (; j > 0 && xkey(&v[j - 1], rb) > k; j--)
-        v[j] = v[j - 1];
-      v[j] = t;
-    }
-    return v;
-  }
-  int passes = (sb + 2 * rb + 15) / 16;
-  uint64_t *cnt = g_new0(uint64_t, (size_t)passes * 65536);
-  for (uint64_t i = 0; i < n; i++) {
-    uint64_t k = xkey(&v[i], rb);
-    for (int pass = 0; pass < passes; pass++)
-      cnt[pass * 65536 + ((k >> (pass * 16)) & 0xffff)]++;
-  }
-  RfTransfer *tmp = NULL;
-  for (int pass = 0; pass < passes; pass++) {
-    int sh = pass * 16;
-    uint64_t *c = cnt + pass * 65536;
-    if (c[(xkey(&v[0], rb) >> sh) & 0xffff] == n) continue;
-    if (!tmp) tmp = g_new(RfTransfer, n);
-    uint64_t sum = 0;
-    for (int i = 0; i < 65536; i++) {
-      uint64_t x = c[i];
-      c[i] = sum;
+static inline uint64_t lkey(const RfTransfer *t, const LocalKey *k) {
+  const uint64_t src = (uint32_t)t->src, cell = (uint64_t)t->stage * k->cw + (src >> k->shift);
+  const uint64_t low = src & ((UINT64_C(1) << k->shift) - 1);
+  return ((((cell - k->c0) << k->shift) | low) << k->rb) | (uint32_t)t->dst;
+}
+
+/* Stable LSD radix sort of v[0..n) by the low bits of its local key, in passes of at most 11
+ * bits (2048 buckets: the written streams stay in cache), between v and out. Returns v or out,
+ * whichever holds the sorted run. */
+#define LOCAL_DIGIT 11
+static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
+                              int bits, uint32_t *cnt) {
+  for (int sh = 0; sh < bits; sh += LOCAL_DIGIT) {
+    const int w = MIN(LOCAL_DIGIT, bits - sh);
+    const uint64_t mask = (UINT64_C(1) << w) - 1;
+    memset(cnt, 0, sizeof(uint32_t) << w);
+    for (uint64_t i = 0; i < n; i++)
+      cnt[(lkey(&v[i], k) >> sh) & mask]++;
+    if (cnt[(lkey(&v[0], k) >> sh) & mask] == n) continue; /* one digit: nothing moves */
+    uint32_t sum = 0;
+    for (uint64_t d = 0; d <= mask; d++) {
+      const uint32_t x = cnt[d];
+      cnt[d] = sum;
       sum += x;
     }
     for (uint64_t i = 0; i < n; i++)
-      tmp[c[(xkey(&v[i], rb) >> sh) & 0xffff]++] = v[i];
+      out[cnt[(lkey(&v[i], k) >> sh) & mask]++] = v[i];
     RfTransfer *t = v;
-    v = tmp;
-    tmp = t;
+    v = out;
+    out = t;
+  }
+  return v;
+}
+
+/* The planned transfers, sorted by (stage, src, dst) and stable (the transfers of one message
+ * keep the order they were planned in), in one new array; the chunks are freed as they are
+ * read. MSD then LSD: the cells counted while planning are grouped into runs of about n / 4096
+ * transfers, one counting scatter puts every transfer in its run (few written streams: the
+ * caches and the TLB hold them), then each run, small enough to stay in cache, is sorted by its
+ * local key. Memory is read and written once instead of once per 16-bit digit. NULL when
+ * there are no transfers. */
+static RfTransfer *sort_chunks(XferVec *x, int nstages, int rb) {
+  const uint64_t n = x->n;
+  if (n == 0) return NULL;
+  const uint64_t ncell = (uint64_t)nstages * x->cell_w, target = MAX(n >> 12, 1024);
+  uint32_t *bucket_of = g_new(uint32_t, ncell);
+  uint64_t *bstart = g_new(uint64_t, ncell + 1), *bcell = g_new(uint64_t, ncell + 1);
+  uint64_t nb = 0, acc = 0, sum = 0;
+  for (uint64_t c = 0; c < ncell; c++) {
+    if (c == 0 || acc >= target) {
+      bstart[nb] = sum;
+      bcell[nb++] = c;
+      acc = 0;
+    }
+    bucket_of[c] = (uint32_t)(nb - 1);
+    acc += x->cell[c];
+    sum += x->cell[c];
+  }
+  bstart[nb] = n;
+  bcell[nb] = ncell;
+  RfTransfer *out = rf_big_alloc(sizeof(RfTransfer) * n);
+  uint64_t *at = g_memdup2(bstart, sizeof(uint64_t) * nb);
+  for (uint32_t ci = 0; ci < x->nc; ci++) {
+    const RfTransfer *ch = x->c[ci];
+    const uint64_t m = MIN(XCHUNK, n - MIN(n, (uint64_t)ci << XCHUNK_BITS));
+    for (uint64_t i = 0; i < m; i++) {
+      const RfTransfer *t = &ch[i];
+      const uint64_t cell = (uint64_t)t->stage * x->cell_w + ((uint32_t)t->src >> x->cell_shift);
+      out[at[bucket_of[cell]]++] = *t;
+    }
+    g_free(x->c[ci]);
+    x->c[ci] = NULL;
+  }
+  g_free(at);
+  g_free(bucket_of);
+  uint64_t maxb = 0;
+  for (uint64_t k = 0; k < nb; k++)
+    maxb = MAX(maxb, bstart[k + 1] - bstart[k]);
+  RfTransfer *scratch = rf_big_alloc(sizeof(RfTransfer) * maxb);
+  uint32_t *cnt = g_new(uint32_t, 1u << LOCAL_DIGIT);
+  for (uint64_t k = 0; k < nb; k++) {
+    const uint64_t b0 = bstart[k], m = bstart[k + 1] - b0;
+    const LocalKey key = {rb, x->cell_shift, x->cell_w, bcell[k]};
+    gboolean sorted = TRUE;
+    for (uint64_t i = b0 + 1; i < b0 + m && sorted; i++)
+      sorted = lkey(&out[i - 1], &key) <= lkey(&out[i], &key);
+    if (sorted) continue;
+    const int bits = bits_for(bcell[k + 1] - bcell[k]) + x->cell_shift + rb;
+    RfTransfer *r = sort_local(out + b0, scratch, m, &key, bits, cnt);
+    if (r != out + b0) memcpy(out + b0, r, sizeof(RfTransfer) * m);
   }
   g_free(cnt);
-  g_free(tmp);
-  return v;
+  g_free(scratch);
+  g_free(bstart);
+  g_free(bcell);
+  return out;
 }
 
 /* The physical network bound of the problem (RfPlanStats.domain_bound_s). Per part, over the
@@ -851,16 +967,15 @@ static double domain_bound(const RfProblem *pb) {
 
 static void finish(RfPlan *plan) {
   const RfProblem *pb = plan->problem;
-  int rb = bits_for((uint64_t)pb->nranks), sb = bits_for((uint64_t)plan->nstages);
-  plan->xfers = sort_xfers(plan->xfers, plan->nxfers, rb, sb);
+  int rb = bits_for((uint64_t)pb->nranks);
   uint64_t nm = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++)
     if (i == 0 || xkey(&plan->xfers[i], rb) != xkey(&plan->xfers[i - 1], rb)) nm++;
   /* piece sizes in a compact array: the sorted transfers visit pieces in no useful order */
-  uint64_t *pbytes = g_new(uint64_t, plan->npieces ? plan->npieces : 1);
+  uint64_t *pbytes = rf_big_alloc(sizeof(uint64_t) * (plan->npieces ? plan->npieces : 1));
   for (uint32_t k = 0; k < plan->npieces; k++)
     pbytes[k] = plan->pieces[k].bytes;
-  plan->msgs = g_new0(RfMessage, nm ? nm : 1);
+  plan->msgs = rf_big_alloc0(sizeof(RfMessage) * (nm ? nm : 1));
   plan->nmsgs = nm;
   /* Bytes each rank sends and receives over the network: all phases (slot RF_PHASE_COUNT) and
    * each phase alone, in one pass. */
@@ -980,10 +1095,10 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   Builder b = {0};
   b.pb = pb;
   b.strategy = strategy;
-  b.pieces = g_array_new(FALSE, FALSE, sizeof(RfPiece));
   b.error = error;
   b.bcast_channels =
       opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
+  xvec_init(&b.x, bits_for((uint64_t)pb->nranks));
   b.domain = g_new(int, pb->nranks);
   for (int r = 0; r < pb->nranks; r++) {
     b.domain[r] = rf_problem_domain(pb, r);
@@ -1007,8 +1122,8 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
    * than p2p would, plan m2n as p2p (one copy per destination rank, no domain copies). */
   if (!b.failed && strategy == RF_STRATEGY_M2N &&
       loads_bound(&b, &b.ld) > loads_bound(&b, &b.p2p)) {
-    g_array_set_size(b.pieces, 0);
-    b.x.n = 0;
+    b.pieces.n = 0;
+    xvec_reset(&b.x);
     b.max_stage = 0;
     build_parts(&b, &ch, FALSE);
   }
@@ -1022,18 +1137,19 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   g_free(b.fwd);
   g_free(b.astage);
   if (b.failed) {
-    g_array_free(b.pieces, TRUE);
-    g_free(b.x.v);
+    g_free(b.pieces.v);
+    xvec_clear(&b.x);
     return NULL;
   }
   RfPlan *plan = g_new0(RfPlan, 1);
   plan->strategy = strategy;
   plan->problem = pb;
-  plan->npieces = b.pieces->len;
-  plan->pieces = (RfPiece *)g_array_free(b.pieces, FALSE);
-  plan->xfers = b.x.n ? g_renew(RfTransfer, b.x.v, b.x.n) : b.x.v;
+  plan->npieces = b.pieces.n;
+  plan->pieces = b.pieces.v;
   plan->nxfers = b.x.n;
   plan->nstages = b.x.n ? b.max_stage + 1 : 0;
+  plan->xfers = sort_chunks(&b.x, plan->nstages, bits_for((uint64_t)pb->nranks));
+  xvec_clear(&b.x);
   plan->stats.domain_bound_s = phys;
   finish(plan);
   return plan;

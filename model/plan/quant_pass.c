@@ -9,19 +9,17 @@ uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *
   const RfProblemQuant *q = pb->quant;
   uint64_t *by = g_new0(uint64_t, pb->nranks);
   gboolean sender = q && q->at == RF_QUANT_AT_SENDER;
-  /* at the sender: which (rank, part) pairs send a piece of a quantized part */
-  GHashTable *sends = g_hash_table_new(g_int64_hash, g_int64_equal);
-  g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(gint64));
-  if (sender)
-    for (uint64_t i = 0; i < plan->nxfers; i++) {
-      uint32_t part = plan->pieces[plan->xfers[i].piece].part;
-      if (q->weight_part[part] >= 0) part = (uint32_t)q->weight_part[part];
-      if (!q->target[part]) continue;
-      gint64 k = (gint64)plan->xfers[i].src * (gint64)pb->model->nparts + part;
-      g_array_append_val(keys, k);
-    }
-  for (guint i = 0; i < keys->len; i++)
-    g_hash_table_add(sends, &g_array_index(keys, gint64, i));
+  /* at the sender: which (rank, part) pairs send a piece of a quantized part, one bit each (a
+   * hash set of a key per transfer cost a node per distinct key and a lookup per transfer) */
+  const uint64_t nparts = pb->model->nparts;
+  guint8 *sends = sender ? g_new0(guint8, ((uint64_t)pb->nranks * nparts + 7) / 8) : NULL;
+  for (uint64_t i = 0; sender && i < plan->nxfers; i++) {
+    uint32_t part = plan->pieces[plan->xfers[i].piece].part;
+    if (q->weight_part[part] >= 0) part = (uint32_t)q->weight_part[part];
+    if (!q->target[part]) continue;
+    const uint64_t k = (uint64_t)plan->xfers[i].src * nparts + part;
+    sends[k >> 3] |= (guint8)(1u << (k & 7));
+  }
   const RfSide *side = sender ? &pb->src : &pb->dst;
   for (uint32_t pi = 0; q && pi < q->nparts; pi++) {
     if (!q->target[pi] || !side->place[pi].mesh) continue;
@@ -29,12 +27,12 @@ uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *
       int r = side->ranks[i];
       RfBox box;
       if (!rf_side_rank_shard(side, pi, r, &box, NULL)) continue;
-      gint64 k = (gint64)r * (gint64)pb->model->nparts + pi;
-      if (sender && !g_hash_table_contains(sends, &k)) continue;
+      const uint64_t k = (uint64_t)r * nparts + pi;
+      if (sender && !(sends[k >> 3] >> (k & 7) & 1)) continue;
       by[r] += rf_quant_box_bytes(pb, pi, &box);
     }
   }
-  g_hash_table_destroy(sends);
+  g_free(sends);
   uint64_t mx = 0;
   int at = -1;
   for (int r = 0; r < pb->nranks; r++)
