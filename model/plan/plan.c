@@ -38,12 +38,13 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
  * (stage, src >> cell_shift), cell_w cells a stage. */
 #define XCHUNK_BITS 20 /* 1 Mi transfers, 16 MiB a chunk */
 #define XCHUNK (UINT64_C(1) << XCHUNK_BITS)
+#define XFIRST UINT64_C(1024) /* the first chunk's first size */
 
 typedef struct {
   RfTransfer **c;
   uint32_t nc, capc;
-  uint64_t n;
-  uint32_t *cell; /* cell_stages x cell_w */
+  uint64_t n, room; /* transfers held, and slots allocated (the first chunk grows to XCHUNK) */
+  uint32_t *cell;   /* cell_stages x cell_w */
   int cell_shift, cell_w, cell_stages;
 } XferVec;
 
@@ -72,12 +73,20 @@ static void xvec_clear(XferVec *x) {
 }
 
 static void xvec_grow(XferVec *x, int stage) {
-  if ((x->n >> XCHUNK_BITS) == x->nc) {
+  if (x->n == x->room && x->nc == 1 && x->room < XCHUNK) {
+    /* the first chunk doubles up to XCHUNK: a small plan stays small (10,000 of them in the
+     * random-spec test took 16 MiB each, which ASan's shadow memory writes in full) */
+    const uint64_t room = MIN(2 * x->room, XCHUNK);
+    x->c[0] = rf_big_realloc(x->c[0], sizeof(RfTransfer) * x->room, sizeof(RfTransfer) * room);
+    x->room = room;
+  } else if (x->n == x->room) {
     if (x->nc == x->capc) {
       x->capc = x->capc ? 2 * x->capc : 16;
       x->c = g_renew(RfTransfer *, x->c, x->capc);
     }
-    x->c[x->nc++] = rf_big_alloc(sizeof(RfTransfer) * XCHUNK);
+    const uint64_t room = x->nc ? XCHUNK : XFIRST;
+    x->c[x->nc++] = rf_big_alloc(sizeof(RfTransfer) * room);
+    x->room += room;
   }
   if (stage >= x->cell_stages) {
     int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
@@ -90,7 +99,7 @@ static void xvec_grow(XferVec *x, int stage) {
 
 static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                          uint8_t flags) {
-  if (G_UNLIKELY((x->n >> XCHUNK_BITS) == x->nc || stage >= x->cell_stages)) xvec_grow(x, stage);
+  if (G_UNLIKELY(x->n == x->room || stage >= x->cell_stages)) xvec_grow(x, stage);
   RfTransfer *t = xat(x, x->n++);
   t->piece = piece;
   t->src = src;
