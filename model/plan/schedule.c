@@ -108,6 +108,11 @@ static int cmp_u64x2(const void *a, const void *b) {
   return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* The segments of message m that carry transfer t (at byte w of the message, bytes b). */
 static void xfer_segs(const RfSchedule *s, uint64_t m, uint64_t w, uint64_t b, uint64_t *g0,
                       uint64_t *g1) {
@@ -134,6 +139,22 @@ typedef struct {
   uint32_t *npre;
 } DepGraph;
 
+/* A growing array of (before, after) pairs of segments. */
+typedef struct {
+  uint64_t *v;
+  uint64_t len, cap;
+} PairBuf;
+
+static inline void pair_push(PairBuf *b, uint64_t before, uint64_t after) {
+  if (b->len == b->cap) {
+    b->cap = MAX(UINT64_C(1024), 2 * b->cap);
+    b->v = g_renew(uint64_t, b->v, 2 * b->cap);
+  }
+  b->v[2 * b->len] = before;
+  b->v[2 * b->len + 1] = after;
+  b->len++;
+}
+
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
   /* every transfer with bytes: its message and segments (Arrival.key holds the message) */
@@ -159,8 +180,8 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     av[i].key =
         arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
   }
-  if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2);           /* by key, t */
-  g_autoptr(GArray) pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2); /* (before, after) */
+  if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2); /* by key, t */
+  PairBuf pairs = {NULL, 0, 0};                                    /* (before, after) */
   for (guint j = 0; j < xs->len; j++) {
     const RfMessage *msg = &plan->msgs[xv[j].key];
     const RfTransfer *x = &plan->xfers[xv[j].t];
@@ -192,8 +213,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
           const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
           for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
                ga++) {
-            uint64_t p[2] = {ga, g};
-            g_array_append_vals(pairs, p, 1);
+            pair_push(&pairs, ga, g);
           }
         }
         break;
@@ -201,30 +221,44 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
       first_met = FALSE;
       for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
         for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
-          uint64_t p[2] = {ga, g};
-          g_array_append_vals(pairs, p, 1);
+          pair_push(&pairs, ga, g);
         }
       if (whole) break;
     }
   }
-  uint64_t *pv = (uint64_t *)(void *)pairs->data, np2 = 0;
-  if (pairs->len > 1) qsort(pv, pairs->len, sizeof(uint64_t) * 2, cmp_u64x2);
-  for (guint i = 0; i < pairs->len; i++)
-    if (!np2 || cmp_u64x2(pv + 2 * (np2 - 1), pv + 2 * i)) {
-      pv[2 * np2] = pv[2 * i];
-      pv[2 * np2 + 1] = pv[2 * i + 1];
-      np2++;
-    }
+  /* as CSR without sorting the pairs: bucket them by `before` (counting), then sort and
+   * deduplicate each bucket's `after` (a few each): the sorted, distinct pairs */
+  g_autofree uint64_t *pv = pairs.v;
   d->first = g_new0(uint64_t, s->nsegs + 1);
-  d->next = g_new(uint64_t, np2 ? np2 : 1);
+  d->next = g_new(uint64_t, pairs.len ? pairs.len : 1);
   d->npre = g_new0(uint32_t, s->nsegs ? s->nsegs : 1);
-  for (uint64_t i = 0; i < np2; i++) {
+  for (uint64_t i = 0; i < pairs.len; i++)
     d->first[pv[2 * i] + 1]++;
-    d->next[i] = pv[2 * i + 1];
-    d->npre[pv[2 * i + 1]]++;
-  }
   for (uint64_t g = 0; g < s->nsegs; g++)
     d->first[g + 1] += d->first[g];
+  {
+    g_autofree uint64_t *fill = g_memdup2(d->first, sizeof(uint64_t) * s->nsegs);
+    for (uint64_t i = 0; i < pairs.len; i++)
+      d->next[fill[pv[2 * i]]++] = pv[2 * i + 1];
+  }
+  uint64_t np2 = 0;
+  for (uint64_t g = 0; g < s->nsegs; g++) {
+    uint64_t *v = d->next + d->first[g], n = d->first[g + 1] - d->first[g];
+    if (n > 32) qsort(v, n, sizeof *v, cmp_u64);
+    for (uint64_t i = 1; i < n && n <= 32; i++) /* insertion sort: buckets are small */
+      for (uint64_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+        const uint64_t t = v[j];
+        v[j] = v[j - 1];
+        v[j - 1] = t;
+      }
+    d->first[g] = np2;
+    for (uint64_t i = 0; i < n; i++)
+      if (!i || v[i] != v[i - 1]) {
+        d->next[np2++] = v[i];
+        d->npre[v[i]]++;
+      }
+  }
+  d->first[s->nsegs] = np2;
 }
 
 static void dep_graph_clear(DepGraph *d) {
@@ -375,6 +409,47 @@ double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
  * remaining messages could place a segment. A round so costs the endpoints with room, not every
  * ready message. */
 
+/* A set of segments as a bitmap with a summary (bit w of sum: word w of bit is not empty), for
+ * visiting the members at or after a segment in ascending order without scanning the others. */
+typedef struct {
+  uint64_t *bit, *sum;
+} SegSet;
+
+static void segset_init(SegSet *b, uint64_t n) {
+  const uint64_t nw = n / 64 + 1;
+  b->bit = g_new0(uint64_t, nw);
+  b->sum = g_new0(uint64_t, nw / 64 + 1);
+}
+
+static void segset_add(SegSet *b, uint64_t g) {
+  b->bit[g / 64] |= UINT64_C(1) << (g % 64);
+  b->sum[g / 4096] |= UINT64_C(1) << (g / 64 % 64);
+}
+
+static void segset_del(SegSet *b, uint64_t g) {
+  b->bit[g / 64] &= ~(UINT64_C(1) << (g % 64));
+  if (!b->bit[g / 64]) b->sum[g / 4096] &= ~(UINT64_C(1) << (g / 64 % 64));
+}
+
+/* The first member >= g and < end, or end. */
+static uint64_t segset_next(const SegSet *b, uint64_t g, uint64_t end) {
+  if (g >= end) return end;
+  uint64_t w = g / 64, x = b->bit[w] & (~UINT64_C(0) << (g % 64));
+  if (x) return MIN(end, w * 64 + (uint64_t)__builtin_ctzll(x));
+  const uint64_t wend = (end - 1) / 64; /* the last word that may hold a member < end */
+  for (w++; w <= wend;) {
+    const uint64_t y = b->sum[w / 64] & (~UINT64_C(0) << (w % 64));
+    if (!y) {
+      w = (w / 64 + 1) * 64;
+      continue;
+    }
+    w = w / 64 * 64 + (uint64_t)__builtin_ctzll(y);
+    if (w > wend) break;
+    return MIN(end, w * 64 + (uint64_t)__builtin_ctzll(b->bit[w]));
+  }
+  return end;
+}
+
 /* The state of one pipelined placement. Endpoint e = 4 x rank + 2 x class + direction (0: the
  * rank sends, 1: it receives), as in rem[]. */
 typedef struct {
@@ -388,6 +463,7 @@ typedef struct {
   uint64_t *rem;    /* bytes each endpoint has left */
   uint64_t *cur;    /* per message: its first segment not placed */
   uint32_t *nready; /* per message: segments ready and not placed */
+  SegSet rdy;       /* the same segments, for visiting only them */
   uint64_t placed;
   GArray *later; /* segments whose last prerequisite this round placed */
   /* per endpoint: its messages not known to be done (ascending, from ep_first[e]), how many,
@@ -443,10 +519,9 @@ static void place_msg(Placer *P, uint64_t m, int r) {
   const int need = msg->src == msg->dst ? 2 : 1, max_ops = P->max_ops;
   if (msg_blocked(P, m)) return;  /* an end is full: its first ready segment would stop it */
   uint32_t unseen = P->nready[m]; /* ready segments not yet looked at: none left, stop */
-  for (uint64_t g = P->cur[m]; g < s->seg_first[m + 1] && unseen; g++) {
-    if (s->seg_round[g] >= 0 || P->d.npre[g] ||
-        (s->seg_dep[g] >= 0 && s->seg_dep[g] + s->slots > r))
-      continue;
+  const uint64_t end = s->seg_first[m + 1];
+  for (uint64_t g = segset_next(&P->rdy, P->cur[m], end); g < end && unseen;
+       g = segset_next(&P->rdy, g + 1, end)) {
     unseen--;
     const uint64_t lo = (g - s->seg_first[m]) * C;
     const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
@@ -465,6 +540,7 @@ static void place_msg(Placer *P, uint64_t m, int r) {
     s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], od[0].recv + od[1].recv);
     s->seg_round[g] = r;
     if (!--P->nready[m]) ep_ready_add(P, m, -1);
+    segset_del(&P->rdy, g);
     P->rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
     P->rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
     for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
@@ -539,11 +615,6 @@ static void placer_endpoints(Placer *P) {
     if (P->nready[m]) ep_ready_add(P, m, 1);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* Round r's turns: the endpoints with a ready message, by key (largest first), those of one key
  * merging their messages by message order. act, tmp: room for every endpoint. */
 static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *collect) {
@@ -595,9 +666,13 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
    * (`later`, one bucket per round in flight: round r's is released at the end of round
    * r + slots - 1). */
   P.nready = g_new0(uint32_t, nm);
+  segset_init(&P.rdy, s->nsegs);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
-      P.nready[m] += P.d.npre[g] == 0;
+      if (!P.d.npre[g]) {
+        P.nready[m]++;
+        segset_add(&P.rdy, g);
+      }
   placer_endpoints(&P);
   GArray *bucket[RF_SCHEDULE_MAX_SLOTS];
   for (int i = 0; i < s->slots; i++)
@@ -611,8 +686,9 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     place_round(&P, r, act, tmp, collect);
     GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
     for (guint i = 0; i < ready->len; i++) {
-      const uint64_t m = seg_message(s, g_array_index(ready, uint64_t, i));
+      const uint64_t g = g_array_index(ready, uint64_t, i), m = seg_message(s, g);
       if (!P.nready[m]++) ep_ready_add(&P, m, 1);
+      segset_add(&P.rdy, g);
     }
     g_array_set_size(ready, 0);
     for (guint i = 0; i < P.touched->len; i++) {
@@ -631,6 +707,8 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_array_free(P.touched, TRUE);
   g_free(P.rem);
   g_free(P.nready);
+  g_free(P.rdy.bit);
+  g_free(P.rdy.sum);
   g_free(P.ep_first);
   g_free(P.ep_msg);
   g_free(P.ep_key);
