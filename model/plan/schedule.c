@@ -470,6 +470,7 @@ typedef struct {
    * how many of them are ready, the key at the start of the round */
   uint64_t *ep_first, *ep_msg, *ep_key;
   uint32_t *ep_len, *ep_ready;
+  uint32_t *ep_small; /* per endpoint: its messages whose short last segment is ready */
 } Placer;
 
 static int msg_class(const RfMessage *msg) {
@@ -480,12 +481,25 @@ static uint64_t msg_endpoint(const RfMessage *msg, int dir) {
   return 4 * (uint64_t)(dir ? msg->dst : msg->src) + 2 * (uint64_t)msg_class(msg) + (uint64_t)dir;
 }
 
-/* No ready segment of any message of endpoint e can go in this round any more. */
+/* No ready segment of any message of endpoint e can go in this round any more: no operation
+ * left, or less room than its smallest ready segment (a whole one, C bytes, aligned, unless a
+ * message's short last segment is ready). Room and operations only shrink within a round, and no
+ * segment becomes ready in it, so it stays so until the round ends. */
 static gboolean ep_full(const Placer *P, uint64_t e) {
   const uint64_t x = e / 4, c = (e / 2) & 1;
   if ((int)P->use[2 * x].ops + 1 > P->max_ops) return TRUE;
   const Slot *u = &P->use[2 * x + c];
-  return ((e & 1) ? u->recv : u->send) + RF_SCHEDULE_ALIGN > (c ? P->Bn : P->B);
+  const uint64_t used = (e & 1) ? u->recv : u->send, room = c ? P->Bn : P->B;
+  return used + RF_SCHEDULE_ALIGN > room || (used + P->s->seg_bytes > room && !P->ep_small[e]);
+}
+
+/* Segment g became ready (delta 1) or was placed (-1): the endpoints of its message count it when
+ * it is the message's short last segment. */
+static void ep_small_add(Placer *P, uint64_t m, uint64_t g, int delta) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  if (g + 1 != P->s->seg_first[m + 1] || !(msg->bytes % P->s->seg_bytes)) return;
+  P->ep_small[msg_endpoint(msg, 0)] += (uint32_t)delta;
+  P->ep_small[msg_endpoint(msg, 1)] += (uint32_t)delta;
 }
 
 /* An end of message m is full: it can place nothing this round (and never again in it). */
@@ -541,6 +555,7 @@ static void place_msg(Placer *P, uint64_t m, int r) {
     s->seg_round[g] = r;
     if (!--P->nready[m]) ep_ready_add(P, m, -1);
     segset_del(&P->rdy, g);
+    ep_small_add(P, m, g, -1);
     P->rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
     P->rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
     for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
@@ -551,6 +566,19 @@ static void place_msg(Placer *P, uint64_t m, int r) {
   }
   while (P->cur[m] < s->seg_first[m + 1] && s->seg_round[P->cur[m]] >= 0)
     P->cur[m]++;
+}
+
+/* Message m has no ready segment that both ends have room for (and would place nothing): less
+ * room than a whole segment at an end, and its short last segment not ready or too large. */
+static gboolean msg_no_fit(const Placer *P, uint64_t m) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  const int cls = msg_class(msg);
+  const uint64_t room = cls ? P->Bn : P->B, C = P->s->seg_bytes;
+  const uint64_t used = MAX(P->use[2 * msg->src + cls].send, P->use[2 * msg->dst + cls].recv);
+  if (used + C <= room) return FALSE;
+  const uint64_t g = P->s->seg_first[m + 1] - 1, last = msg->bytes % C;
+  if (!last || !(P->rdy.bit[g / 64] >> (g % 64) & 1)) return TRUE;
+  return used + align_up(last, RF_SCHEDULE_ALIGN) > room;
 }
 
 /* Whether endpoint e gives ready message m its key (the busier end; the source on a tie). */
@@ -574,6 +602,9 @@ static void ep_turn(Placer *P, uint64_t e, int r, GArray *collect) {
     if (P->cur[m] == seg_first[m + 1]) continue; /* done */
     L[w++] = m;
     if (!P->nready[m] || !ep_keys(P, m, e)) continue;
+    const RfMessage *msg = &P->plan->msgs[m];
+    if (ep_full(P, msg_endpoint(msg, 0)) || ep_full(P, msg_endpoint(msg, 1)) || msg_no_fit(P, m))
+      continue; /* it could place nothing */
     if (collect) {
       if (!msg_blocked(P, m)) g_array_append_val(collect, m);
       continue;
@@ -596,6 +627,7 @@ static void placer_endpoints(Placer *P) {
   P->ep_first = g_new0(uint64_t, ne + 1);
   P->ep_len = g_new0(uint32_t, ne ? ne : 1);
   P->ep_ready = g_new0(uint32_t, ne ? ne : 1);
+  P->ep_small = g_new0(uint32_t, ne ? ne : 1);
   P->ep_key = g_new0(uint64_t, ne ? ne : 1);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     if (P->s->seg_first[m + 1] > P->s->seg_first[m])
@@ -611,8 +643,11 @@ static void placer_endpoints(Placer *P) {
         const uint64_t e = msg_endpoint(&plan->msgs[m], dir);
         P->ep_msg[P->ep_first[e] + P->ep_len[e]++] = m;
       }
-  for (uint64_t m = 0; m < plan->nmsgs; m++)
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
     if (P->nready[m]) ep_ready_add(P, m, 1);
+    const uint64_t g = P->s->seg_first[m + 1] - 1; /* the last segment, when ready */
+    if (g + 1 > P->s->seg_first[m] && !P->d.npre[g]) ep_small_add(P, m, g, 1);
+  }
 }
 
 /* Round r's turns: the endpoints with a ready message, by key (largest first), those of one key
@@ -689,6 +724,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
       const uint64_t g = g_array_index(ready, uint64_t, i), m = seg_message(s, g);
       if (!P.nready[m]++) ep_ready_add(&P, m, 1);
       segset_add(&P.rdy, g);
+      ep_small_add(&P, m, g, 1);
     }
     g_array_set_size(ready, 0);
     for (guint i = 0; i < P.touched->len; i++) {
@@ -714,6 +750,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_key);
   g_free(P.ep_len);
   g_free(P.ep_ready);
+  g_free(P.ep_small);
 }
 
 /* The staged first-fit of message m's segments (its stage's rounds start at round0): returns one
