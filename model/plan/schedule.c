@@ -139,20 +139,65 @@ typedef struct {
   uint32_t *npre;
 } DepGraph;
 
-/* A growing array of (before, after) pairs of segments. */
+/* Where the (before, after) pairs of segments go: counted per `before` (next NULL), or written
+ * into their bucket (next[fill[before]++] = after). */
 typedef struct {
-  uint64_t *v;
-  uint64_t len, cap;
-} PairBuf;
+  uint64_t *first, *fill, *next;
+} PairSink;
 
-static inline void pair_push(PairBuf *b, uint64_t before, uint64_t after) {
-  if (b->len == b->cap) {
-    b->cap = MAX(UINT64_C(1024), 2 * b->cap);
-    b->v = g_renew(uint64_t, b->v, 2 * b->cap);
+static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
+  if (!k->next)
+    k->first[before + 1]++;
+  else
+    k->next[k->fill[before]++] = after;
+}
+
+/* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av (by key, t). */
+static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv, const Arrival *av,
+                      guint n, PairSink *pairs) {
+  const RfModel *model = plan->problem ? plan->problem->model : NULL;
+  for (guint j = 0; j < n; j++) {
+    const RfMessage *msg = &plan->msgs[xv[j].key];
+    const RfTransfer *x = &plan->xfers[xv[j].t];
+    const RfPiece *pc = &plan->pieces[x->piece];
+    const int ndim = model ? model->parts[pc->part].ndim : 0;
+    const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
+    guint lo = 0, hi = n; /* the first arrival with this key */
+    while (lo < hi) {
+      guint mid = lo + (hi - lo) / 2;
+      if (av[mid].key < key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    gboolean first_met = TRUE;
+    for (guint i = lo; i < n && av[i].key == key; i++) {
+      if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
+      const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
+      RfBox in;
+      if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
+      const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
+      if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
+        /* the same box: segment g needs the arriving segments of its own bytes */
+        const uint64_t C = s->seg_bytes, b = pc->bytes;
+        const uint64_t m_in = av[i].g0 - av[i].w / C; /* seg_first of the arriving message */
+        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
+          const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
+          const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
+          const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
+          for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
+               ga++)
+            pair_push(pairs, ga, g);
+        }
+        break;
+      }
+      first_met = FALSE;
+      for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
+        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++)
+          pair_push(pairs, ga, g);
+      if (whole) break;
+    }
   }
-  b->v[2 * b->len] = before;
-  b->v[2 * b->len + 1] = after;
-  b->len++;
 }
 
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
@@ -181,66 +226,20 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
         arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
   }
   if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2); /* by key, t */
-  PairBuf pairs = {NULL, 0, 0};                                    /* (before, after) */
-  for (guint j = 0; j < xs->len; j++) {
-    const RfMessage *msg = &plan->msgs[xv[j].key];
-    const RfTransfer *x = &plan->xfers[xv[j].t];
-    const RfPiece *pc = &plan->pieces[x->piece];
-    const int ndim = model ? model->parts[pc->part].ndim : 0;
-    const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
-    guint lo = 0, hi = xs->len; /* the first arrival with this key */
-    while (lo < hi) {
-      guint mid = lo + (hi - lo) / 2;
-      if (av[mid].key < key)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    gboolean first_met = TRUE;
-    for (guint i = lo; i < xs->len && av[i].key == key; i++) {
-      if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
-      const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
-      RfBox in;
-      if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
-      const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
-      if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
-        /* the same box: segment g needs the arriving segments of its own bytes */
-        const uint64_t C = s->seg_bytes, b = pc->bytes;
-        const uint64_t m_in = av[i].g0 - av[i].w / C; /* seg_first of the arriving message */
-        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
-          const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
-          const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
-          const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
-          for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
-               ga++) {
-            pair_push(&pairs, ga, g);
-          }
-        }
-        break;
-      }
-      first_met = FALSE;
-      for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
-        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
-          pair_push(&pairs, ga, g);
-        }
-      if (whole) break;
-    }
-  }
-  /* as CSR without sorting the pairs: bucket them by `before` (counting), then sort and
-   * deduplicate each bucket's `after` (a few each): the sorted, distinct pairs */
-  g_autofree uint64_t *pv = pairs.v;
+  /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
+   * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
+   * (a few each): the sorted, distinct pairs */
   d->first = g_new0(uint64_t, s->nsegs + 1);
-  d->next = g_new(uint64_t, pairs.len ? pairs.len : 1);
   d->npre = g_new0(uint32_t, s->nsegs ? s->nsegs : 1);
-  for (uint64_t i = 0; i < pairs.len; i++)
-    d->first[pv[2 * i] + 1]++;
+  PairSink sink = {d->first, NULL, NULL};
+  dep_pairs(s, plan, xv, av, xs->len, &sink);
   for (uint64_t g = 0; g < s->nsegs; g++)
     d->first[g + 1] += d->first[g];
-  {
-    g_autofree uint64_t *fill = g_memdup2(d->first, sizeof(uint64_t) * s->nsegs);
-    for (uint64_t i = 0; i < pairs.len; i++)
-      d->next[fill[pv[2 * i]]++] = pv[2 * i + 1];
-  }
+  d->next = g_new(uint64_t, d->first[s->nsegs] ? d->first[s->nsegs] : 1);
+  sink.next = d->next;
+  sink.fill = g_memdup2(d->first, sizeof(uint64_t) * (s->nsegs + 1));
+  dep_pairs(s, plan, xv, av, xs->len, &sink);
+  g_free(sink.fill);
   uint64_t np2 = 0;
   for (uint64_t g = 0; g < s->nsegs; g++) {
     uint64_t *v = d->next + d->first[g], n = d->first[g + 1] - d->first[g];
