@@ -108,6 +108,11 @@ static int cmp_u64x2(const void *a, const void *b) {
   return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* The segments of message m that carry transfer t (at byte w of the message, bytes b). */
 static void xfer_segs(const RfSchedule *s, uint64_t m, uint64_t w, uint64_t b, uint64_t *g0,
                       uint64_t *g1) {
@@ -134,6 +139,67 @@ typedef struct {
   uint32_t *npre;
 } DepGraph;
 
+/* Where the (before, after) pairs of segments go: counted per `before` (next NULL), or written
+ * into their bucket (next[fill[before]++] = after). */
+typedef struct {
+  uint64_t *first, *fill, *next;
+} PairSink;
+
+static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
+  if (!k->next)
+    k->first[before + 1]++;
+  else
+    k->next[k->fill[before]++] = after;
+}
+
+/* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av (by key, t). */
+static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv, const Arrival *av,
+                      guint n, PairSink *pairs) {
+  const RfModel *model = plan->problem ? plan->problem->model : NULL;
+  for (guint j = 0; j < n; j++) {
+    const RfMessage *msg = &plan->msgs[xv[j].key];
+    const RfTransfer *x = &plan->xfers[xv[j].t];
+    const RfPiece *pc = &plan->pieces[x->piece];
+    const int ndim = model ? model->parts[pc->part].ndim : 0;
+    const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
+    guint lo = 0, hi = n; /* the first arrival with this key */
+    while (lo < hi) {
+      guint mid = lo + (hi - lo) / 2;
+      if (av[mid].key < key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    gboolean first_met = TRUE;
+    for (guint i = lo; i < n && av[i].key == key; i++) {
+      if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
+      const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
+      RfBox in;
+      if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
+      const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
+      if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
+        /* the same box: segment g needs the arriving segments of its own bytes */
+        const uint64_t C = s->seg_bytes, b = pc->bytes;
+        const uint64_t m_in = av[i].g0 - av[i].w / C; /* seg_first of the arriving message */
+        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
+          const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
+          const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
+          const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
+          for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
+               ga++)
+            pair_push(pairs, ga, g);
+        }
+        break;
+      }
+      first_met = FALSE;
+      for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
+        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++)
+          pair_push(pairs, ga, g);
+      if (whole) break;
+    }
+  }
+}
+
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
   /* every transfer with bytes: its message and segments (Arrival.key holds the message) */
@@ -159,72 +225,39 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     av[i].key =
         arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
   }
-  if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2);           /* by key, t */
-  g_autoptr(GArray) pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2); /* (before, after) */
-  for (guint j = 0; j < xs->len; j++) {
-    const RfMessage *msg = &plan->msgs[xv[j].key];
-    const RfTransfer *x = &plan->xfers[xv[j].t];
-    const RfPiece *pc = &plan->pieces[x->piece];
-    const int ndim = model ? model->parts[pc->part].ndim : 0;
-    const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
-    guint lo = 0, hi = xs->len; /* the first arrival with this key */
-    while (lo < hi) {
-      guint mid = lo + (hi - lo) / 2;
-      if (av[mid].key < key)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    gboolean first_met = TRUE;
-    for (guint i = lo; i < xs->len && av[i].key == key; i++) {
-      if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
-      const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
-      RfBox in;
-      if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
-      const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
-      if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
-        /* the same box: segment g needs the arriving segments of its own bytes */
-        const uint64_t C = s->seg_bytes, b = pc->bytes;
-        const uint64_t m_in = av[i].g0 - av[i].w / C; /* seg_first of the arriving message */
-        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
-          const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
-          const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
-          const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
-          for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
-               ga++) {
-            uint64_t p[2] = {ga, g};
-            g_array_append_vals(pairs, p, 1);
-          }
-        }
-        break;
-      }
-      first_met = FALSE;
-      for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
-        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
-          uint64_t p[2] = {ga, g};
-          g_array_append_vals(pairs, p, 1);
-        }
-      if (whole) break;
-    }
-  }
-  uint64_t *pv = (uint64_t *)(void *)pairs->data, np2 = 0;
-  if (pairs->len > 1) qsort(pv, pairs->len, sizeof(uint64_t) * 2, cmp_u64x2);
-  for (guint i = 0; i < pairs->len; i++)
-    if (!np2 || cmp_u64x2(pv + 2 * (np2 - 1), pv + 2 * i)) {
-      pv[2 * np2] = pv[2 * i];
-      pv[2 * np2 + 1] = pv[2 * i + 1];
-      np2++;
-    }
+  if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2); /* by key, t */
+  /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
+   * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
+   * (a few each): the sorted, distinct pairs */
   d->first = g_new0(uint64_t, s->nsegs + 1);
-  d->next = g_new(uint64_t, np2 ? np2 : 1);
   d->npre = g_new0(uint32_t, s->nsegs ? s->nsegs : 1);
-  for (uint64_t i = 0; i < np2; i++) {
-    d->first[pv[2 * i] + 1]++;
-    d->next[i] = pv[2 * i + 1];
-    d->npre[pv[2 * i + 1]]++;
-  }
+  PairSink sink = {d->first, NULL, NULL};
+  dep_pairs(s, plan, xv, av, xs->len, &sink);
   for (uint64_t g = 0; g < s->nsegs; g++)
     d->first[g + 1] += d->first[g];
+  d->next = g_new(uint64_t, d->first[s->nsegs] ? d->first[s->nsegs] : 1);
+  sink.next = d->next;
+  sink.fill = g_memdup2(d->first, sizeof(uint64_t) * (s->nsegs + 1));
+  dep_pairs(s, plan, xv, av, xs->len, &sink);
+  g_free(sink.fill);
+  uint64_t np2 = 0;
+  for (uint64_t g = 0; g < s->nsegs; g++) {
+    uint64_t *v = d->next + d->first[g], n = d->first[g + 1] - d->first[g];
+    if (n > 32) qsort(v, n, sizeof *v, cmp_u64);
+    for (uint64_t i = 1; i < n && n <= 32; i++) /* insertion sort: buckets are small */
+      for (uint64_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+        const uint64_t t = v[j];
+        v[j] = v[j - 1];
+        v[j - 1] = t;
+      }
+    d->first[g] = np2;
+    for (uint64_t i = 0; i < n; i++)
+      if (!i || v[i] != v[i - 1]) {
+        d->next[np2++] = v[i];
+        d->npre[v[i]]++;
+      }
+  }
+  d->first[s->nsegs] = np2;
 }
 
 static void dep_graph_clear(DepGraph *d) {
@@ -364,123 +397,359 @@ double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
  * receiver's receives of its class) has the most bytes left, so that the ranks that bound the
  * refit are fed every round (rounds run nearly in lockstep: a round waits for its slowest
  * peer); equal keys, the lower message first. Messages without a ready segment sit out the
- * round's sort. */
+ * round.
+ *
+ * How the order is walked (the result is the one of sorting every ready message by its key):
+ * a message's key is that of its busier end, an "endpoint" (rank, class, direction) whose key is
+ * the class bit and its bytes left at the start of the round. The endpoints are sorted by key;
+ * each takes, in message order, the ready messages whose key it gives (the source's on a tie);
+ * endpoints of equal keys merge theirs by message. An endpoint already full (no operation, or no
+ * aligned unit of room, left) is passed over whole, and one that fills stops there: none of its
+ * remaining messages could place a segment. A round so costs the endpoints with room, not every
+ * ready message. */
+
+/* A set of segments as a bitmap with a summary (bit w of sum: word w of bit is not empty), for
+ * visiting the members at or after a segment in ascending order without scanning the others. */
+typedef struct {
+  uint64_t *bit, *sum;
+} SegSet;
+
+static void segset_init(SegSet *b, uint64_t n) {
+  const uint64_t nw = n / 64 + 1;
+  b->bit = g_new0(uint64_t, nw);
+  b->sum = g_new0(uint64_t, nw / 64 + 1);
+}
+
+static void segset_add(SegSet *b, uint64_t g) {
+  b->bit[g / 64] |= UINT64_C(1) << (g % 64);
+  b->sum[g / 4096] |= UINT64_C(1) << (g / 64 % 64);
+}
+
+static void segset_del(SegSet *b, uint64_t g) {
+  b->bit[g / 64] &= ~(UINT64_C(1) << (g % 64));
+  if (!b->bit[g / 64]) b->sum[g / 4096] &= ~(UINT64_C(1) << (g / 64 % 64));
+}
+
+/* The first member >= g and < end, or end. */
+static uint64_t segset_next(const SegSet *b, uint64_t g, uint64_t end) {
+  if (g >= end) return end;
+  uint64_t w = g / 64, x = b->bit[w] & (~UINT64_C(0) << (g % 64));
+  if (x) return MIN(end, w * 64 + (uint64_t)__builtin_ctzll(x));
+  const uint64_t wend = (end - 1) / 64; /* the last word that may hold a member < end */
+  for (w++; w <= wend;) {
+    const uint64_t y = b->sum[w / 64] & (~UINT64_C(0) << (w % 64));
+    if (!y) {
+      w = (w / 64 + 1) * 64;
+      continue;
+    }
+    w = w / 64 * 64 + (uint64_t)__builtin_ctzll(y);
+    if (w > wend) break;
+    return MIN(end, w * 64 + (uint64_t)__builtin_ctzll(b->bit[w]));
+  }
+  return end;
+}
+
+/* The state of one pipelined placement. Endpoint e = 4 x rank + 2 x class + direction (0: the
+ * rank sends, 1: it receives), as in rem[]. */
+typedef struct {
+  RfSchedule *s;
+  const RfPlan *plan;
+  DepGraph d;
+  uint64_t B, Bn; /* a round's room over the network and over NVLink */
+  int max_ops;
+  Slot *use;        /* per rank: network, NVLink (ops counted in the first) */
+  GArray *touched;  /* ranks with usage this round */
+  uint64_t *rem;    /* bytes each endpoint has left */
+  uint64_t *cur;    /* per message: its first segment not placed */
+  uint32_t *nready; /* per message: segments ready and not placed */
+  SegSet rdy;       /* the same segments, for visiting only them */
+  uint64_t placed;
+  GArray *later; /* segments whose last prerequisite this round placed */
+  /* per endpoint: its messages not known to be done (ascending, from ep_first[e]), how many,
+   * how many of them are ready, the key at the start of the round */
+  uint64_t *ep_first, *ep_msg, *ep_key;
+  uint32_t *ep_len, *ep_ready;
+  uint32_t *ep_small; /* per endpoint: its messages whose short last segment is ready */
+} Placer;
+
+static int msg_class(const RfMessage *msg) {
+  return (msg->flags & RF_XFER_NET) ? 0 : 1;
+}
+
+static uint64_t msg_endpoint(const RfMessage *msg, int dir) {
+  return 4 * (uint64_t)(dir ? msg->dst : msg->src) + 2 * (uint64_t)msg_class(msg) + (uint64_t)dir;
+}
+
+/* No ready segment of any message of endpoint e can go in this round any more: no operation
+ * left, or less room than its smallest ready segment (a whole one, C bytes, aligned, unless a
+ * message's short last segment is ready). Room and operations only shrink within a round, and no
+ * segment becomes ready in it, so it stays so until the round ends. */
+static gboolean ep_full(const Placer *P, uint64_t e) {
+  const uint64_t x = e / 4, c = (e / 2) & 1;
+  if ((int)P->use[2 * x].ops + 1 > P->max_ops) return TRUE;
+  const Slot *u = &P->use[2 * x + c];
+  const uint64_t used = (e & 1) ? u->recv : u->send, room = c ? P->Bn : P->B;
+  return used + RF_SCHEDULE_ALIGN > room || (used + P->s->seg_bytes > room && !P->ep_small[e]);
+}
+
+/* Segment g became ready (delta 1) or was placed (-1): the endpoints of its message count it when
+ * it is the message's short last segment. */
+static void ep_small_add(Placer *P, uint64_t m, uint64_t g, int delta) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  if (g + 1 != P->s->seg_first[m + 1] || !(msg->bytes % P->s->seg_bytes)) return;
+  P->ep_small[msg_endpoint(msg, 0)] += (uint32_t)delta;
+  P->ep_small[msg_endpoint(msg, 1)] += (uint32_t)delta;
+}
+
+/* An end of message m is full: it can place nothing this round (and never again in it). */
+static gboolean msg_blocked(const Placer *P, uint64_t m) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  const int cls = msg_class(msg);
+  const uint64_t room = cls ? P->Bn : P->B;
+  const Slot *us = &P->use[2 * msg->src + cls], *ud = &P->use[2 * msg->dst + cls];
+  const Slot *os = &P->use[2 * msg->src], *od = &P->use[2 * msg->dst];
+  const int need = msg->src == msg->dst ? 2 : 1;
+  return (int)os->ops + need > P->max_ops || (int)od->ops + need > P->max_ops ||
+         us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room;
+}
+
+/* The ready count of message m changed from or to zero: its endpoints' counts follow. */
+static void ep_ready_add(Placer *P, uint64_t m, int delta) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  P->ep_ready[msg_endpoint(msg, 0)] += (uint32_t)delta;
+  P->ep_ready[msg_endpoint(msg, 1)] += (uint32_t)delta;
+}
+
+/* Message m puts in, in order, those of its ready segments both ends have room for (round r). */
+static void place_msg(Placer *P, uint64_t m, int r) {
+  RfSchedule *s = P->s;
+  const RfMessage *msg = &P->plan->msgs[m];
+  const uint64_t C = s->seg_bytes;
+  const int cls = msg_class(msg);
+  const uint64_t room = cls ? P->Bn : P->B;
+  Slot *us = &P->use[2 * msg->src + cls], *ud = &P->use[2 * msg->dst + cls];
+  Slot *os = &P->use[2 * msg->src], *od = &P->use[2 * msg->dst]; /* operations: class 0 counts */
+  const int need = msg->src == msg->dst ? 2 : 1, max_ops = P->max_ops;
+  if (msg_blocked(P, m)) return;  /* an end is full: its first ready segment would stop it */
+  uint32_t unseen = P->nready[m]; /* ready segments not yet looked at: none left, stop */
+  const uint64_t end = s->seg_first[m + 1];
+  for (uint64_t g = segset_next(&P->rdy, P->cur[m], end); g < end && unseen;
+       g = segset_next(&P->rdy, g + 1, end)) {
+    unseen--;
+    const uint64_t lo = (g - s->seg_first[m]) * C;
+    const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
+    if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops) break;
+    if (us->send + b > room || ud->recv + b > room) {
+      if (us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room) break;
+      continue; /* a smaller one may fit */
+    }
+    if (!os->ops) g_array_append_val(P->touched, msg->src);
+    us->send += b;
+    os->ops++;
+    if (!od->ops) g_array_append_val(P->touched, msg->dst);
+    ud->recv += b;
+    od->ops++;
+    s->send_max[msg->src] = MAX(s->send_max[msg->src], os[0].send + os[1].send);
+    s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], od[0].recv + od[1].recv);
+    s->seg_round[g] = r;
+    if (!--P->nready[m]) ep_ready_add(P, m, -1);
+    segset_del(&P->rdy, g);
+    ep_small_add(P, m, g, -1);
+    P->rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
+    P->rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
+    for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
+      if (!--P->d.npre[P->d.next[k]]) g_array_append_val(P->later, P->d.next[k]);
+      s->seg_dep[P->d.next[k]] = MAX(s->seg_dep[P->d.next[k]], r);
+    }
+    P->placed++;
+  }
+  while (P->cur[m] < s->seg_first[m + 1] && s->seg_round[P->cur[m]] >= 0)
+    P->cur[m]++;
+}
+
+/* Message m has no ready segment that both ends have room for (and would place nothing): less
+ * room than a whole segment at an end, and its short last segment not ready or too large. */
+static gboolean msg_no_fit(const Placer *P, uint64_t m) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  const int cls = msg_class(msg);
+  const uint64_t room = cls ? P->Bn : P->B, C = P->s->seg_bytes;
+  const uint64_t used = MAX(P->use[2 * msg->src + cls].send, P->use[2 * msg->dst + cls].recv);
+  if (used + C <= room) return FALSE;
+  const uint64_t g = P->s->seg_first[m + 1] - 1, last = msg->bytes % C;
+  if (!last || !(P->rdy.bit[g / 64] >> (g % 64) & 1)) return TRUE;
+  return used + align_up(last, RF_SCHEDULE_ALIGN) > room;
+}
+
+/* Whether endpoint e gives ready message m its key (the busier end; the source on a tie). */
+static gboolean ep_keys(const Placer *P, uint64_t m, uint64_t e) {
+  const RfMessage *msg = &P->plan->msgs[m];
+  const uint64_t a = msg_endpoint(msg, 0), b = msg_endpoint(msg, 1);
+  return (P->ep_key[a] >= P->ep_key[b] ? a : b) == e;
+}
+
+/* Endpoint e's turn in round r: its ready messages that take their key from it, in message
+ * order, placed (collect NULL) or, for a merge with endpoints of the same key, appended to
+ * collect (those whose ends both have room now). Drops the messages that are done. */
+static void ep_turn(Placer *P, uint64_t e, int r, GArray *collect) {
+  if (ep_full(P, e)) return;
+  uint64_t *L = P->ep_msg + P->ep_first[e];
+  const uint64_t *seg_first = P->s->seg_first;
+  const uint32_t n = P->ep_len[e];
+  uint32_t w = 0, i = 0;
+  for (; i < n; i++) {
+    const uint64_t m = L[i];
+    if (P->cur[m] == seg_first[m + 1]) continue; /* done */
+    L[w++] = m;
+    if (!P->nready[m] || !ep_keys(P, m, e)) continue;
+    const RfMessage *msg = &P->plan->msgs[m];
+    if (ep_full(P, msg_endpoint(msg, 0)) || ep_full(P, msg_endpoint(msg, 1)) || msg_no_fit(P, m))
+      continue; /* it could place nothing */
+    if (collect) {
+      if (!msg_blocked(P, m)) g_array_append_val(collect, m);
+      continue;
+    }
+    place_msg(P, m, r);
+    if (ep_full(P, e)) {
+      i++;
+      break;
+    }
+  }
+  if (w < i) memmove(L + w, L + i, sizeof *L * (n - i));
+  P->ep_len[e] = w + (n - i);
+}
+
+/* The endpoints' messages (each message under its source's and its destination's endpoint) and
+ * the ready counts. */
+static void placer_endpoints(Placer *P) {
+  const RfPlan *plan = P->plan;
+  const uint64_t ne = 4 * (uint64_t)P->s->nranks;
+  P->ep_first = g_new0(uint64_t, ne + 1);
+  P->ep_len = g_new0(uint32_t, ne ? ne : 1);
+  P->ep_ready = g_new0(uint32_t, ne ? ne : 1);
+  P->ep_small = g_new0(uint32_t, ne ? ne : 1);
+  P->ep_key = g_new0(uint64_t, ne ? ne : 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    if (P->s->seg_first[m + 1] > P->s->seg_first[m])
+      for (int dir = 0; dir < 2; dir++)
+        P->ep_len[msg_endpoint(&plan->msgs[m], dir)]++;
+  for (uint64_t e = 0; e < ne; e++)
+    P->ep_first[e + 1] = P->ep_first[e] + P->ep_len[e];
+  P->ep_msg = g_new(uint64_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  memset(P->ep_len, 0, sizeof(uint32_t) * ne);
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    if (P->s->seg_first[m + 1] > P->s->seg_first[m])
+      for (int dir = 0; dir < 2; dir++) {
+        const uint64_t e = msg_endpoint(&plan->msgs[m], dir);
+        P->ep_msg[P->ep_first[e] + P->ep_len[e]++] = m;
+      }
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    if (P->nready[m]) ep_ready_add(P, m, 1);
+    const uint64_t g = P->s->seg_first[m + 1] - 1; /* the last segment, when ready */
+    if (g + 1 > P->s->seg_first[m] && !P->d.npre[g]) ep_small_add(P, m, g, 1);
+  }
+}
+
+/* Round r's turns: the endpoints with a ready message, by key (largest first), those of one key
+ * merging their messages by message order. act, tmp: room for every endpoint. */
+static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *collect) {
+  const uint64_t ne = 4 * (uint64_t)P->s->nranks;
+  uint64_t nact = 0;
+  for (uint64_t e = 0; e < ne; e++)
+    if (P->ep_ready[e]) {
+      P->ep_key[e] = ((uint64_t)(1 - ((e / 2) & 1)) << 62) | P->rem[e];
+      act[nact++] = e;
+    }
+  sort_by_key_desc(act, tmp, nact, P->ep_key);
+  for (uint64_t i = 0, j; i < nact; i = j) {
+    for (j = i + 1; j < nact && P->ep_key[act[j]] == P->ep_key[act[i]];)
+      j++;
+    if (j == i + 1) {
+      ep_turn(P, act[i], r, NULL);
+      continue;
+    }
+    g_array_set_size(collect, 0);
+    for (uint64_t k = i; k < j; k++)
+      ep_turn(P, act[k], r, collect);
+    if (collect->len > 1) qsort(collect->data, collect->len, sizeof(uint64_t), cmp_u64);
+    for (guint k = 0; k < collect->len; k++)
+      place_msg(P, g_array_index(collect, uint64_t, k), r);
+  }
+}
+
 static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
                             RfScheduleProgress progress, void *progress_ud) {
-  const uint64_t B = s->room_bytes, C = s->seg_bytes;
-  const uint64_t Bn = B * rf_schedule_nvlink_share(plan); /* a round's room over NVLink */
-  DepGraph d;
-  dep_graph_build(&d, s, plan);
+  Placer P = {.s = s, .plan = plan, .B = s->room_bytes, .max_ops = max_ops};
+  P.Bn = P.B * rf_schedule_nvlink_share(plan); /* a round's room over NVLink */
+  dep_graph_build(&P.d, s, plan);
   for (uint64_t g = 0; g < s->nsegs; g++)
     s->seg_dep[g] = s->seg_round[g] = -1;
-  g_autofree uint64_t *open = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
-  g_autofree uint64_t *cur = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
-  uint64_t nopen = 0;
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
-    cur[m] = s->seg_first[m];
-    if (s->seg_first[m + 1] > s->seg_first[m]) open[nopen++] = m;
-  }
-  g_autofree Slot *use = g_new0(Slot, 2 * (size_t)s->nranks); /* per rank: network, NVLink */
-  g_autoptr(GArray) touched = g_array_new(FALSE, FALSE, sizeof(int));
-  uint64_t placed = 0;
-  int r = 0;
+  const size_t nm = plan->nmsgs ? plan->nmsgs : 1, ne = 4 * (size_t)s->nranks;
+  P.cur = g_new(uint64_t, nm);
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    P.cur[m] = s->seg_first[m];
+  P.use = g_new0(Slot, 2 * (size_t)s->nranks);
+  P.touched = g_array_new(FALSE, FALSE, sizeof(int));
   /* bytes each rank still has to send and receive, per class */
-  g_autofree uint64_t *rem = g_new0(uint64_t, 4 * (size_t)s->nranks);
-  g_autofree uint64_t *key = g_new0(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
+  P.rem = g_new0(uint64_t, ne);
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
-    const RfMessage *msg = &plan->msgs[m];
-    const int c = (msg->flags & RF_XFER_NET) ? 0 : 1;
-    rem[4 * msg->src + 2 * c] += msg->bytes;
-    rem[4 * msg->dst + 2 * c + 1] += msg->bytes;
+    P.rem[msg_endpoint(&plan->msgs[m], 0)] += plan->msgs[m].bytes;
+    P.rem[msg_endpoint(&plan->msgs[m], 1)] += plan->msgs[m].bytes;
   }
-  /* Segments ready (every prerequisite placed in an earlier round) and not placed, per message:
-   * a message without any is left out of the round's sort and scan (it could place nothing). A
-   * segment whose last prerequisite is placed in round r is ready from round r + slots (`later`,
-   * one bucket per round in flight: round r's is released at the end of round r + slots - 1). */
-  g_autofree uint32_t *nready = g_new0(uint32_t, plan->nmsgs ? plan->nmsgs : 1);
+  /* Segments ready (every prerequisite placed in an earlier round) and not placed, per message.
+   * A segment whose last prerequisite is placed in round r is ready from round r + slots
+   * (`later`, one bucket per round in flight: round r's is released at the end of round
+   * r + slots - 1). */
+  P.nready = g_new0(uint32_t, nm);
+  segset_init(&P.rdy, s->nsegs);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
-      nready[m] += d.npre[g] == 0;
+      if (!P.d.npre[g]) {
+        P.nready[m]++;
+        segset_add(&P.rdy, g);
+      }
+  placer_endpoints(&P);
   GArray *bucket[RF_SCHEDULE_MAX_SLOTS];
   for (int i = 0; i < s->slots; i++)
     bucket[i] = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-  g_autofree uint64_t *cand = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
-  g_autofree uint64_t *sorted = g_new(uint64_t, plan->nmsgs ? plan->nmsgs : 1);
-  for (; nopen; r++) {
-    uint64_t keep = 0, ncand = 0;
-    GArray *later = bucket[r % s->slots];
-    for (uint64_t i = 0; i < nopen; i++) {
-      if (!nready[open[i]]) continue;
-      const RfMessage *msg = &plan->msgs[open[i]];
-      const int c = (msg->flags & RF_XFER_NET) ? 0 : 1;
-      key[open[i]] =
-          ((uint64_t)(1 - c) << 62) | MAX(rem[4 * msg->src + 2 * c], rem[4 * msg->dst + 2 * c + 1]);
-      cand[ncand++] = open[i];
-    }
-    sort_by_key_desc(cand, sorted, ncand, key); /* cand is in ascending message order */
-    for (uint64_t i = 0; i < ncand; i++) {
-      const uint64_t m = cand[i];
-      const RfMessage *msg = &plan->msgs[m];
-      const int cls = (msg->flags & RF_XFER_NET) ? 0 : 1;
-      const uint64_t room = cls ? Bn : B;
-      Slot *us = &use[2 * msg->src + cls], *ud = &use[2 * msg->dst + cls];
-      Slot *os = &use[2 * msg->src], *od = &use[2 * msg->dst]; /* operations: class 0 counts */
-      const int need = msg->src == msg->dst ? 2 : 1;
-      if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops ||
-          us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room)
-        continue; /* an end is full: its first ready segment would stop it (below) */
-      uint32_t unseen = nready[m]; /* ready segments not yet looked at: none left, stop */
-      for (uint64_t g = cur[m]; g < s->seg_first[m + 1] && unseen; g++) {
-        if (s->seg_round[g] >= 0 || d.npre[g] ||
-            (s->seg_dep[g] >= 0 && s->seg_dep[g] + s->slots > r))
-          continue;
-        unseen--;
-        const uint64_t lo = (g - s->seg_first[m]) * C;
-        const uint64_t b = align_up(MIN(C, msg->bytes - lo), RF_SCHEDULE_ALIGN);
-        if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops) break;
-        if (us->send + b > room || ud->recv + b > room) {
-          if (us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room) break;
-          continue; /* a smaller one may fit */
-        }
-        if (!os->ops) g_array_append_val(touched, msg->src);
-        us->send += b;
-        os->ops++;
-        if (!od->ops) g_array_append_val(touched, msg->dst);
-        ud->recv += b;
-        od->ops++;
-        s->send_max[msg->src] = MAX(s->send_max[msg->src], os[0].send + os[1].send);
-        s->recv_max[msg->dst] = MAX(s->recv_max[msg->dst], od[0].recv + od[1].recv);
-        s->seg_round[g] = r;
-        nready[m]--;
-        rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
-        rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
-        for (uint64_t k = d.first[g]; k < d.first[g + 1]; k++) {
-          if (!--d.npre[d.next[k]]) g_array_append_val(later, d.next[k]);
-          s->seg_dep[d.next[k]] = MAX(s->seg_dep[d.next[k]], r);
-        }
-        placed++;
-      }
-      while (cur[m] < s->seg_first[m + 1] && s->seg_round[cur[m]] >= 0)
-        cur[m]++;
-    }
+  g_autofree uint64_t *act = g_new(uint64_t, ne ? ne : 1);
+  g_autofree uint64_t *tmp = g_new(uint64_t, ne ? ne : 1);
+  g_autoptr(GArray) collect = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  int r = 0;
+  for (; P.placed < s->nsegs; r++) {
+    P.later = bucket[r % s->slots];
+    place_round(&P, r, act, tmp, collect);
     GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
-    for (guint i = 0; i < ready->len; i++)
-      nready[seg_message(s, g_array_index(ready, uint64_t, i))]++;
-    g_array_set_size(ready, 0);
-    for (uint64_t i = 0; i < nopen; i++)
-      if (cur[open[i]] < s->seg_first[open[i] + 1]) open[keep++] = open[i];
-    nopen = keep;
-    for (guint i = 0; i < touched->len; i++) {
-      const int x = g_array_index(touched, int, i);
-      use[2 * x] = use[2 * x + 1] = (Slot){0};
+    for (guint i = 0; i < ready->len; i++) {
+      const uint64_t g = g_array_index(ready, uint64_t, i), m = seg_message(s, g);
+      if (!P.nready[m]++) ep_ready_add(&P, m, 1);
+      segset_add(&P.rdy, g);
+      ep_small_add(&P, m, g, 1);
     }
-    g_array_set_size(touched, 0);
-    if (progress) progress(placed, s->nsegs, progress_ud);
+    g_array_set_size(ready, 0);
+    for (guint i = 0; i < P.touched->len; i++) {
+      const int x = g_array_index(P.touched, int, i);
+      P.use[2 * x] = P.use[2 * x + 1] = (Slot){0};
+    }
+    g_array_set_size(P.touched, 0);
+    if (progress) progress(P.placed, s->nsegs, progress_ud);
   }
   s->nrounds = r;
   for (int i = 0; i < s->slots; i++)
     g_array_free(bucket[i], TRUE);
-  dep_graph_clear(&d);
+  dep_graph_clear(&P.d);
+  g_free(P.cur);
+  g_free(P.use);
+  g_array_free(P.touched, TRUE);
+  g_free(P.rem);
+  g_free(P.nready);
+  g_free(P.rdy.bit);
+  g_free(P.rdy.sum);
+  g_free(P.ep_first);
+  g_free(P.ep_msg);
+  g_free(P.ep_key);
+  g_free(P.ep_len);
+  g_free(P.ep_ready);
+  g_free(P.ep_small);
 }
 
 /* The staged first-fit of message m's segments (its stage's rounds start at round0): returns one

@@ -35,19 +35,69 @@
 
 #include <string.h>
 
+/* A map from (source, destination, phase) to a positive value, open addressing, emptied in the
+ * time of what it holds (once per round: a GHashTable with a key allocated per entry cost more
+ * than the rest of the program's build). */
 typedef struct {
-  int32_t src, dst; /* simulated hosts */
-  uint8_t phase;
-} XKey;
+  uint64_t *key;  /* packed (src + 1, dst + 1, phase); meaningful where val != 0 */
+  uint32_t *val;  /* 0: empty */
+  uint32_t *used; /* the slots holding an entry */
+  uint32_t nused, cap;
+} XMap;
 
-static guint xkey_hash(gconstpointer p) {
-  const XKey *k = p;
-  return (guint)k->src * 2654435761u ^ (guint)k->dst * 40503u ^ k->phase;
+static uint64_t xmap_key(int src, int dst, int phase) {
+  return (uint64_t)(uint32_t)(src + 1) << 36 | (uint64_t)(uint32_t)(dst + 1) << 8 |
+         (uint64_t)(uint8_t)phase;
 }
 
-static gboolean xkey_equal(gconstpointer a, gconstpointer b) {
-  const XKey *x = a, *y = b;
-  return x->src == y->src && x->dst == y->dst && x->phase == y->phase;
+static uint32_t xmap_slot(const XMap *x, uint64_t k) {
+  uint32_t i = (uint32_t)((k * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (x->cap - 1);
+  while (x->val[i] && x->key[i] != k)
+    i = (i + 1) & (x->cap - 1);
+  return i;
+}
+
+static void xmap_clear(XMap *x) {
+  for (uint32_t i = 0; i < x->nused; i++)
+    x->val[x->used[i]] = 0;
+  x->nused = 0;
+}
+
+static void xmap_grow(XMap *x) {
+  XMap y = {NULL, NULL, NULL, 0, x->cap ? 2 * x->cap : 1024};
+  y.key = g_new(uint64_t, y.cap);
+  y.val = g_new0(uint32_t, y.cap);
+  y.used = g_new(uint32_t, y.cap / 2 + 1);
+  for (uint32_t i = 0; i < x->nused; i++) {
+    const uint32_t j = xmap_slot(&y, x->key[x->used[i]]);
+    y.key[j] = x->key[x->used[i]];
+    y.val[j] = x->val[x->used[i]];
+    y.used[y.nused++] = j;
+  }
+  g_free(x->key);
+  g_free(x->val);
+  g_free(x->used);
+  *x = y;
+}
+
+/* The value of k (0: none). */
+static uint32_t xmap_get(const XMap *x, uint64_t k) {
+  return x->cap ? x->val[xmap_slot(x, k)] : 0;
+}
+
+/* Sets k's value (v > 0) where k has none. */
+static void xmap_put(XMap *x, uint64_t k, uint32_t v) {
+  if (2 * (x->nused + 1) > x->cap) xmap_grow(x);
+  const uint32_t i = xmap_slot(x, k);
+  x->key[i] = k;
+  x->val[i] = v;
+  x->used[x->nused++] = i;
+}
+
+static void xmap_free(XMap *x) {
+  g_free(x->key);
+  g_free(x->val);
+  g_free(x->used);
 }
 
 /* One round's segments: (message, bytes) in the order of the schedule. */
@@ -165,17 +215,18 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
    * one round (of one phase) travel as one simulated message: NCCL runs the operations to one
    * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one
    * share of a NIC beside the other peers' traffic, not one share each. */
-  g_autoptr(GHashTable) pair = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
+  XMap pair = {0};
   for (int r = 0; r < s->nrounds; r++) {
-    g_hash_table_remove_all(pair);
+    xmap_clear(&pair);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
-      XKey k = {unit[m->src], unit[m->dst], m->phase};
-      if (g_hash_table_contains(pair, &k)) continue;
-      g_hash_table_add(pair, g_memdup2(&k, sizeof k));
-      e->rounds[unit_round(e->round_first, e->rounds, k.src, r)].nsend++;
-      e->rounds[unit_round(e->round_first, e->rounds, k.dst, r)].nrecv++;
+      const int su = unit[m->src], du = unit[m->dst];
+      const uint64_t k = xmap_key(su, du, m->phase);
+      if (xmap_get(&pair, k)) continue;
+      xmap_put(&pair, k, 1);
+      e->rounds[unit_round(e->round_first, e->rounds, su, r)].nsend++;
+      e->rounds[unit_round(e->round_first, e->rounds, du, r)].nrecv++;
     }
   }
   uint64_t ns = 0, nu = e->round_first[e->nranks];
@@ -185,24 +236,26 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->rounds[i].nsend = 0;
   }
   e->sends = g_new(SimExecSend, ns + 1);
-  g_autoptr(GHashTable) at = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
+  XMap *at = &pair; /* the send of each pair and phase in the round */
   for (int r = 0; r < s->nrounds; r++) {
-    g_hash_table_remove_all(at);
+    xmap_clear(at);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
-      XKey k = {unit[m->src], unit[m->dst], m->phase};
-      gpointer pos = g_hash_table_lookup(at, &k);
+      const int su = unit[m->src], du = unit[m->dst];
+      const uint64_t k = xmap_key(su, du, m->phase);
+      const uint32_t pos = xmap_get(at, k);
       if (pos) { /* the send of this pair and phase in this round: one more segment */
-        e->sends[GPOINTER_TO_UINT(pos) - 1].bytes += (double)segs[i].bytes;
+        e->sends[pos - 1].bytes += (double)segs[i].bytes;
         continue;
       }
-      SimExecRound *a = &e->rounds[unit_round(e->round_first, e->rounds, k.src, r)];
+      SimExecRound *a = &e->rounds[unit_round(e->round_first, e->rounds, su, r)];
       const uint32_t j = a->send_first + a->nsend++;
-      e->sends[j] = (SimExecSend){k.dst, m->phase, {0}, (double)segs[i].bytes};
-      g_hash_table_insert(at, g_memdup2(&k, sizeof k), GUINT_TO_POINTER(j + 1));
+      e->sends[j] = (SimExecSend){du, m->phase, {0}, (double)segs[i].bytes};
+      xmap_put(at, k, j + 1);
     }
   }
+  xmap_free(&pair);
   /* 3. the programs */
   g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
   g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
@@ -281,7 +334,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   p->nlanes = s->slots;
   p->sw_ngpus = ngpus;
   const int step0 = p->nsteps; /* (fixed_s: every rank actor sleeps it first, exec->setup_s) */
-  g_autoptr(GHashTable) idx = g_hash_table_new_full(xkey_hash, xkey_equal, g_free, NULL);
+  XMap idx = {0};
   double soft = cal->fixed_s;
   for (int r = 0; r < s->nrounds; r++) {
     const int k = rf_schedule_round_stage(s, r);
@@ -292,7 +345,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
     const int step = sim_add_step(p, rf_schedule_lane(s, r), name, 0, 0);
     if (r == s->stage_round0[k]) p->steps[step].join = TRUE;
     guint f0 = p->flows->len;
-    g_hash_table_remove_all(idx);
+    xmap_clear(&idx);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *msg = &plan->msgs[segs[i].msg];
       const int sg = pb->gpu[msg->src], dg = pb->gpu[msg->dst];
@@ -300,18 +353,20 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       p->phase_bytes[msg->phase] += b;
       p->frac[step][msg->phase] += b; /* bytes for now: shares at the end */
       if (sg == dg) continue;         /* a rank's copy to itself: staging to staging, no link */
-      XKey hk = {slot_host[sg / p->group], slot_host[dg / p->group], msg->phase};
-      gpointer pos = g_hash_table_lookup(idx, &hk);
+      const int hs = slot_host[sg / p->group], hd = slot_host[dg / p->group];
+      const uint64_t hk = xmap_key(hs, hd, msg->phase);
+      const uint32_t pos = xmap_get(&idx, hk);
       if (pos) {
-        g_array_index(p->flows, SimFlow, f0 + GPOINTER_TO_UINT(pos) - 1).bytes += b;
+        g_array_index(p->flows, SimFlow, f0 + pos - 1).bytes += b;
         continue;
       }
-      SimFlow f = {hk.src, hk.dst, msg->phase, 0, (uint16_t)step, b, 0, 0, 1.0};
+      SimFlow f = {hs, hd, msg->phase, 0, (uint16_t)step, b, 0, 0, 1.0};
       g_array_append_val(p->flows, f);
-      g_hash_table_insert(idx, g_memdup2(&hk, sizeof hk), GUINT_TO_POINTER(p->flows->len - f0));
+      xmap_put(&idx, hk, p->flows->len - f0);
     }
     soft += exec_post_s(cal); /* the host issues every group in turn; copies overlap */
   }
+  xmap_free(&idx);
   for (int st = step0; st < p->nsteps; st++)
     for (int l = 0; l < RF_PHASE_COUNT; l++)
       p->frac[st][l] = p->phase_bytes[l] > 0 ? p->frac[st][l] / p->phase_bytes[l] : 0;
