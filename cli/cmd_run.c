@@ -338,7 +338,7 @@ static gboolean check_problem(RunCmd *c, GError **error) {
   }
   /* what the staging choice weighs: the per-group costs of the topology's calibration, as
    * refit sim's executor model takes them (neutral calibration where the topology has none) */
-  RfCalibration cal;
+  RfCalibration cal = {0};
   gboolean found = FALSE;
   if (!rf_calibration_for_topology(&cal, c->pb->topo, &found, error)) return FALSE;
   cal.exec_banks = c->o.double_bank ? 2 : 1;

@@ -54,7 +54,10 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   out->slots = out->chose_slots ? RF_STAGING_LANES : slots;
   out->staging_bytes = out->chose_staging ? bdp_bytes(plan, c) : staging_bytes;
   const uint64_t share = pipelined ? rf_schedule_nvlink_share(plan) : 0;
-  if (out->chose_staging)
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  if (out->chose_staging && (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)))
+    g_strlcpy(out->why, "the default: no NIC rate or per-group cost to weigh", sizeof out->why);
+  else if (out->chose_staging)
     g_snprintf(out->why, sizeof out->why,
                "a group's fixed cost %.3g us = 1/%.0f of its time on the NICs", c->group_s * 1e6,
                RF_STAGING_COST_RATIO);
