@@ -20,7 +20,8 @@ the last column pair: the calibrated model with 1 and 4 lanes against its 2.
 
 usage: /usr/bin/python3 experiments/executor_parts.py [--build DIR | --refit PATH] [--out DIR]
        [--extra ARGS]   (ARGS: more refit sim options for every run, e.g. "--slots 4")
-writes OUT/executor_parts.{csv,txt}; progress on stderr (about 12 minutes on 2 cores).
+writes OUT/executor_parts.{csv,txt}; progress on stderr (2613 s on the shared 2-core machine at
+load 5-9; the recorded run: refit before the staging choice, i.e. --extra "--staging-mib 32").
 """
 import argparse
 import os
