@@ -25,23 +25,28 @@ static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c) {
   return CLAMP(b, RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES);
 }
 
-/* Memory left for staging on the fullest inference GPU (0: unknown, no bound): its memory less
- * the weights (x banks) and the holding of refit run's schedule at the default bound and lanes
- * (the holding hardly depends on them; the plan's stage estimate where that schedule is too large
- * to build, rf_memory_of_run). */
-static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c) {
+/* Memory left for staging on the fullest inference GPU (0: unknown, no bound) after its weights
+ * (x banks) and its holding: first by the plan's stage estimate (rf_memory_of_plan, cheap, which
+ * holds a piece from its stage to the last stage that reads it: no less than refit run's
+ * schedule); only when need bytes do not fit there, by refit run's schedule at the default bound
+ * (rf_memory_of_run: a schedule build; the holding hardly depends on the bound). */
+static uint64_t left_bytes(const RfMemory *m) {
+  const double left = m->gpu_memory_bytes - ((double)m->peak_bytes - (double)m->staging_bytes);
+  return left > 0 ? (uint64_t)(left * RF_STAGING_BUDGET_FRACTION) : 1;
+}
+
+static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, uint64_t need) {
+  const int banks = MAX(c->banks, 1);
+  RfMemory m;
+  rf_memory_of_plan(plan, &m);
+  rf_memory_set_banks(&m, banks);
+  if (!(m.gpu_memory_bytes > 0)) return 0;
+  if (left_bytes(&m) >= need) return left_bytes(&m);
   RfMemoryRun run;
   rf_memory_run_init(&run);
-  run.banks = MAX(c->banks, 1);
-  RfMemory m;
-  if (!rf_memory_of_run(plan, &run, &m, NULL)) {
-    rf_memory_of_plan(plan, &m);
-    rf_memory_set_banks(&m, run.banks);
-  }
-  if (!(m.gpu_memory_bytes > 0)) return 0;
-  const double used = (double)m.peak_bytes - (double)m.staging_bytes;
-  const double left = m.gpu_memory_bytes - used;
-  return left > 0 ? (uint64_t)(left * RF_STAGING_BUDGET_FRACTION) : 1;
+  run.banks = banks;
+  RfMemory ms;
+  return rf_memory_of_run(plan, &run, &ms, NULL) ? left_bytes(&ms) : left_bytes(&m);
 }
 
 void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
@@ -64,7 +69,7 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   else
     g_strlcpy(out->why, "given", sizeof out->why);
   if (!out->chose_staging && !out->chose_slots) return;
-  out->budget_bytes = budget_bytes(plan, c);
+  out->budget_bytes = budget_bytes(plan, c, footprint(out->staging_bytes, out->slots, share));
   if (!out->budget_bytes) return;
   gboolean cut = FALSE;
   while (out->chose_staging && out->staging_bytes > RF_STAGING_MIN_BYTES &&

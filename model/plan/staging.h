@@ -13,9 +13,10 @@
  *            the transfers, 4 hold more staging and fill worse: the same results);
  *   memory   the staging a rank can hold, lanes x both directions x (one bound over the network
  *            + the NVLink share of a pipelined round), within RF_STAGING_BUDGET_FRACTION of the
- *            memory left on the fullest inference GPU after its weights (x banks) and the
- *            holding of refit run's schedule at the default bound (rf_memory_of_run): else the
- *            bound halves down to the minimum, then one lane;
+ *            memory left on the fullest inference GPU after its weights (x banks) and its
+ *            holding (the plan's stage estimate, rf_memory_of_plan; where that leaves too little,
+ *            refit run's schedule at the default bound, rf_memory_of_run): else the bound halves
+ *            down to the minimum, then one lane;
  *   ops      rf_schedule_max_ops() of the plan.
  * A value given on the command line is kept as given. */
 #ifndef RF_STAGING_H
@@ -51,8 +52,9 @@ typedef struct {
 
 /* The executor's settings for plan: staging_bytes 0, slots 0 and max_ops RF_SCHEDULE_AUTO_OPS
  * are chosen by the rules above, other values kept. pipelined: the schedule pipelines stages
- * (rf_schedule_pipelines and not --staged). Cost: rf_memory_of_run at the default bound (a
- * schedule build) when the staging bound or the lanes are chosen. */
+ * (rf_schedule_pipelines and not --staged). Cost: rf_memory_of_plan (transfers + ranks) when the
+ * staging bound or the lanes are chosen, and a schedule build (rf_memory_of_run) when the
+ * staging does not fit beside the plan's stage estimate. */
 void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
                        uint64_t staging_bytes, int slots, int max_ops, RfStaging *out);
 
