@@ -418,9 +418,11 @@ static void test_staging_choose(void) {
   c.group_s = 0; /* nothing to weigh: the default */
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpuint(st.staging_bytes, ==, RF_SCHEDULE_DEFAULT_STAGING_BYTES);
-  RfMemory w; /* a GPU that holds its weights and nothing more */
-  rf_memory_weights(pb, &w);
-  t->memory_GB = (double)w.weights_bytes / 1e9;
+  RfMemoryRun run; /* a GPU with 20 MB beside its weights and holding: 10 MB of staging */
+  rf_memory_run_init(&run);
+  RfMemory w;
+  g_assert_true(rf_memory_of_run(plan, &run, &w, NULL));
+  t->memory_GB = ((double)(w.peak_bytes - w.staging_bytes) + 20e6) / 1e9;
   c.group_s = 22.1e-6;
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MIN_BYTES);
@@ -429,6 +431,11 @@ static void test_staging_choose(void) {
   char *line = rf_staging_describe(&st);
   g_assert_nonnull(strstr(line, "staging 4 MiB"));
   g_free(line);
+  t->memory_GB = (double)w.weights_bytes / 2e9; /* not even the weights: no cut, it cannot help */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  g_assert_cmpint(st.slots, ==, RF_STAGING_LANES);
+  g_assert_nonnull(strstr(st.why, "not cut"));
   rf_plan_free(plan);
   rf_problem_free(pb);
 }

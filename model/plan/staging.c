@@ -71,6 +71,10 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   if (!out->chose_staging && !out->chose_slots) return;
   out->budget_bytes = budget_bytes(plan, c, footprint(out->staging_bytes, out->slots, share));
   if (!out->budget_bytes) return;
+  if (out->budget_bytes == 1) { /* weights and holding alone exceed the GPU: cutting cannot help */
+    g_strlcat(out->why, "; not cut: the weights and holding alone exceed the GPU", sizeof out->why);
+    return;
+  }
   gboolean cut = FALSE;
   while (out->chose_staging && out->staging_bytes > RF_STAGING_MIN_BYTES &&
          footprint(out->staging_bytes, out->slots, share) > out->budget_bytes) {

@@ -16,7 +16,8 @@
  *            memory left on the fullest inference GPU after its weights (x banks) and its
  *            holding (the plan's stage estimate, rf_memory_of_plan; where that leaves too little,
  *            refit run's schedule at the default bound, rf_memory_of_run): else the bound halves
- *            down to the minimum, then one lane;
+ *            down to the minimum, then one lane (not where the weights and holding alone
+ *            exceed the GPU: smaller groups would only be slower, and the memory check reports);
  *   ops      rf_schedule_max_ops() of the plan.
  * A value given on the command line is kept as given. */
 #ifndef RF_STAGING_H
