@@ -7,6 +7,7 @@
 #include "real.h"
 #include "report.h"
 #include "schedule.h"
+#include "sim.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -36,7 +37,7 @@ static double gbps(uint64_t bytes, double s) {
 }
 
 static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProblem *pb, int world,
-                         const char *hosts_note) {
+                         const char *hosts_note, const RfStaging *staging) {
   printf("# refit run  backend %s%s  model %s  train %s  infer %s  spec %s\n", o->backend,
          o->local ? " (all ranks in one process)" : "", a->model ? a->model : "-",
          a->train ? a->train : "-", a->infer ? a->infer : "-", a->spec ? a->spec : "-");
@@ -47,20 +48,15 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   g_autofree char *quant = rf_quant_describe(pb);
   if (quant) printf("# quant: %s\n", quant);
   if (hosts_note) printf("# hosts: %s\n", hosts_note);
-  char ops[32];
-  if (o->max_ops == RF_SCHEDULE_AUTO_OPS)
-    g_strlcpy(ops, "from the topology", sizeof ops);
-  else
-    g_snprintf(ops, sizeof ops, "%d", o->max_ops);
   printf("# weights %s\n",
          o->double_bank ? "double bank (--double-bank): the refit writes a second bank, swapped in "
                           "once every rank verified it; generation goes on from the first"
                         : "in place: generation is paused, the refit writes the served buffers; a "
                           "failed refit leaves them stale (not served) and is retried from the "
                           "training shards");
-  printf("# staging %" G_GUINT64_FORMAT " B per rank, direction and lane, %d lane%s (groups in "
-         "flight), max ops per group %s",
-         o->staging_bytes, o->slots, o->slots == 1 ? "" : "s", ops);
+  /* the first strategy's (model/plan/staging.h); a row whose choice differs prints its own */
+  g_autofree char *st = staging ? rf_staging_describe(staging) : NULL;
+  printf("# %s", st ? st : "staging, lanes and operation bound: no strategy planned");
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; not counted: NCCL's own "
            "buffers (communicator, channels, proxy), the CUDA context, the copy lists\n");
@@ -75,11 +71,20 @@ static double gb(uint64_t b) {
   return b / 1e9;
 }
 
-static void print_row(const Row *r, gboolean memory) {
+/* A choice of staging, lanes and operation bound other than the header's. */
+static gboolean staging_differs(const RfStaging *a, const RfStaging *b) {
+  return a->staging_bytes != b->staging_bytes || a->slots != b->slots || a->max_ops != b->max_ops;
+}
+
+static void print_row(const Row *r, gboolean memory, const RfStaging *header) {
   printf("\n## %s\n", rf_strategy_name(r->strategy));
   if (!r->ok) {
     printf("#  failed: %s\n", r->error->message);
     return;
+  }
+  if (header && staging_differs(&r->spread.staging, header)) {
+    g_autofree char *st = rf_staging_describe(&r->spread.staging);
+    printf("#  %s\n", st);
   }
   if (memory) {
     const RfMemory *m = &r->spread.memory;
@@ -177,6 +182,9 @@ static void json_row(JsonBuilder *b, int idx, const void *rows) {
   rf_json_int(b, "groups", (gint64)r->spread.rounds);
   rf_json_int(b, "holding_bytes", (gint64)r->spread.hold_bytes);
   rf_json_int(b, "staging_bytes", (gint64)r->spread.staging_bytes);
+  rf_json_int(b, "staging_bound_bytes", (gint64)r->spread.staging.staging_bytes);
+  rf_json_int(b, "lanes", r->spread.staging.slots);
+  rf_json_int(b, "max_ops", r->spread.staging.max_ops);
   rf_json_int(b, "source_bytes", (gint64)r->spread.src_bytes);
   rf_json_int(b, "destination_bytes", (gint64)r->spread.dst_bytes);
   rf_json_int(b, "rank_bytes", (gint64)r->spread.rank_bytes);
@@ -267,8 +275,9 @@ static gboolean parse_fail(const char *s, RfRealOptions *o, GError **error) {
 static gboolean check_options(RunCmd *c, GError **error) {
   RfRealOptions *o = &c->o;
   if (c->fail && !parse_fail(c->fail, o, error)) return FALSE;
-  if (!(c->staging_mib > 0 && c->staging_mib <= 1 << 20)) { /* refuses nan too */
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--staging-mib must be in (0, %d]", 1 << 20);
+  if (!(c->staging_mib >= 0 && c->staging_mib <= 1 << 20)) { /* refuses nan too */
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--staging-mib must be in [0, %d] (0: chosen)",
+                1 << 20);
     return FALSE;
   }
   if (o->iters < 1 || o->iters > 1000000 || o->warmup < 0 || o->warmup > 1000000) {
@@ -281,8 +290,9 @@ static gboolean check_options(RunCmd *c, GError **error) {
                 "--timeout must be in (0, 1e6] seconds and --max-ops >= 2 (0: from the topology)");
     return FALSE;
   }
-  if (o->slots < 1 || o->slots > RF_SCHEDULE_MAX_SLOTS) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--slots must be in 1..%d", RF_SCHEDULE_MAX_SLOTS);
+  if (o->slots < 0 || o->slots > RF_SCHEDULE_MAX_SLOTS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--slots must be in 1..%d (0: chosen)",
+                RF_SCHEDULE_MAX_SLOTS);
     return FALSE;
   }
   if (!(c->delay_ms >= 0 && c->delay_ms <= 60000)) { /* refuses nan too */
@@ -326,6 +336,14 @@ static gboolean check_problem(RunCmd *c, GError **error) {
                 c->fail, n - 1);
     return FALSE;
   }
+  /* what the staging choice weighs: the per-group costs of the topology's calibration, as
+   * refit sim's executor model takes them (neutral calibration where the topology has none) */
+  RfCalibration cal = {0};
+  gboolean found = FALSE;
+  if (!rf_calibration_for_topology(&cal, c->pb->topo, &found, error)) return FALSE;
+  cal.exec_banks = c->o.double_bank ? 2 : 1;
+  rf_calibration_staging_costs(&cal, &c->o.costs);
+  rf_calibration_clear(&cal);
   return TRUE;
 }
 
@@ -416,10 +434,13 @@ static int report(const RunCmd *c, const Row *rows, int world, const char *hosts
   } else if (c->csv) {
     print_csv(rows, c->ns);
   } else {
-    print_header(&c->a, &c->o, c->pb, world, hosts_note);
+    const RfStaging *staging = NULL; /* the first planned strategy's choice */
+    for (int i = 0; i < c->ns && !staging; i++)
+      if (rows[i].ok) staging = &rows[i].spread.staging;
+    print_header(&c->a, &c->o, c->pb, world, hosts_note, staging);
     if (c->emulate) print_emulation(c);
     for (int i = 0; i < c->ns; i++)
-      print_row(&rows[i], c->o.plan_only);
+      print_row(&rows[i], c->o.plan_only, staging);
     if (!c->o.plan_only)
       printf("\n# wrong elements: %" G_GUINT64_FORMAT "\n", wrong);
     else
@@ -446,7 +467,8 @@ int rf_cmd_run(int argc, char **argv) {
   RfRealOptions *o = &c.o;
   rf_real_options_init(o);
   char *backend = NULL;
-  c.staging_mib = RF_SCHEDULE_DEFAULT_STAGING_BYTES / 1048576.0;
+  c.staging_mib = 0; /* chosen (model/plan/staging.h) */
+  o->slots = 0;
   c.drop = G_MININT;
   GOptionEntry entries[] = {
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend,
@@ -457,14 +479,18 @@ int rf_cmd_run(int argc, char **argv) {
       {"iters", 'n', 0, G_OPTION_ARG_INT, &o->iters,
        "Timed refits, one training step each (default 5)", "N"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &c.staging_mib,
-       "Staging bound per rank and direction in MiB (default 32)", "MIB"},
+       "Staging bound per rank, direction and lane in MiB (default 0: chosen from the topology, "
+       "the calibration's per-group costs and the memory left on the inference GPU; printed in "
+       "the header)",
+       "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->max_ops,
        "Send + receive operations of a rank per group (default 0: from the topology, 32 for staged "
        "schedules, 2 x 4 x (1 + NVLink share) for pipelined ones: 40 DGX H100, 80 GB200)",
        "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &o->slots,
        "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
-       "unpacking overlap the transfers (default 2; 1: one group at a time)",
+       "unpacking overlap the transfers (default 0: chosen, 2 where the memory allows; 1: one "
+       "group at a time)",
        "N"},
       {"double-bank", 0, 0, G_OPTION_ARG_NONE, &o->double_bank,
        "Destinations twice: the refit writes a second weight bank, swapped in once every rank "

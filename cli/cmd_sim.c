@@ -21,7 +21,9 @@ typedef struct {
   RfResult res;
   RfSimStats stats; /* copied names */
   RfPlanStats plan;
-  RfMemory mem; /* inference GPU memory of the plan */
+  RfMemory mem;      /* inference GPU memory of the plan */
+  RfStaging staging; /* refit's executor: staging bound, lanes, operation bound of the plan */
+  gboolean have_staging;
   gboolean ok;
   GError *error;  /* when not ok */
   gboolean lost;  /* --lost: the recovery cost below is reported */
@@ -83,6 +85,11 @@ static void print_row(FILE *f, const Row *r) {
   double oos;
   g_autofree char *model = rf_predict_model_line(r->software, r->variant, &oos);
   fprintf(f, "#  model: %s\n", model);
+  if (r->have_staging && r->software == RF_SOFTWARE_REFIT &&
+      rf_variant_resolve(r->software, r->variant) == RF_VARIANT_EXECUTOR) {
+    g_autofree char *st = rf_staging_describe(&r->staging);
+    fprintf(f, "#  executor: %s\n", st);
+  }
   if (!r->ok) {
     fprintf(f, "#  failed: %s\n", r->error->message);
     return;
@@ -325,9 +332,22 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     if (plan) {
       r->plan = plan->stats;
     }
-    /* the memory model (model/plan/memory.h) of the software as the calibration runs it */
+    /* refit run's staging bound, lanes and operation bound for this plan (chosen where the
+     * options left them 0), then the memory model (model/plan/memory.h) of the software as the
+     * calibration runs it */
+    RfCalibration rc = *cal; /* shallow: the chosen values only */
+    if (plan) {
+      rf_calibration_staging(cal, plan, &r->staging);
+      r->have_staging = TRUE;
+      rc.exec_staging_bytes = (double)r->staging.staging_bytes;
+      rc.exec_slots = r->staging.slots;
+      rc.exec_max_ops = r->staging.max_ops;
+    }
     RfMemoryRun mr;
-    rf_calibration_memory_run(cal, pa->double_bank ? 2 : 1, &mr);
+    rf_calibration_memory_run(&rc, pa->double_bank ? 2 : 1, &mr);
+    /* the schedule of the bytes the default bound would build: smaller bounds, more segments */
+    if (mr.max_segments && mr.staging_bytes && mr.staging_bytes < RF_SCHEDULE_DEFAULT_STAGING_BYTES)
+      mr.max_segments = mr.max_segments * (RF_SCHEDULE_DEFAULT_STAGING_BYTES / mr.staging_bytes);
     if (plan && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
       rf_plan_free(plan);
       plan = NULL;
@@ -370,9 +390,9 @@ typedef struct {
 
 /* The option entries of o's fields, with its defaults set. */
 static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
-  *o = (SimOpts){.exec_slots = RF_SCHEDULE_DEFAULT_SLOTS,
+  *o = (SimOpts){.exec_slots = 0, /* 0: chosen as refit run chooses them (model/plan/staging.h) */
                  .exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS,
-                 .exec_staging_mib = RF_SCHEDULE_DEFAULT_STAGING_BYTES / 1048576.0};
+                 .exec_staging_mib = 0};
   const GOptionEntry entries[SIM_NENTRIES] = {
       {"calibration", 'c', 0, G_OPTION_ARG_FILENAME, &o->calib_path,
        "Calibration file (default: sim/calibration/TOPOLOGY.cal)", "FILE"},
@@ -401,14 +421,17 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "NAME"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &o->exec_staging_mib,
        "refit executor variant: refit run's staging bound per rank, direction and lane in MiB "
-       "(default 32)",
+       "(default 0: chosen from the topology, the calibration's per-group costs and the memory "
+       "left, as refit run chooses it; docs/real.md)",
        "MIB"},
       {"max-ops", 0, 0, G_OPTION_ARG_INT, &o->exec_max_ops,
        "refit executor variant: refit run's operations per rank and group (default 0: from the "
        "topology, as refit run)",
        "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &o->exec_slots,
-       "refit executor variant: refit run's staging lanes, groups in flight (default 2)", "N"},
+       "refit executor variant: refit run's staging lanes, groups in flight (default 0: chosen, "
+       "as refit run)",
+       "N"},
       {"staged", 0, 0, G_OPTION_ARG_NONE, &o->exec_staged,
        "refit executor variant: refit run --staged (m2n's stages one after another)", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -426,12 +449,13 @@ static gboolean sim_opts_check(const SimOpts *o, GError **e) {
                 "--hybrid-overlap and --hybrid-sequential exclude each other");
     return FALSE;
   }
-  if (!(o->exec_staging_mib > 0 && o->exec_staging_mib <= 1 << 20) ||
-      (o->exec_max_ops < 2 && o->exec_max_ops != RF_SCHEDULE_AUTO_OPS) || o->exec_slots < 1 ||
+  if (!(o->exec_staging_mib >= 0 && o->exec_staging_mib <= 1 << 20) ||
+      (o->exec_staging_mib > 0 && o->exec_staging_mib * 1048576.0 < 64) ||
+      (o->exec_max_ops < 2 && o->exec_max_ops != RF_SCHEDULE_AUTO_OPS) || o->exec_slots < 0 ||
       o->exec_slots > RF_SCHEDULE_MAX_SLOTS) { /* refuses nan too */
     g_set_error(e, RF_ERROR, RF_ERROR_INPUT,
-                "--staging-mib must be in (0, %d], --max-ops >= 2 (0: from the topology) and "
-                "--slots in 1..%d",
+                "--staging-mib must be in [64 B, %d MiB] (0: chosen), --max-ops >= 2 (0: from "
+                "the topology) and --slots in 1..%d (0: chosen)",
                 1 << 20, RF_SCHEDULE_MAX_SLOTS);
     return FALSE;
   }
@@ -503,6 +527,7 @@ int rf_cmd_sim(int argc, char **argv) {
   cal.exec_max_ops = o->exec_max_ops;
   cal.exec_slots = o->exec_slots;
   cal.exec_staged = o->exec_staged;
+  cal.exec_banks = pa.double_bank ? 2 : 1;
   if (o->overlap) cal.hybrid_overlap = TRUE;
   if (o->sequential) cal.hybrid_overlap = FALSE;
   /* 3. the executor, one row per strategy */

@@ -497,8 +497,12 @@ static gboolean build_schedule(RealState *st, const RfPlan *plan, GError **error
   pr.shown = pr.t0;
   unsigned flags = st->opt.plan_only ? RF_SCHEDULE_SIZES_ONLY : 0;
   if (!st->opt.staged && rf_schedule_pipelines(plan)) flags |= RF_SCHEDULE_PIPELINED;
-  st->sched = rf_schedule_build(plan, st->pb->nranks, st->opt.staging_bytes, st->opt.max_ops,
-                                st->opt.slots, flags, on_schedule_progress, &pr, error);
+  /* staging bound, lanes and operation bound: as given, or chosen (model/plan/staging.h) */
+  RfStaging *sc = &st->spread.staging;
+  rf_staging_choose(plan, &st->opt.costs, (flags & RF_SCHEDULE_PIPELINED) != 0,
+                    st->opt.staging_bytes, st->opt.slots, st->opt.max_ops, sc);
+  st->sched = rf_schedule_build(plan, st->pb->nranks, sc->staging_bytes, sc->max_ops, sc->slots,
+                                flags, on_schedule_progress, &pr, error);
   if (!st->sched) return FALSE;
   st->stage_round0 = st->sched->stage_round0;
   st->nrounds = st->sched->nrounds;
@@ -549,7 +553,7 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
   for (int i = 0; i < st->nlr && !st->opt.plan_only; i++)
     if (!rf_real_rank_tables(st, &st->lr[i], error)) return FALSE;
   sp->rounds = st->nrounds;
-  sp->slots = st->opt.slots;
+  sp->slots = sg->slots;
   if (st->opt.local && !st->opt.plan_only) { /* ranks per round, for the local interleaving */
     st->round_ranks = g_new0(int, MAX(1, st->nrounds));
     for (int i = 0; i < st->nlr; i++)
@@ -1001,13 +1005,13 @@ RfExecutor *rf_real_executor_new(const RfRealOptions *opt, GError **error) {
                       opt->backend ? opt->backend : "");
     return NULL;
   }
-  if (opt->staging_bytes < STAGE_ALIGN ||
+  if ((opt->staging_bytes && opt->staging_bytes < STAGE_ALIGN) ||
       (opt->max_ops < 2 && opt->max_ops != RF_SCHEDULE_AUTO_OPS) || opt->iters < 1 ||
-      opt->warmup < 0 || !(opt->timeout_s > 0) || opt->slots < 1 ||
+      opt->warmup < 0 || !(opt->timeout_s > 0) || opt->slots < 0 ||
       opt->slots > RF_SCHEDULE_MAX_SLOTS || !(opt->op_delay_s >= 0)) {
     rf_real_set_err(
         error, RF_ERROR_INPUT,
-        "real executor: staging >= %u bytes, max ops >= 2 (or 0), slots 1..%d, iters >= 1, "
+        "real executor: staging >= %u bytes (or 0), max ops >= 2 (or 0), slots 0..%d, iters >= 1, "
         "warmup >= 0 and timeout > 0 are required",
         STAGE_ALIGN, RF_SCHEDULE_MAX_SLOTS);
     return NULL;

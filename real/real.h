@@ -10,6 +10,7 @@
 #include "executor.h"
 #include "memory.h"
 #include "plan.h"
+#include "staging.h"
 #include <glib.h>
 #include <stdint.h>
 
@@ -18,10 +19,13 @@ typedef struct {
   gboolean local;         /* every rank in this one process (single-GPU mode for cuda) */
   int warmup;             /* untimed refits before the timed ones */
   int iters;              /* timed refits; each one is a new training step */
-  uint64_t staging_bytes; /* bound on the send (and on the receive) staging of one rank */
+  uint64_t staging_bytes; /* bound on the send (and on the receive) staging of one rank, per
+                           * lane; 0: chosen (model/plan/staging.h, from costs) */
   int max_ops;            /* send + receive operations of one rank in one group; 0 (the
                            * default): rf_schedule_max_ops of the plan */
-  int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time) */
+  int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time);
+                           * 0: chosen */
+  RfStagingCosts costs;   /* what the choice weighs (refit run: the topology's calibration) */
   gboolean staged;        /* m2n / p2p too: one plan stage after another (no pipelining) */
   gboolean double_bank;   /* destinations twice: the refit writes a second bank, swapped in after
                            * verification; FALSE (the default): in place, one bank written while
@@ -68,6 +72,7 @@ typedef struct {
   uint64_t hold_bytes;    /* largest holding store of one rank (received pieces kept to forward) */
   uint64_t staging_bytes; /* largest send + receive staging of one rank (every lane) */
   int slots;              /* staging lanes per rank and direction */
+  RfStaging staging;      /* the staging bound, lanes and operation bound the run used */
   uint64_t src_bytes;     /* largest source shards of one rank */
   uint64_t dst_bytes;     /* largest destination shards of one rank (one bank) */
   int banks;              /* destination banks: 1 in place, 2 double bank */

@@ -33,6 +33,7 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->exec_staging_bytes = (double)RF_SCHEDULE_DEFAULT_STAGING_BYTES; /* refit run's defaults */
   c->exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
   c->exec_slots = RF_SCHEDULE_DEFAULT_SLOTS;
+  c->exec_banks = 1;
 }
 
 static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};

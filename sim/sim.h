@@ -13,6 +13,7 @@
 #include "executor.h"
 #include "memory.h"
 #include "plan.h"
+#include "staging.h"
 #include <glib.h>
 #include <stddef.h>
 
@@ -78,6 +79,7 @@ typedef struct {
   double exec_staging_bytes;
   int exec_max_ops, exec_slots;
   gboolean exec_staged; /* refit run --staged: no pipelining across plan stages */
+  int exec_banks;       /* weight banks the staging choice counts (refit run --double-bank: 2) */
   /* refit's executor, per operation of real/'s CUDA backend (file keys [executor]) */
   double exec_kernel_launch_s; /* host launch of one copy kernel (pack, unpack) */
   double exec_event_record_s;  /* one cudaEventRecord */
@@ -152,6 +154,11 @@ double rf_calibration_bucket_bytes(const RfCalibration *c);
  * executor at its staging bound, lanes, operation bound and --staged, with banks weight banks;
  * NeMo RL's gather + broadcast (software nemo-rl) with its reused buckets (bucket, buffers). */
 void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *out);
+/* refit's executor (sim/models/refit_executor.c): the costs its staging choice weighs
+ * (model/plan/staging.h) from c, and the choice for plan as refit run makes it: exec_staging_bytes
+ * 0, exec_slots 0 and exec_max_ops RF_SCHEDULE_AUTO_OPS are chosen, other values kept. */
+void rf_calibration_staging_costs(const RfCalibration *c, RfStagingCosts *out);
+void rf_calibration_staging(const RfCalibration *c, const RfPlan *plan, RfStaging *out);
 
 typedef struct {
   RfCalibration calib;    /* copied by rf_sim_executor_new (strings duplicated) */

@@ -1,11 +1,14 @@
 /* The schedule (model/plan/schedule.c): the round assignment against the plain first-fit it stands
  * for, every rank's program under the schedule's rules, pipelined schedules of the tiny models
- * under their room, operation and dependency bounds, and a golden pipelined schedule by hand.
+ * under their room, operation and dependency bounds, a golden pipelined schedule by hand, and the
+ * staging choice (staging.h).
  * Whether real/ issues exactly these programs is test_real's /real/schedule/trace. */
 #include "error.h"
 #include "layout.h"
+#include "memory.h"
 #include "problems.h"
 #include "schedule.h"
+#include "staging.h"
 
 #include <glib.h>
 #include <string.h>
@@ -382,11 +385,67 @@ static void test_schedule_out_of_order(void) {
   }
 }
 
+/* The staging choice (model/plan/staging.h): the bandwidth-delay rule on a 400G NIC, given values
+ * kept, no per-group cost keeps the default, and no memory left cuts to the minimum and one lane.
+ */
+static void test_staging_choose(void) {
+  RfProblem *pb = preset_problem("tiny-moe", "TP2xEP2", "TP2xDP2", 2);
+  RfTopology *t = pb->topo;
+  t->nic_Gbps = 400;
+  t->nics_per_gpu = 1;
+  t->nvlink_GBps = 450;
+  t->memory_GB = 80;
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  RfStagingCosts c = {22.1e-6, 0.94, 1};
+  RfStaging st;
+  /* 16 x 22.1 us x 47 GB/s = 16.6 MB: 16 MiB */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  g_assert_cmpint(st.slots, ==, RF_STAGING_LANES);
+  g_assert_cmpint(st.max_ops, ==, rf_schedule_max_ops(plan, TRUE));
+  g_assert_true(st.chose_staging && st.chose_slots && st.chose_ops);
+  g_assert_cmpuint(st.budget_bytes, >, 0);
+  rf_staging_choose(plan, &c, TRUE, UINT64_C(5) << 20, 3, 7, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(5) << 20);
+  g_assert_cmpint(st.slots, ==, 3);
+  g_assert_cmpint(st.max_ops, ==, 7);
+  g_assert_false(st.chose_staging || st.chose_slots || st.chose_ops);
+  c.group_s *= 2; /* twice the cost: twice the bound */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(32) << 20);
+  c.group_s = 0; /* nothing to weigh: the default */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, RF_SCHEDULE_DEFAULT_STAGING_BYTES);
+  RfMemoryRun run; /* a GPU with 20 MB beside its weights and holding: 10 MB of staging */
+  rf_memory_run_init(&run);
+  RfMemory w;
+  g_assert_true(rf_memory_of_run(plan, &run, &w, NULL));
+  t->memory_GB = ((double)(w.peak_bytes - w.staging_bytes) + 20e6) / 1e9;
+  c.group_s = 22.1e-6;
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MIN_BYTES);
+  g_assert_cmpint(st.slots, ==, 1);
+  g_assert_nonnull(strstr(st.why, "memory left"));
+  char *line = rf_staging_describe(&st);
+  g_assert_nonnull(strstr(line, "staging 4 MiB"));
+  g_free(line);
+  t->memory_GB = (double)w.weights_bytes / 2e9; /* not even the weights: no cut, it cannot help */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  g_assert_cmpint(st.slots, ==, RF_STAGING_LANES);
+  g_assert_nonnull(strstr(st.why, "not cut"));
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/schedule/first-fit", test_schedule_first_fit);
   g_test_add_func("/schedule/program", test_schedule_program);
   g_test_add_func("/schedule/pipelined", test_schedule_pipelined);
   g_test_add_func("/schedule/out-of-order", test_schedule_out_of_order);
+  g_test_add_func("/schedule/staging-choose", test_staging_choose);
   return g_test_run();
 }

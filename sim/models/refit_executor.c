@@ -31,6 +31,8 @@
 #include "error.h"
 #include "memory.h"
 #include "schedule.h"
+#include "sim.h"
+#include "staging.h"
 #include "sw.h"
 
 #include <string.h>
@@ -302,12 +304,27 @@ static double exec_load(const SimProgram *p, const void *ud, int s, int g, int k
   return s < 0 ? ((const double *)ud)[(size_t)g * SIM_HOST_LINKS + k] : 0;
 }
 
+void rf_calibration_staging_costs(const RfCalibration *cal, RfStagingCosts *out) {
+  out->group_s = exec_post_s(cal) + 2 * cal->exec_kernel_launch_s; /* post, pack, unpack */
+  out->nic_efficiency = cal->nic_efficiency;
+  out->banks = MAX(cal->exec_banks, 1);
+}
+
+void rf_calibration_staging(const RfCalibration *cal, const RfPlan *plan, RfStaging *out) {
+  RfStagingCosts c;
+  rf_calibration_staging_costs(cal, &c);
+  rf_staging_choose(plan, &c, !cal->exec_staged && rf_schedule_pipelines(plan),
+                    (uint64_t)cal->exec_staging_bytes, cal->exec_slots, cal->exec_max_ops, out);
+}
+
 gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
                        const int *slot_host, GError **error) {
   const RfPlan *plan = x->plan;
   const RfProblem *pb = plan->problem;
+  RfStaging st; /* staging bound and lanes as refit run chooses them (0: chosen) */
+  rf_calibration_staging(cal, plan, &st);
   g_autoptr(RfSchedule) s = rf_schedule_build(
-      plan, pb->nranks, (uint64_t)cal->exec_staging_bytes, cal->exec_max_ops, cal->exec_slots,
+      plan, pb->nranks, st.staging_bytes, st.max_ops, st.slots,
       !cal->exec_staged && rf_schedule_pipelines(plan) ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL,
       error);
   if (!s) return FALSE;

@@ -1,0 +1,101 @@
+/* The executor's staging bound, lanes and operation bound (staging.h). */
+#include "staging.h"
+
+#include "memory.h"
+#include "schedule.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Staging a rank holds at most with bound b and lanes: both directions, the network bound and,
+ * pipelined, the NVLink share beside it. */
+static uint64_t footprint(uint64_t b, int slots, uint64_t share) {
+  return (uint64_t)slots * 2 * b * (1 + share);
+}
+
+/* The bandwidth-delay rule: group_s x the NIC rate x the ratio, to a power of two MiB. */
+static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c) {
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  if (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)) return RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+  const double rate = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
+                      (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
+  const double want = RF_STAGING_COST_RATIO * c->group_s * rate;
+  const double mib = exp2(round(log2(MAX(want, 1.0) / 1048576.0)));
+  const uint64_t b = (uint64_t)mib << 20;
+  return CLAMP(b, RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES);
+}
+
+/* Memory left for staging on the fullest inference GPU (0: unknown, no bound) after its weights
+ * (x banks) and its holding: first by the plan's stage estimate (rf_memory_of_plan, cheap, which
+ * holds a piece from its stage to the last stage that reads it: no less than refit run's
+ * schedule); only when need bytes do not fit there, by refit run's schedule at the default bound
+ * (rf_memory_of_run: a schedule build; the holding hardly depends on the bound). */
+static uint64_t left_bytes(const RfMemory *m) {
+  const double left = m->gpu_memory_bytes - ((double)m->peak_bytes - (double)m->staging_bytes);
+  return left > 0 ? (uint64_t)(left * RF_STAGING_BUDGET_FRACTION) : 1;
+}
+
+static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, uint64_t need) {
+  const int banks = MAX(c->banks, 1);
+  RfMemory m;
+  rf_memory_of_plan(plan, &m);
+  rf_memory_set_banks(&m, banks);
+  if (!(m.gpu_memory_bytes > 0)) return 0;
+  if (left_bytes(&m) >= need) return left_bytes(&m);
+  RfMemoryRun run;
+  rf_memory_run_init(&run);
+  run.banks = banks;
+  RfMemory ms;
+  return rf_memory_of_run(plan, &run, &ms, NULL) ? left_bytes(&ms) : left_bytes(&m);
+}
+
+void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
+                       uint64_t staging_bytes, int slots, int max_ops, RfStaging *out) {
+  memset(out, 0, sizeof *out);
+  out->chose_staging = staging_bytes == 0;
+  out->chose_slots = slots == 0;
+  out->chose_ops = max_ops == RF_SCHEDULE_AUTO_OPS;
+  out->max_ops = out->chose_ops ? rf_schedule_max_ops(plan, pipelined) : max_ops;
+  out->slots = out->chose_slots ? RF_STAGING_LANES : slots;
+  out->staging_bytes = out->chose_staging ? bdp_bytes(plan, c) : staging_bytes;
+  const uint64_t share = pipelined ? rf_schedule_nvlink_share(plan) : 0;
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  if (out->chose_staging && (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)))
+    g_strlcpy(out->why, "the default: no NIC rate or per-group cost to weigh", sizeof out->why);
+  else if (out->chose_staging)
+    g_snprintf(out->why, sizeof out->why,
+               "a group's fixed cost %.3g us = 1/%.0f of its time on the NICs", c->group_s * 1e6,
+               RF_STAGING_COST_RATIO);
+  else
+    g_strlcpy(out->why, "given", sizeof out->why);
+  if (!out->chose_staging && !out->chose_slots) return;
+  out->budget_bytes = budget_bytes(plan, c, footprint(out->staging_bytes, out->slots, share));
+  if (!out->budget_bytes) return;
+  if (out->budget_bytes == 1) { /* weights and holding alone exceed the GPU: cutting cannot help */
+    g_strlcat(out->why, "; not cut: the weights and holding alone exceed the GPU", sizeof out->why);
+    return;
+  }
+  gboolean cut = FALSE;
+  while (out->chose_staging && out->staging_bytes > RF_STAGING_MIN_BYTES &&
+         footprint(out->staging_bytes, out->slots, share) > out->budget_bytes) {
+    out->staging_bytes /= 2;
+    cut = TRUE;
+  }
+  if (out->chose_slots && out->slots > 1 &&
+      footprint(out->staging_bytes, out->slots, share) > out->budget_bytes) {
+    out->slots = 1;
+    cut = TRUE;
+  }
+  if (cut && out->chose_staging)
+    g_snprintf(out->why, sizeof out->why, "cut to the %.2f GB of staging the memory left allows",
+               (double)out->budget_bytes / 1e9);
+}
+
+char *rf_staging_describe(const RfStaging *st) {
+  return g_strdup_printf(
+      "staging %.6g MiB per rank, direction and lane (%s%s), %d lane%s (%s), max ops per group "
+      "%d (%s)",
+      (double)st->staging_bytes / 1048576.0, st->chose_staging ? "chosen: " : "", st->why,
+      st->slots, st->slots == 1 ? "" : "s", st->chose_slots ? "chosen" : "given", st->max_ops,
+      st->chose_ops ? "from the topology" : "given");
+}

@@ -1,0 +1,66 @@
+/* Staging bound, lanes and operation bound of refit's executor, chosen from the topology and the
+ * memory left on the inference GPU (`refit run` and `refit sim` without --staging-mib, --slots,
+ * --max-ops). The rules, in order:
+ *
+ *   staging  a group's fixed cost (the host's post and the NCCL group: group_s, from the
+ *            calibration's [latency] message_s and [executor] costs) is 1 / RF_STAGING_COST_RATIO
+ *            of the time a full group of the staging bound takes on one GPU's NICs at the
+ *            calibrated rate: the bandwidth-delay product of a group times the ratio, to the
+ *            nearest power of two MiB in [RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES]. Larger
+ *            groups pay their size in fill, drain and imbalance, smaller ones their fixed cost
+ *            (experiments/results/executor_parts.txt: the sweep on qwen3-235b / DGX H100);
+ *   lanes    RF_STAGING_LANES groups in flight (1 lane leaves the pack and unpack in series with
+ *            the transfers, 4 hold more staging and fill worse: the same results);
+ *   memory   the staging a rank can hold, lanes x both directions x (one bound over the network
+ *            + the NVLink share of a pipelined round), within RF_STAGING_BUDGET_FRACTION of the
+ *            memory left on the fullest inference GPU after its weights (x banks) and its
+ *            holding (the plan's stage estimate, rf_memory_of_plan; where that leaves too little,
+ *            refit run's schedule at the default bound, rf_memory_of_run): else the bound halves
+ *            down to the minimum, then one lane (not where the weights and holding alone
+ *            exceed the GPU: smaller groups would only be slower, and the memory check reports);
+ *   ops      rf_schedule_max_ops() of the plan.
+ * A value given on the command line is kept as given. */
+#ifndef RF_STAGING_H
+#define RF_STAGING_H
+
+#include "plan.h"
+
+#include <glib.h>
+#include <stdint.h>
+
+#define RF_STAGING_COST_RATIO 16.0
+#define RF_STAGING_MIN_BYTES (UINT64_C(4) << 20)
+#define RF_STAGING_MAX_BYTES (UINT64_C(256) << 20)
+#define RF_STAGING_LANES 2
+#define RF_STAGING_BUDGET_FRACTION 0.5 /* the rest: NCCL's buffers, the CUDA context, lists */
+
+/* What the choice depends on besides the plan (the calibration of the topology). */
+typedef struct {
+  double group_s;        /* fixed cost of one group: host post + NCCL latency + copy launches */
+  double nic_efficiency; /* the calibrated share of the NICs' line rate */
+  int banks;             /* weight banks of the inference GPU: 1 in place, 2 --double-bank */
+} RfStagingCosts;
+
+typedef struct {
+  uint64_t staging_bytes; /* per rank, direction and lane */
+  int slots;              /* lanes */
+  int max_ops;            /* operations per rank and group (never RF_SCHEDULE_AUTO_OPS) */
+  gboolean chose_staging, chose_slots, chose_ops; /* FALSE: as given */
+  uint64_t budget_bytes; /* staging room the memory left allows (0: the topology gives no GPU
+                          * memory, unbounded) */
+  char why[200];         /* how the staging bound was chosen, one phrase */
+} RfStaging;
+
+/* The executor's settings for plan: staging_bytes 0, slots 0 and max_ops RF_SCHEDULE_AUTO_OPS
+ * are chosen by the rules above, other values kept. pipelined: the schedule pipelines stages
+ * (rf_schedule_pipelines and not --staged). Cost: rf_memory_of_plan (transfers + ranks) when the
+ * staging bound or the lanes are chosen, and a schedule build (rf_memory_of_run) when the
+ * staging does not fit beside the plan's stage estimate. */
+void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
+                       uint64_t staging_bytes, int slots, int max_ops, RfStaging *out);
+
+/* One line for a header: "staging 16 MiB per rank, direction and lane (chosen: ...), 2 lanes
+ * (chosen), max ops per group 40 (from the topology)"; caller frees. */
+char *rf_staging_describe(const RfStaging *st);
+
+#endif
