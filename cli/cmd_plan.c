@@ -18,8 +18,8 @@ typedef struct {
   RfPlanStats stats;
   RfMemory mem;
   gboolean scheduled, pipelined; /* --schedule: refit run's schedule of the plan */
-  int groups, max_ops;
-  uint64_t segments;
+  int groups, max_ops, slots;
+  uint64_t segments, staging_bytes; /* the staging bound and lanes refit run chooses */
   double lockstep_s;
 } PlanRow;
 
@@ -53,6 +53,8 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
     rf_json_int(b, "schedule_groups", r->groups);
     rf_json_int(b, "schedule_segments", (gint64)r->segments);
     rf_json_int(b, "schedule_max_ops", r->max_ops);
+    rf_json_int(b, "schedule_staging_bytes", (gint64)r->staging_bytes);
+    rf_json_int(b, "schedule_lanes", r->slots);
     rf_json_num(b, "schedule_lockstep_s", r->lockstep_s);
   }
   rf_json_num(b, "physical_bound_s", s->domain_bound_s);
@@ -123,7 +125,8 @@ int rf_cmd_plan(int argc, char **argv) {
   gboolean schedule = FALSE;
   const GOptionEntry more[] = {
       {"schedule", 0, 0, G_OPTION_ARG_NONE, &schedule,
-       "Also build the schedule refit run executes (default staging, lanes and operation bound) "
+       "Also build the schedule refit run executes (its staging, lanes and operation bound, chosen "
+       "as refit run chooses them) "
        "and print its groups, segments and lockstep time: the sum over groups of the slowest "
        "rank's bytes at line rate (a statistic of the schedule, not a prediction). The memory "
        "line counts refit run's schedule either way; without --schedule, plans above 2 million "
@@ -135,6 +138,7 @@ int rf_cmd_plan(int argc, char **argv) {
   RfProblem *pb = NULL;
   RfStrategy st[RF_STRATEGY_COUNT];
   PlanRow rows[RF_STRATEGY_COUNT];
+  RfCalibration cal = {0}; /* the topology's: refit run's staging choice weighs its costs */
   int nst = 0;
   if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
   if (!rf_plan_args_check(&pa, &e)) goto out;
@@ -143,6 +147,11 @@ int rf_cmd_plan(int argc, char **argv) {
   pb = rf_args_problem(&a, &e);
   if (!pb) goto out;
   uint64_t model_bytes = (uint64_t)rf_model_bytes(pb->model);
+  {
+    g_autofree char *src = NULL;
+    gboolean neutral = FALSE;
+    if (!rf_calibration_select(&cal, NULL, pb->topo, &src, &neutral, &e)) goto out;
+  }
   if (!a.json)
     print_header(&a, pb);
   else if (!a.quiet)
@@ -154,9 +163,9 @@ int rf_cmd_plan(int argc, char **argv) {
     rows[i].strategy = st[i];
     rows[i].stats = plan->stats;
     rows[i].scheduled = FALSE;
-    RfMemoryRun run;
-    rf_memory_run_init(&run);
-    run.banks = pa.double_bank ? 2 : 1;
+    RfMemoryRun run; /* refit run's staging bound, lanes and operation bound, chosen as it
+                      * chooses them from the topology's calibration */
+    rf_calibration_memory_run_plan(&cal, plan, pa.double_bank ? 2 : 1, &run, NULL);
     if (!schedule && !rf_memory_of_run(plan, &run, &rows[i].mem, &e)) {
       rf_plan_free(plan);
       g_prefix_error(&e, "%s: ", rf_strategy_name(st[i]));
@@ -164,9 +173,9 @@ int rf_cmd_plan(int argc, char **argv) {
     }
     if (schedule) {
       const gboolean pipe = rf_schedule_pipelines(plan);
-      RfSchedule *sg = rf_schedule_build(plan, pb->nranks, RF_SCHEDULE_DEFAULT_STAGING_BYTES,
-                                         RF_SCHEDULE_DEFAULT_MAX_OPS, RF_SCHEDULE_DEFAULT_SLOTS,
-                                         pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
+      RfSchedule *sg =
+          rf_schedule_build(plan, pb->nranks, run.staging_bytes, run.max_ops, run.slots,
+                            pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
       if (!sg) {
         rf_plan_free(plan);
         g_prefix_error(&e, "%s: ", rf_strategy_name(st[i]));
@@ -177,6 +186,8 @@ int rf_cmd_plan(int argc, char **argv) {
       rows[i].groups = sg->nrounds;
       rows[i].segments = sg->nsegs;
       rows[i].max_ops = sg->max_ops;
+      rows[i].staging_bytes = run.staging_bytes;
+      rows[i].slots = run.slots;
       rows[i].lockstep_s = rf_schedule_lockstep_s(sg, plan);
       rf_memory_of_schedule(plan, sg, &rows[i].mem); /* the same count, of this schedule */
       rf_memory_set_banks(&rows[i].mem, run.banks);
@@ -201,17 +212,18 @@ int rf_cmd_plan(int argc, char **argv) {
     }
     for (int i = 0; i < nst; i++)
       if (rows[i].scheduled)
-        printf("# %s schedule (refit run: %d MiB staging, %d lanes, %s): %d groups of up to %d "
+        printf("# %s schedule (refit run: %g MiB staging, %d lanes, %s): %d groups of up to %d "
                "operations, %" G_GUINT64_FORMAT " segments; lockstep %.4f s at line rate "
                "(%.2fx lower_bd)\n",
-               rf_strategy_name(st[i]), (int)(RF_SCHEDULE_DEFAULT_STAGING_BYTES >> 20),
-               RF_SCHEDULE_DEFAULT_SLOTS, rows[i].pipelined ? "pipelined" : "staged",
-               rows[i].groups, rows[i].max_ops, (guint64)rows[i].segments, rows[i].lockstep_s,
+               rf_strategy_name(st[i]), (double)rows[i].staging_bytes / 1048576.0, rows[i].slots,
+               rows[i].pipelined ? "pipelined" : "staged", rows[i].groups, rows[i].max_ops,
+               (guint64)rows[i].segments, rows[i].lockstep_s,
                rows[i].stats.lower_bound_s > 0 ? rows[i].lockstep_s / rows[i].stats.lower_bound_s
                                                : 0);
     if (pa.verify) printf("# verified: every destination element received exactly once; OK\n");
   }
 out:
+  rf_calibration_clear(&cal);
   rf_problem_free(pb);
   rf_args_clear(&a);
   rf_plan_args_clear(&pa);

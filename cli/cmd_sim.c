@@ -335,19 +335,11 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     /* refit run's staging bound, lanes and operation bound for this plan (chosen where the
      * options left them 0), then the memory model (model/plan/memory.h) of the software as the
      * calibration runs it */
-    RfCalibration rc = *cal; /* shallow: the chosen values only */
-    if (plan) {
-      rf_calibration_staging(cal, plan, &r->staging);
-      r->have_staging = TRUE;
-      rc.exec_staging_bytes = (double)r->staging.staging_bytes;
-      rc.exec_slots = r->staging.slots;
-      rc.exec_max_ops = r->staging.max_ops;
-    }
     RfMemoryRun mr;
-    rf_calibration_memory_run(&rc, pa->double_bank ? 2 : 1, &mr);
-    /* the schedule of the bytes the default bound would build: smaller bounds, more segments */
-    if (mr.max_segments && mr.staging_bytes && mr.staging_bytes < RF_SCHEDULE_DEFAULT_STAGING_BYTES)
-      mr.max_segments = mr.max_segments * (RF_SCHEDULE_DEFAULT_STAGING_BYTES / mr.staging_bytes);
+    if (plan) {
+      rf_calibration_memory_run_plan(cal, plan, pa->double_bank ? 2 : 1, &mr, &r->staging);
+      r->have_staging = TRUE;
+    }
     if (plan && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
       rf_plan_free(plan);
       plan = NULL;

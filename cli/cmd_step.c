@@ -183,7 +183,7 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
     RfResult res = {0};
     RfMemoryRun mr; /* the memory model (model/plan/memory.h), as the software runs the plan */
     RfMemory mem;
-    rf_calibration_memory_run(&so.calib, 1, &mr);
+    if (plan) rf_calibration_memory_run_plan(&so.calib, plan, 1, &mr, NULL);
     ok = plan && rf_memory_of_run(plan, &mr, &mem, error) && ex->run(ex, plan, &res, error);
     if (ok) {
       row_add(rows, sw, swv, (RfStrategy)s, res.total_s, key);

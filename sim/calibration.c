@@ -30,9 +30,11 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->m2n_staging_max_bytes = 2147483648.0;
   c->m2n_ring_chunk_bytes = 262144.0;
   c->m2n_direct_chunk_bytes = 1048576.0;
-  c->exec_staging_bytes = (double)RF_SCHEDULE_DEFAULT_STAGING_BYTES; /* refit run's defaults */
-  c->exec_max_ops = RF_SCHEDULE_DEFAULT_MAX_OPS;
-  c->exec_slots = RF_SCHEDULE_DEFAULT_SLOTS;
+  /* refit run's defaults: staging bound, lanes and operation bound chosen for each plan
+   * (rf_calibration_staging, model/plan/staging.h), in every command that predicts or counts */
+  c->exec_staging_bytes = 0;
+  c->exec_max_ops = RF_SCHEDULE_AUTO_OPS;
+  c->exec_slots = 0;
   c->exec_banks = 1;
 }
 

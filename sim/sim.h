@@ -159,6 +159,12 @@ void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *o
  * 0, exec_slots 0 and exec_max_ops RF_SCHEDULE_AUTO_OPS are chosen, other values kept. */
 void rf_calibration_staging_costs(const RfCalibration *c, RfStagingCosts *out);
 void rf_calibration_staging(const RfCalibration *c, const RfPlan *plan, RfStaging *out);
+/* The memory model's run (rf_memory_of_run) of plan as refit run executes it on this calibration:
+ * the staging bound, lanes and operation bound chosen as refit run chooses them (with banks
+ * weight banks; the chosen values into *staging when not NULL), then rf_calibration_memory_run.
+ * Every command's memory line comes from here, so plan, sim, advise, step and run agree. */
+void rf_calibration_memory_run_plan(const RfCalibration *c, const RfPlan *plan, int banks,
+                                    RfMemoryRun *out, RfStaging *staging);
 
 typedef struct {
   RfCalibration calib;    /* copied by rf_sim_executor_new (strings duplicated) */

@@ -135,7 +135,7 @@ static gboolean bound_and_memory(const RfAdviseSetup *c, const RfPlan *plan, RfA
   out->network_bytes = plan->stats.network_bytes;
   RfMemory mem; /* the memory model of plan, section 1: as the calibrated software runs it */
   RfMemoryRun mr;
-  rf_calibration_memory_run(c->cal, 1, &mr);
+  rf_calibration_memory_run_plan(c->cal, plan, 1, &mr, NULL);
   if (!rf_memory_of_run(plan, &mr, &mem, error)) return FALSE;
   out->weights_bytes = mem.weights_bytes;
   out->extra_bytes = mem.extra_bytes;

@@ -317,6 +317,23 @@ void rf_calibration_staging(const RfCalibration *cal, const RfPlan *plan, RfStag
                     (uint64_t)cal->exec_staging_bytes, cal->exec_slots, cal->exec_max_ops, out);
 }
 
+void rf_calibration_memory_run_plan(const RfCalibration *cal, const RfPlan *plan, int banks,
+                                    RfMemoryRun *out, RfStaging *staging) {
+  RfCalibration rc = *cal; /* shallow: the chosen values only */
+  RfStaging st;
+  rc.exec_banks = banks;
+  rf_calibration_staging(&rc, plan, &st);
+  rc.exec_staging_bytes = (double)st.staging_bytes;
+  rc.exec_slots = st.slots;
+  rc.exec_max_ops = st.max_ops;
+  rf_calibration_memory_run(&rc, banks, out);
+  /* the schedule of the bytes the default bound would build: smaller bounds, more segments */
+  if (out->max_segments && out->staging_bytes &&
+      out->staging_bytes < RF_SCHEDULE_DEFAULT_STAGING_BYTES)
+    out->max_segments *= RF_SCHEDULE_DEFAULT_STAGING_BYTES / out->staging_bytes;
+  if (staging) *staging = st;
+}
+
 gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
                        const int *slot_host, GError **error) {
   const RfPlan *plan = x->plan;
