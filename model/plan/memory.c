@@ -2,6 +2,7 @@
 #include "bigmem.h"
 #include "dtensor.h"
 #include "schedule.h"
+#include "u64map.h"
 #include "zoo.h"
 
 #include <string.h>
@@ -96,68 +97,6 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
 #define DIFF_BUDGET (1u << 22) /* entries of the dense arrays below: 32 MiB of int64 */
 #define LAST_BUDGET (1u << 25) /* entries of the dense (rank, part) array: 128 MiB of int32 */
 
-/* (rank, part) -> int map, open addressing on rank_part() keys (never 0: 0 marks a free slot),
- * where a dense (inference rank x part) array would pass DIFF_BUDGET. GHashTable costs a node
- * per key and a pointer chase per lookup; a plan has tens of millions of transfers to look up. */
-typedef struct {
-  uint64_t *key;
-  int32_t *val;
-  uint64_t mask, n;
-} RankPartMap;
-
-static void rpmap_init(RankPartMap *m, uint64_t want) {
-  uint64_t cap = 1024;
-  while (cap < 2 * want)
-    cap *= 2;
-  m->key = g_new0(uint64_t, cap);
-  m->val = g_new(int32_t, cap);
-  m->mask = cap - 1;
-  m->n = 0;
-}
-
-static void rpmap_clear(RankPartMap *m) {
-  g_free(m->key);
-  g_free(m->val);
-}
-
-static inline uint64_t rpmap_slot(const RankPartMap *m, uint64_t k) {
-  uint64_t i = (k * 0x9E3779B97F4A7C15ull) >> 17 & m->mask;
-  while (m->key[i] && m->key[i] != k)
-    i = (i + 1) & m->mask;
-  return i;
-}
-
-static void rpmap_set(RankPartMap *m, gpointer key, int32_t v);
-
-static void rpmap_grow(RankPartMap *m) {
-  RankPartMap g;
-  rpmap_init(&g, m->mask + 1);
-  for (uint64_t i = 0; i <= m->mask; i++)
-    if (m->key[i]) rpmap_set(&g, GSIZE_TO_POINTER(m->key[i]), m->val[i]);
-  rpmap_clear(m);
-  *m = g;
-}
-
-static void rpmap_set(RankPartMap *m, gpointer key, int32_t v) {
-  const uint64_t k = GPOINTER_TO_SIZE(key);
-  uint64_t i = rpmap_slot(m, k);
-  if (!m->key[i]) {
-    if (2 * (m->n + 1) > m->mask + 1) {
-      rpmap_grow(m);
-      i = rpmap_slot(m, k);
-    }
-    m->key[i] = k;
-    m->n++;
-  }
-  m->val[i] = v;
-}
-
-/* The value at key, or dflt. */
-static inline int32_t rpmap_get(const RankPartMap *m, gpointer key, int32_t dflt) {
-  const uint64_t i = rpmap_slot(m, GPOINTER_TO_SIZE(key));
-  return m->key[i] ? m->val[i] : dflt;
-}
-
 /* Live-byte changes by stage of a block of inference ranks, dense: the peak of a rank's holding
  * is the largest prefix sum over its stages (and 0). The same as sorting its events by stage,
  * frees first: within one stage the live bytes fall, then rise to the stage's prefix sum. Blocks
@@ -199,8 +138,8 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     ppart[k] = plan->pieces[k].part;
     pbytes[k] = (int64_t)plan->pieces[k].bytes;
   }
-  RankPartMap last_send;
-  rpmap_init(&last_send, dense ? 1 : 1024);
+  RfU64Map last_send; /* (rank, part) -> stage, where the dense array would pass DIFF_BUDGET */
+  rf_u64map_init(&last_send, dense ? 1 : 1024, FALSE);
   int max_stage = 0;
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *x = &plan->xfers[i];
@@ -211,7 +150,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     if (dense)
       last_dense[(size_t)d * nparts + part] = x->stage + 1;
     else
-      rpmap_set(&last_send, rank_part(x->src, part), x->stage + 1);
+      rf_u64map_set(&last_send, GPOINTER_TO_SIZE(rank_part(x->src, part)), x->stage + 1);
   }
   /* holding: per block of inference ranks, the live-byte change at each stage */
   const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
@@ -226,7 +165,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
       if (d < b0 || d >= b1) continue;
       const uint32_t part = ppart[x->piece];
       int last = (dense ? last_dense[(size_t)d * nparts + part]
-                        : rpmap_get(&last_send, rank_part(x->dst, part), 0)) -
+                        : rf_u64map_get(&last_send, GPOINTER_TO_SIZE(rank_part(x->dst, part)), 0)) -
                  1;
       if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
       if (last < (int)x->stage) last = x->stage;
@@ -254,7 +193,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_free(dst_index);
   g_free(max_out);
   g_free(max_in);
-  rpmap_clear(&last_send);
+  rf_u64map_free(&last_send);
   g_free(last_dense);
   g_free(ppart);
   g_free(pbytes);

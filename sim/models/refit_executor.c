@@ -34,72 +34,16 @@
 #include "sim.h"
 #include "staging.h"
 #include "sw.h"
+#include "u64map.h"
 
 #include <string.h>
 
-/* A map from (source, destination, phase) to a positive value, open addressing, emptied in the
- * time of what it holds (once per round: a GHashTable with a key allocated per entry cost more
- * than the rest of the program's build). */
-typedef struct {
-  uint64_t *key;  /* packed (src + 1, dst + 1, phase); meaningful where val != 0 */
-  uint32_t *val;  /* 0: empty */
-  uint32_t *used; /* the slots holding an entry */
-  uint32_t nused, cap;
-} XMap;
-
+/* (source, destination, phase) as a non-zero key of an RfU64Map (model/base/u64map.h: emptied
+ * once per round in the time of what it holds; a GHashTable with a key allocated per entry cost
+ * more than the rest of the program's build). */
 static uint64_t xmap_key(int src, int dst, int phase) {
   return (uint64_t)(uint32_t)(src + 1) << 36 | (uint64_t)(uint32_t)(dst + 1) << 8 |
          (uint64_t)(uint8_t)phase;
-}
-
-static uint32_t xmap_slot(const XMap *x, uint64_t k) {
-  uint32_t i = (uint32_t)((k * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (x->cap - 1);
-  while (x->val[i] && x->key[i] != k)
-    i = (i + 1) & (x->cap - 1);
-  return i;
-}
-
-static void xmap_clear(XMap *x) {
-  for (uint32_t i = 0; i < x->nused; i++)
-    x->val[x->used[i]] = 0;
-  x->nused = 0;
-}
-
-static void xmap_grow(XMap *x) {
-  XMap y = {NULL, NULL, NULL, 0, x->cap ? 2 * x->cap : 1024};
-  y.key = g_new(uint64_t, y.cap);
-  y.val = g_new0(uint32_t, y.cap);
-  y.used = g_new(uint32_t, y.cap / 2 + 1);
-  for (uint32_t i = 0; i < x->nused; i++) {
-    const uint32_t j = xmap_slot(&y, x->key[x->used[i]]);
-    y.key[j] = x->key[x->used[i]];
-    y.val[j] = x->val[x->used[i]];
-    y.used[y.nused++] = j;
-  }
-  g_free(x->key);
-  g_free(x->val);
-  g_free(x->used);
-  *x = y;
-}
-
-/* The value of k (0: none). */
-static uint32_t xmap_get(const XMap *x, uint64_t k) {
-  return x->cap ? x->val[xmap_slot(x, k)] : 0;
-}
-
-/* Sets k's value (v > 0) where k has none. */
-static void xmap_put(XMap *x, uint64_t k, uint32_t v) {
-  if (2 * (x->nused + 1) > x->cap) xmap_grow(x);
-  const uint32_t i = xmap_slot(x, k);
-  x->key[i] = k;
-  x->val[i] = v;
-  x->used[x->nused++] = i;
-}
-
-static void xmap_free(XMap *x) {
-  g_free(x->key);
-  g_free(x->val);
-  g_free(x->used);
 }
 
 /* One round's segments: (message, bytes) in the order of the schedule. */
@@ -217,16 +161,17 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
    * one round (of one phase) travel as one simulated message: NCCL runs the operations to one
    * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one
    * share of a NIC beside the other peers' traffic, not one share each. */
-  XMap pair = {0};
+  RfU64Map pair;
+  rf_u64map_init(&pair, 1024, TRUE);
   for (int r = 0; r < s->nrounds; r++) {
-    xmap_clear(&pair);
+    rf_u64map_reset(&pair);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
       const int su = unit[m->src], du = unit[m->dst];
       const uint64_t k = xmap_key(su, du, m->phase);
-      if (xmap_get(&pair, k)) continue;
-      xmap_put(&pair, k, 1);
+      if (rf_u64map_get(&pair, k, 0)) continue;
+      rf_u64map_set(&pair, k, 1);
       e->rounds[unit_round(e->round_first, e->rounds, su, r)].nsend++;
       e->rounds[unit_round(e->round_first, e->rounds, du, r)].nrecv++;
     }
@@ -238,15 +183,15 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->rounds[i].nsend = 0;
   }
   e->sends = g_new(SimExecSend, ns + 1);
-  XMap *at = &pair; /* the send of each pair and phase in the round */
+  RfU64Map *at = &pair; /* the send of each pair and phase in the round */
   for (int r = 0; r < s->nrounds; r++) {
-    xmap_clear(at);
+    rf_u64map_reset(at);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
       const int su = unit[m->src], du = unit[m->dst];
       const uint64_t k = xmap_key(su, du, m->phase);
-      const uint32_t pos = xmap_get(at, k);
+      const uint32_t pos = (uint32_t)rf_u64map_get(at, k, 0);
       if (pos) { /* the send of this pair and phase in this round: one more segment */
         e->sends[pos - 1].bytes += (double)segs[i].bytes;
         continue;
@@ -254,10 +199,10 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       SimExecRound *a = &e->rounds[unit_round(e->round_first, e->rounds, su, r)];
       const uint32_t j = a->send_first + a->nsend++;
       e->sends[j] = (SimExecSend){du, m->phase, {0}, (double)segs[i].bytes};
-      xmap_put(at, k, j + 1);
+      rf_u64map_set(at, k, (int32_t)(j + 1));
     }
   }
-  xmap_free(&pair);
+  rf_u64map_free(&pair);
   /* 3. the programs */
   g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
   g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
@@ -368,7 +313,8 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   p->nlanes = s->slots;
   p->sw_ngpus = ngpus;
   const int step0 = p->nsteps; /* (fixed_s: every rank actor sleeps it first, exec->setup_s) */
-  XMap idx = {0};
+  RfU64Map idx;
+  rf_u64map_init(&idx, 1024, TRUE);
   double soft = cal->fixed_s;
   for (int r = 0; r < s->nrounds; r++) {
     const int k = rf_schedule_round_stage(s, r);
@@ -379,7 +325,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
     const int step = sim_add_step(p, rf_schedule_lane(s, r), name, 0, 0);
     if (r == s->stage_round0[k]) p->steps[step].join = TRUE;
     guint f0 = p->flows->len;
-    xmap_clear(&idx);
+    rf_u64map_reset(&idx);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *msg = &plan->msgs[segs[i].msg];
       const int sg = pb->gpu[msg->src], dg = pb->gpu[msg->dst];
@@ -389,18 +335,18 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       if (sg == dg) continue;         /* a rank's copy to itself: staging to staging, no link */
       const int hs = slot_host[sg / p->group], hd = slot_host[dg / p->group];
       const uint64_t hk = xmap_key(hs, hd, msg->phase);
-      const uint32_t pos = xmap_get(&idx, hk);
+      const uint32_t pos = (uint32_t)rf_u64map_get(&idx, hk, 0);
       if (pos) {
         g_array_index(p->flows, SimFlow, f0 + pos - 1).bytes += b;
         continue;
       }
       SimFlow f = {hs, hd, msg->phase, 0, (uint16_t)step, b, 0, 0, 1.0};
       g_array_append_val(p->flows, f);
-      xmap_put(&idx, hk, p->flows->len - f0);
+      rf_u64map_set(&idx, hk, (int32_t)(p->flows->len - f0));
     }
     soft += exec_post_s(cal); /* the host issues every group in turn; copies overlap */
   }
-  xmap_free(&idx);
+  rf_u64map_free(&idx);
   for (int st = step0; st < p->nsteps; st++)
     for (int l = 0; l < RF_PHASE_COUNT; l++)
       p->frac[st][l] = p->phase_bytes[l] > 0 ? p->frac[st][l] / p->phase_bytes[l] : 0;
