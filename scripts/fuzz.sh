@@ -29,8 +29,9 @@ seeds() { # TARGET: the files its corpus starts from
 }
 mkdir -p build-fuzz/artifacts
 export REFIT_DATA_DIR=$PWD ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
-status=0
-for t in $targets; do
+# fuzz_one TARGET: one campaign; its summary line goes to build-fuzz/fuzz_TARGET.result
+fuzz_one() {
+  t=$1
   corpus=$(mktemp -d)
   # shellcheck disable=SC2046
   cp $(seeds "$t") "$corpus"/
@@ -38,12 +39,28 @@ for t in $targets; do
   if build-fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=4096 \
       -timeout=25 -artifact_prefix=build-fuzz/artifacts/"$t"- "$corpus" >"$log" 2>&1; then
     runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1)
-    echo "fuzz_$t: clean (${runs:-no summary}, ${secs}s, corpus $(ls "$corpus" | wc -l) inputs)"
+    echo "fuzz_$t: clean (${runs:-no summary}, ${secs}s, corpus $(ls "$corpus" | wc -l) inputs)" \
+      >build-fuzz/fuzz_"$t".result
   else
-    tail -40 "$log"
-    echo "fuzz_$t: FAILED (log $log, reproducer in build-fuzz/artifacts/)"
-    status=1
+    { tail -40 "$log"; echo "fuzz_$t: FAILED (log $log, reproducer in build-fuzz/artifacts/)"; } \
+      >build-fuzz/fuzz_"$t".result
   fi
   rm -rf "$corpus"
+}
+# One campaign per core at a time (REFIT_FUZZ_JOBS overrides): each target keeps its whole
+# time budget on a core of its own, and the run takes targets / cores x SECONDS.
+jobs=${REFIT_FUZZ_JOBS:-$(nproc)}
+n=0
+for t in $targets; do
+  fuzz_one "$t" &
+  n=$((n + 1))
+  [ $((n % jobs)) -ne 0 ] || wait
+done
+wait
+status=0
+for t in $targets; do
+  cat build-fuzz/fuzz_"$t".result
+  ! grep -q ': FAILED' build-fuzz/fuzz_"$t".result || status=1
+  rm -f build-fuzz/fuzz_"$t".result
 done
 exit $status

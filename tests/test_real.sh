@@ -213,7 +213,7 @@ EOF2
 advise)
   # one ranked answer from rank 0, the winner of the single-process search; every prediction
   # the same whichever rank made it; a pruned candidate's bound above the winner
-  adv="-m qwen3-30b-a3b -t TP2xEP8 -n 8-16 --tp 2,4,8 -T dgx-h100 -q --json"
+  adv="-m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 2,4,8 -T dgx-h100 -q --json"
   "$refit" advise $adv -j 2 >"$tmp/adv1.json" 2>"$tmp/err" || { cat "$tmp/err"; fail "advise, one process"; }
   for np in 2 3; do
     if ! $mpi -np "$np" "$refit" advise $adv -j 1 >"$tmp/adv$np.json" 2>"$tmp/err"; then

@@ -99,7 +99,7 @@ for r in rows:
 PY
 
 # --- advise: the pruned search finds the exhaustive winner
-ADV="-m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 2,4,8 -T dgx-h100 -j 2 -q --json"
+ADV="-m qwen3-30b-a3b -t TP2xEP8 -n 8 --tp 2,4,8 -s p2p,m2n -T dgx-h100 -j 2 -q --json"
 expect_ok "advise pruned" "$REFIT" advise $ADV
 cp "$TMP/out" "$TMP/pruned.json"
 expect_ok "advise exhaustive" "$REFIT" advise $ADV --exhaustive
