@@ -2,8 +2,9 @@
 # MPI tests of `refit run` (one process per rank).
 #   test_real.sh MODE REFIT TEST_REAL [MPIRUN]
 #   mpi-spec   random DTensor specs, 8 ranks, every strategy, small staging and groups
-#   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy; a shrink (--lost) run;
-#              SGLang and Megatron-generation layouts
+#   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy; quantized targets
+#   mpi-layouts  tiny-next, a shrink (--lost) run, SGLang and Megatron-generation layouts
+#   mpi-lanes  1, 2 and 4 staging lanes: overlap against the serial time
 #   errors     bad world size, a rank that stops responding, a lost chunk, a rank SIGKILLed in
 #              each stage kind: clear errors, non-zero
 #   advise     refit advise spread over 2 and 3 ranks: one answer, the single-process winner
@@ -80,6 +81,8 @@ mpi-model)
         --domain-size 4 --infer-quant $q --quant-at $at --iters 1
     done
   done
+  ;;
+mpi-layouts)
   run_ok "tiny-next TP2xPP2 -> TP2xDP2" 8 --model tiny-next --train TP2xPP2 --infer TP2xDP2 \
     --domain-size 2 --staging-mib 0.005
   # Elastic recovery, shrink: GPU 1 (training) and GPU 9 (inference) are excluded before the
@@ -95,6 +98,8 @@ mpi-model)
     --infer TP4xADP2xEP2 --infer-framework sglang --domain-size 4
   run_ok "megatron generation: tiny-mla TP2xPP2xEP4 -> TP2xEP2" 10 --model tiny-mla \
     --train TP2xPP2xEP4 --infer TP2xEP2 --infer-framework megatron --domain-size 4
+  ;;
+mpi-lanes)
   # Overlap: every pack, unpack and group lasts at least 4 ms (--test-delay-ms). With one staging
   # lane a rank's operations run in series; with two, the next round's pack and the last one's
   # unpack overlap the groups in flight, so the refit takes well below the serial sum (the
