@@ -5,6 +5,7 @@
 #include "comm_rate.h"
 #include "error.h"
 #include "internal.h"
+#include "u64map.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -44,18 +45,47 @@ static gboolean hbm_slack(const SimProgram *p, int h) {
   return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
 }
 
-/* Routes for the (source, destination) pairs the program uses, and only those. */
-static void write_routes(FILE *f, const SimProgram *p) {
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+/* The executor's simulation uses SimGrid's selective (lazy) max-min update, which re-solves only
+ * the constraints linked to what changed, with one pair link per route: the route's first link,
+ * its own, far faster than any other link (it never binds: the sharing is the same without it).
+ * Why: SimGrid 3.32 finds what to re-solve when a message's latency ends (System::enable_var)
+ * from the message's first link only (update_modified_cnst_set_from_variable: cnsts_[0]); when
+ * that link is already marked in the same instant (another message from the same sender started
+ * or ended then), the message's other links are not re-solved, and it gets a rate that ignores
+ * them (its receiver's NIC carried more than its rate). A link of its own pair is marked only
+ * through a message of that pair, whose route, the same, is then marked whole. The full update
+ * re-solves everything at every message start and end (REFIT_SIM_REFERENCE=1, the tests'
+ * reference): the same times to SimGrid's timing precision (docs/sim.md, Speed). */
+#define SIM_PAIR_LINK_BPS 1e18
+
+static gboolean pair_links(const SimProgram *p) {
+  return p->exec && !p->full_update;
+}
+
+/* The distinct (source, destination) pairs of the program's flows, in first-seen order. */
+static GArray *route_pairs(const SimProgram *p) {
+  GArray *pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  RfU64Map seen;
+  rf_u64map_init(&seen, 1024, FALSE);
   for (guint i = 0; i < p->flows->len; i++) {
     const SimFlow *fl = &g_array_index(p->flows, SimFlow, i);
-    guint64 key = ((guint64)fl->src << 32) | (guint32)fl->dst;
-    if (g_hash_table_contains(seen, &key)) continue;
-    guint64 *k = g_new(guint64, 1);
-    *k = key;
-    g_hash_table_add(seen, k);
-    int links[8], n = sim_route(p, fl->src, fl->dst, links);
-    fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", fl->src, fl->dst);
+    const uint64_t key = ((uint64_t)(uint32_t)fl->src << 32 | (uint32_t)fl->dst) + 1;
+    if (rf_u64map_get(&seen, key, 0)) continue;
+    rf_u64map_set(&seen, key, 1);
+    g_array_append_val(pairs, key);
+  }
+  rf_u64map_free(&seen);
+  return pairs;
+}
+
+/* Routes for the (source, destination) pairs the program uses, and only those. */
+static void write_routes(FILE *f, const SimProgram *p, const GArray *pairs) {
+  for (guint i = 0; i < pairs->len; i++) {
+    const uint64_t key = g_array_index(pairs, uint64_t, i) - 1;
+    const int src = (int)(key >> 32), dst = (int)(uint32_t)key;
+    int links[8], n = sim_route(p, src, dst, links);
+    fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", src, dst);
+    if (pair_links(p)) fprintf(f, "<link_ctn id=\"p%u\"/>", i);
     for (int j = 0; j < n; j++) {
       int h = links[j] / SIM_HOST_LINKS;
       if (p->exec && !p->exact_routes && links[j] % SIM_HOST_LINKS == SIM_LINK_HBM &&
@@ -81,7 +111,10 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
   for (int l = 0; l < sim_nlinks(p); l++)
     fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
             sim_link_Bps(p, l), link_latency_s(p, l));
-  write_routes(f, p);
+  g_autoptr(GArray) pairs = route_pairs(p);
+  for (guint i = 0; pair_links(p) && i < pairs->len; i++)
+    fprintf(f, "<link id=\"p%u\" bandwidth=\"%gBps\" latency=\"0s\"/>\n", i, SIM_PAIR_LINK_BPS);
+  write_routes(f, p, pairs);
   fprintf(f, "</zone>\n</platform>\n");
   if (fclose(f) != 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s", path);
@@ -385,16 +418,22 @@ static gboolean read_all(int fd, void *buf, size_t n) {
 /* Runs the program and writes its outcome to fd; never returns. */
 static void run_child(const SimProgram *p, const char *xml, int fd) {
   int argc = 7;
-  char *argv[] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                  /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
-                   * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
-                   * an unbounded gamma removes the window and keeps the rate bounds */
-                  "--cfg=network/TCP-gamma:1e300",
-                  /* the default lazy (selective) update of SimGrid 3.32 let an oversubscribed
-                   * leaf uplink carry 118% of its rate on one plan (docs/sim.md); the full
-                   * update keeps every link within its rate */
-                  "--cfg=network/optim:Full", "--cfg=contexts/stack-size:256",
-                  "--log=root.thresh:critical", NULL};
+  char *argv[16] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                    /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
+                     * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
+                     * an unbounded gamma removes the window and keeps the rate bounds */
+                    "--cfg=network/TCP-gamma:1e300",
+                    /* the flow model: the full update (SimGrid's lazy one let an oversubscribed
+                     * leaf uplink carry 118% of its rate on one plan, docs/sim.md); the
+                     * executor: the lazy one with pair links (pair_links above) */
+                    pair_links(p) ? "--cfg=network/optim:Lazy" : "--cfg=network/optim:Full",
+                    "--cfg=contexts/stack-size:256", "--log=root.thresh:critical", NULL};
+  /* REFIT_SIM_CFG: more SimGrid options, space-separated, for experiments (docs/sim.md, Speed) */
+  const char *more = g_getenv("REFIT_SIM_CFG");
+  g_auto(GStrv) extra = g_strsplit(more ? more : "", " ", 8);
+  for (int i = 0; extra[i] && argc < 15; i++)
+    if (*extra[i]) argv[argc++] = extra[i];
+  argv[argc] = NULL;
   simgrid_init(&argc, argv);
   simgrid_load_platform(xml);
   memset(&S, 0, sizeof S);
