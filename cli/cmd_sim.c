@@ -323,9 +323,10 @@ static void print_summary(const Row *rows, int nrows) {
 static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
                               RfSoftware sw, RfSwVariant swv, const RfCalibration *cal,
                               const RfStrategy *strategies, int ns, Row *rows, GError **error) {
-  /* refit's executor builds refit run's schedule and counts its memory itself: the memory line
-   * is taken from it (the same count, of that schedule) and checked after the run, and the
-   * staging chosen here is handed to it (one choice, one schedule build per plan) */
+  /* refit's executor builds refit run's schedule and counts its memory itself: where
+   * rf_memory_of_run would build that schedule too, the memory line is taken from the executor's
+   * (the same count, of that schedule) and checked after the run; the staging chosen here is
+   * handed to it (one choice, one schedule build per plan) */
   const gboolean exec =
       sw == RF_SOFTWARE_REFIT && rf_variant_resolve(sw, swv) == RF_VARIANT_EXECUTOR;
   for (int i = 0; i < ns; i++) {
@@ -346,7 +347,8 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
       r->have_staging = TRUE;
       rf_sim_executor_use_staging(ex, exec ? &r->staging : NULL);
     }
-    const gboolean after = exec && !mr.bucket_bytes; /* the memory line from the executor's run */
+    /* the memory line from the executor's run */
+    const gboolean after = plan && exec && rf_memory_run_builds(plan, &mr);
     if (plan && !after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
       rf_plan_free(plan);
       plan = NULL;

@@ -238,6 +238,14 @@ static void mark_phase(int ph, double start, double end) {
   if (end > S.out.end_s[ph]) S.out.end_s[ph] = end;
 }
 
+/* The actor's copies and host time are slept in one piece where nothing happens between them
+ * (an unpack, the next pack and its group's launch): each sleep is a SimGrid event, and the times
+ * are the same (the clock plus the owed time). */
+static void pay(double *owed) {
+  if (*owed > 0) sg_actor_sleep_for(*owed);
+  *owed = 0;
+}
+
 static void rank_actor(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -248,10 +256,12 @@ static void rank_actor(int argc, char **argv) {
   int cur[SIM_MAX_LANES], next = 0;
   double posted[SIM_MAX_LANES], done_at[SIM_MAX_LANES] = {0};
   GArray *comms[SIM_MAX_LANES];
+  uint64_t moving = 0; /* lanes with comms in flight (bit per lane) */
+  G_STATIC_ASSERT(SIM_MAX_LANES <= 64);
   for (int l = 0; l < SIM_MAX_LANES; l++)
     comms[l] = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
   void *slot = NULL;
-  if (e->setup_s > 0) sg_actor_sleep_for(e->setup_s);
+  double owed = e->setup_s > 0 ? e->setup_s : 0; /* sleep not yet taken */
   for (uint64_t i = e->prog_first[rank]; i < e->prog_first[rank + 1]; i++) {
     const RfSchedOp *op = &e->prog[i];
     const int lane = op->lane;
@@ -259,19 +269,21 @@ static void rank_actor(int argc, char **argv) {
     case RF_SOP_PACK:
       g_assert(next < nr && R[next].round == op->round);
       cur[lane] = next++;
-      if (R[cur[lane]].pack_s > 0) sg_actor_sleep_for(R[cur[lane]].pack_s);
+      if (R[cur[lane]].pack_s > 0) owed += R[cur[lane]].pack_s;
       break;
     case RF_SOP_POST: {
       const SimExecRound *r = &R[cur[lane]];
       /* the host enqueues the group (while the groups before it still move); on the one
        * communication stream it starts when the rank's groups before it are done */
-      if (e->launch_s > 0) sg_actor_sleep_for(e->launch_s);
-      for (int l = 0; l < SIM_MAX_LANES; l++)
-        if (comms[l]->len) {
-          sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
-          g_array_set_size(comms[l], 0);
-          done_at[l] = simgrid_get_clock();
-        }
+      if (e->launch_s > 0) owed += e->launch_s;
+      pay(&owed);
+      for (uint64_t m = moving; m; m &= m - 1) {
+        const int l = __builtin_ctzll(m);
+        sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
+        g_array_set_size(comms[l], 0);
+        done_at[l] = simgrid_get_clock();
+      }
+      moving = 0;
       double now = simgrid_get_clock();
       posted[lane] = now;
       if (!S.out.step_start_s[r->step] || now < S.out.step_start_s[r->step])
@@ -292,15 +304,18 @@ static void rank_actor(int argc, char **argv) {
             sg_mailbox_put_async(sg_mailbox_by_name(name), &token, (long)(sd->bytes + 0.5));
         g_array_append_val(comms[lane], c);
       }
+      if (comms[lane]->len) moving |= UINT64_C(1) << lane;
       break;
     }
     case RF_SOP_WAIT: {
       const SimExecRound *r = &R[cur[lane]];
+      pay(&owed);
       if (comms[lane]->len) {
         sg_comm_wait_all((sg_comm_t *)(void *)comms[lane]->data, comms[lane]->len);
         g_array_set_size(comms[lane], 0);
         done_at[lane] = simgrid_get_clock();
       }
+      moving &= ~(UINT64_C(1) << lane);
       double now = MAX(done_at[lane], posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)
         mark_phase(e->sends[r->send_first + k].phase, posted[lane], now);
@@ -309,13 +324,14 @@ static void rank_actor(int argc, char **argv) {
     }
     case RF_SOP_UNPACK: {
       const SimExecRound *r = &R[cur[lane]];
-      if (r->unpack_s > 0) sg_actor_sleep_for(r->unpack_s);
-      double now = simgrid_get_clock();
+      if (r->unpack_s > 0) owed += r->unpack_s;
+      double now = simgrid_get_clock() + owed;
       if (now > S.out.step_end_s[r->step]) S.out.step_end_s[r->step] = now;
       break;
     }
     }
   }
+  pay(&owed); /* the last unpack ends the rank's refit */
   for (int l = 0; l < SIM_MAX_LANES; l++)
     g_array_free(comms[l], TRUE);
 }

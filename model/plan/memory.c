@@ -401,6 +401,12 @@ static void staged_unbuilt(const RfPlan *plan, const RfMemoryRun *run, RfMemory 
   g_free(sg.recv_max);
 }
 
+gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run) {
+  if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) return FALSE;
+  const gboolean pipe = !run->staged && rf_schedule_pipelines(plan);
+  return !run->max_segments || segments_of(plan, run, pipe) <= run->max_segments;
+}
+
 gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,
                           GError **error) {
   if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) {
