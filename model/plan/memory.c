@@ -194,6 +194,13 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_free(pbytes);
 }
 
+/* A piece an inference rank received: its transfer, stage and piece, together (the lists are
+ * scanned once per piece the rank sends of that part). */
+typedef struct {
+  uint64_t t;
+  uint32_t stage, piece;
+} Got;
+
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
@@ -249,12 +256,12 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
     fill[i] = list_first[i];
   }
   g_array_free(count, TRUE);
-  uint64_t *list = rf_big_alloc(sizeof(uint64_t) * (list_first[nlists] + 1));
+  Got *list = rf_big_alloc(sizeof(Got) * (list_first[nlists] + 1));
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
     if (!infer[x->dst]) continue;
     const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->dst, plan->pieces[x->piece].part));
-    list[fill[rf_u64map_get(&slot_of, k, 0) - 1]++] = t;
+    list[fill[rf_u64map_get(&slot_of, k, 0) - 1]++] = (Got){t, x->stage, x->piece};
   }
   g_free(fill);
   int32_t *last_use = g_new(int32_t, plan->nxfers + 1);
@@ -266,22 +273,21 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
     if (!infer[x->src]) continue;
     const int32_t i = rf_u64map_get(&slot_of, GPOINTER_TO_SIZE(rank_part(x->src, pc->part)), 0);
     if (!i) continue;
-    const uint64_t *g = list + list_first[i - 1], len = list_first[i] - list_first[i - 1];
+    const Got *g = list + list_first[i - 1];
+    const uint64_t len = list_first[i] - list_first[i - 1];
     gboolean whole = FALSE;
     for (uint64_t k = 0; k < len && !whole; k++) { /* one holding all of it */
-      const uint64_t u = g[k];
-      if (plan->xfers[u].stage >= x->stage) break;
-      if (rf_box_contains(&plan->pieces[plan->xfers[u].piece].box, &pc->box, ndim)) {
-        last_use[u] = MAX(last_use[u], xl[t]);
+      if (g[k].stage >= x->stage) break;
+      if (rf_box_contains(&plan->pieces[g[k].piece].box, &pc->box, ndim)) {
+        last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
         whole = TRUE;
       }
     }
     for (uint64_t k = 0; k < len && !whole; k++) { /* else every one meeting it */
-      const uint64_t u = g[k];
       RfBox in;
-      if (plan->xfers[u].stage >= x->stage) break;
-      if (rf_box_intersect(&plan->pieces[plan->xfers[u].piece].box, &pc->box, ndim, &in))
-        last_use[u] = MAX(last_use[u], xl[t]);
+      if (g[k].stage >= x->stage) break;
+      if (rf_box_intersect(&plan->pieces[g[k].piece].box, &pc->box, ndim, &in))
+        last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
     }
   }
   rf_u64map_free(&slot_of);
