@@ -323,6 +323,12 @@ static void print_summary(const Row *rows, int nrows) {
 static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
                               RfSoftware sw, RfSwVariant swv, const RfCalibration *cal,
                               const RfStrategy *strategies, int ns, Row *rows, GError **error) {
+  /* refit's executor builds refit run's schedule and counts its memory itself: where
+   * rf_memory_of_run would build that schedule too, the memory line is taken from the executor's
+   * (the same count, of that schedule) and checked after the run; the staging chosen here is
+   * handed to it (one choice, one schedule build per plan) */
+  const gboolean exec =
+      sw == RF_SOFTWARE_REFIT && rf_variant_resolve(sw, swv) == RF_VARIANT_EXECUTOR;
   for (int i = 0; i < ns; i++) {
     Row *r = &rows[i];
     r->strategy = strategies[i];
@@ -339,12 +345,15 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     if (plan) {
       rf_calibration_memory_run_plan(cal, plan, pa->double_bank ? 2 : 1, &mr, &r->staging);
       r->have_staging = TRUE;
+      rf_sim_executor_use_staging(ex, exec ? &r->staging : NULL);
     }
-    if (plan && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
+    /* the memory line from the executor's run */
+    const gboolean after = plan && exec && rf_memory_run_builds(plan, &mr);
+    if (plan && !after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
       rf_plan_free(plan);
       plan = NULL;
     }
-    if (plan && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
+    if (plan && !after && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
       rf_plan_free(plan);
       plan = NULL;
       g_prefix_error(&r->error, "%s: ", rf_strategy_name(strategies[i]));
@@ -357,6 +366,13 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
         if (r->stats.have_exec_mem && !mr.bucket_bytes) {
           r->mem = r->stats.exec_mem;
           rf_memory_set_banks(&r->mem, mr.banks);
+        } else if (after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
+          r->ok = FALSE;
+        }
+        if (after && r->ok &&
+            !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
+          r->ok = FALSE;
+          g_prefix_error(&r->error, "%s: ", rf_strategy_name(strategies[i]));
         }
       }
       rf_plan_free(plan);

@@ -5,6 +5,7 @@
 #include "comm_rate.h"
 #include "error.h"
 #include "internal.h"
+#include "u64map.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -44,18 +45,47 @@ static gboolean hbm_slack(const SimProgram *p, int h) {
   return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
 }
 
-/* Routes for the (source, destination) pairs the program uses, and only those. */
-static void write_routes(FILE *f, const SimProgram *p) {
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+/* The executor's simulation uses SimGrid's selective (lazy) max-min update, which re-solves only
+ * the constraints linked to what changed, with one pair link per route: the route's first link,
+ * its own, far faster than any other link (it never binds: the sharing is the same without it).
+ * Why: SimGrid 3.32 finds what to re-solve when a message's latency ends (System::enable_var)
+ * from the message's first link only (update_modified_cnst_set_from_variable: cnsts_[0]); when
+ * that link is already marked in the same instant (another message from the same sender started
+ * or ended then), the message's other links are not re-solved, and it gets a rate that ignores
+ * them (its receiver's NIC carried more than its rate). A link of its own pair is marked only
+ * through a message of that pair, whose route, the same, is then marked whole. The full update
+ * re-solves everything at every message start and end (REFIT_SIM_REFERENCE=1, the tests'
+ * reference): the same times to SimGrid's timing precision (docs/sim.md, Speed). */
+#define SIM_PAIR_LINK_BPS 1e18
+
+static gboolean pair_links(const SimProgram *p) {
+  return p->exec && !p->full_update;
+}
+
+/* The distinct (source, destination) pairs of the program's flows, in first-seen order. */
+static GArray *route_pairs(const SimProgram *p) {
+  GArray *pairs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  RfU64Map seen;
+  rf_u64map_init(&seen, 1024, FALSE);
   for (guint i = 0; i < p->flows->len; i++) {
     const SimFlow *fl = &g_array_index(p->flows, SimFlow, i);
-    guint64 key = ((guint64)fl->src << 32) | (guint32)fl->dst;
-    if (g_hash_table_contains(seen, &key)) continue;
-    guint64 *k = g_new(guint64, 1);
-    *k = key;
-    g_hash_table_add(seen, k);
-    int links[8], n = sim_route(p, fl->src, fl->dst, links);
-    fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", fl->src, fl->dst);
+    const uint64_t key = ((uint64_t)(uint32_t)fl->src << 32 | (uint32_t)fl->dst) + 1;
+    if (rf_u64map_get(&seen, key, 0)) continue;
+    rf_u64map_set(&seen, key, 1);
+    g_array_append_val(pairs, key);
+  }
+  rf_u64map_free(&seen);
+  return pairs;
+}
+
+/* Routes for the (source, destination) pairs the program uses, and only those. */
+static void write_routes(FILE *f, const SimProgram *p, const GArray *pairs) {
+  for (guint i = 0; i < pairs->len; i++) {
+    const uint64_t key = g_array_index(pairs, uint64_t, i) - 1;
+    const int src = (int)(key >> 32), dst = (int)(uint32_t)key;
+    int links[8], n = sim_route(p, src, dst, links);
+    fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", src, dst);
+    if (pair_links(p)) fprintf(f, "<link_ctn id=\"p%u\"/>", i);
     for (int j = 0; j < n; j++) {
       int h = links[j] / SIM_HOST_LINKS;
       if (p->exec && !p->exact_routes && links[j] % SIM_HOST_LINKS == SIM_LINK_HBM &&
@@ -81,7 +111,10 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
   for (int l = 0; l < sim_nlinks(p); l++)
     fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
             sim_link_Bps(p, l), link_latency_s(p, l));
-  write_routes(f, p);
+  g_autoptr(GArray) pairs = route_pairs(p);
+  for (guint i = 0; pair_links(p) && i < pairs->len; i++)
+    fprintf(f, "<link id=\"p%u\" bandwidth=\"%gBps\" latency=\"0s\"/>\n", i, SIM_PAIR_LINK_BPS);
+  write_routes(f, p, pairs);
   fprintf(f, "</zone>\n</platform>\n");
   if (fclose(f) != 0) {
     g_set_error(error, RF_ERROR, RF_ERROR_IO, "sim: cannot write %s", path);
@@ -205,6 +238,14 @@ static void mark_phase(int ph, double start, double end) {
   if (end > S.out.end_s[ph]) S.out.end_s[ph] = end;
 }
 
+/* The actor's copies and host time are slept in one piece where nothing happens between them
+ * (an unpack, the next pack and its group's launch): each sleep is a SimGrid event, and the times
+ * are the same (the clock plus the owed time). */
+static void pay(double *owed) {
+  if (*owed > 0) sg_actor_sleep_for(*owed);
+  *owed = 0;
+}
+
 static void rank_actor(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -215,10 +256,12 @@ static void rank_actor(int argc, char **argv) {
   int cur[SIM_MAX_LANES], next = 0;
   double posted[SIM_MAX_LANES], done_at[SIM_MAX_LANES] = {0};
   GArray *comms[SIM_MAX_LANES];
+  uint64_t moving = 0; /* lanes with comms in flight (bit per lane) */
+  G_STATIC_ASSERT(SIM_MAX_LANES <= 64);
   for (int l = 0; l < SIM_MAX_LANES; l++)
     comms[l] = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
   void *slot = NULL;
-  if (e->setup_s > 0) sg_actor_sleep_for(e->setup_s);
+  double owed = e->setup_s > 0 ? e->setup_s : 0; /* sleep not yet taken */
   for (uint64_t i = e->prog_first[rank]; i < e->prog_first[rank + 1]; i++) {
     const RfSchedOp *op = &e->prog[i];
     const int lane = op->lane;
@@ -226,19 +269,21 @@ static void rank_actor(int argc, char **argv) {
     case RF_SOP_PACK:
       g_assert(next < nr && R[next].round == op->round);
       cur[lane] = next++;
-      if (R[cur[lane]].pack_s > 0) sg_actor_sleep_for(R[cur[lane]].pack_s);
+      if (R[cur[lane]].pack_s > 0) owed += R[cur[lane]].pack_s;
       break;
     case RF_SOP_POST: {
       const SimExecRound *r = &R[cur[lane]];
       /* the host enqueues the group (while the groups before it still move); on the one
        * communication stream it starts when the rank's groups before it are done */
-      if (e->launch_s > 0) sg_actor_sleep_for(e->launch_s);
-      for (int l = 0; l < SIM_MAX_LANES; l++)
-        if (comms[l]->len) {
-          sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
-          g_array_set_size(comms[l], 0);
-          done_at[l] = simgrid_get_clock();
-        }
+      if (e->launch_s > 0) owed += e->launch_s;
+      pay(&owed);
+      for (uint64_t m = moving; m; m &= m - 1) {
+        const int l = __builtin_ctzll(m);
+        sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
+        g_array_set_size(comms[l], 0);
+        done_at[l] = simgrid_get_clock();
+      }
+      moving = 0;
       double now = simgrid_get_clock();
       posted[lane] = now;
       if (!S.out.step_start_s[r->step] || now < S.out.step_start_s[r->step])
@@ -259,15 +304,18 @@ static void rank_actor(int argc, char **argv) {
             sg_mailbox_put_async(sg_mailbox_by_name(name), &token, (long)(sd->bytes + 0.5));
         g_array_append_val(comms[lane], c);
       }
+      if (comms[lane]->len) moving |= UINT64_C(1) << lane;
       break;
     }
     case RF_SOP_WAIT: {
       const SimExecRound *r = &R[cur[lane]];
+      pay(&owed);
       if (comms[lane]->len) {
         sg_comm_wait_all((sg_comm_t *)(void *)comms[lane]->data, comms[lane]->len);
         g_array_set_size(comms[lane], 0);
         done_at[lane] = simgrid_get_clock();
       }
+      moving &= ~(UINT64_C(1) << lane);
       double now = MAX(done_at[lane], posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)
         mark_phase(e->sends[r->send_first + k].phase, posted[lane], now);
@@ -276,13 +324,14 @@ static void rank_actor(int argc, char **argv) {
     }
     case RF_SOP_UNPACK: {
       const SimExecRound *r = &R[cur[lane]];
-      if (r->unpack_s > 0) sg_actor_sleep_for(r->unpack_s);
-      double now = simgrid_get_clock();
+      if (r->unpack_s > 0) owed += r->unpack_s;
+      double now = simgrid_get_clock() + owed;
       if (now > S.out.step_end_s[r->step]) S.out.step_end_s[r->step] = now;
       break;
     }
     }
   }
+  pay(&owed); /* the last unpack ends the rank's refit */
   for (int l = 0; l < SIM_MAX_LANES; l++)
     g_array_free(comms[l], TRUE);
 }
@@ -385,16 +434,22 @@ static gboolean read_all(int fd, void *buf, size_t n) {
 /* Runs the program and writes its outcome to fd; never returns. */
 static void run_child(const SimProgram *p, const char *xml, int fd) {
   int argc = 7;
-  char *argv[] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                  /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
-                   * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
-                   * an unbounded gamma removes the window and keeps the rate bounds */
-                  "--cfg=network/TCP-gamma:1e300",
-                  /* the default lazy (selective) update of SimGrid 3.32 let an oversubscribed
-                   * leaf uplink carry 118% of its rate on one plan (docs/sim.md); the full
-                   * update keeps every link within its rate */
-                  "--cfg=network/optim:Full", "--cfg=contexts/stack-size:256",
-                  "--log=root.thresh:critical", NULL};
+  char *argv[16] = {"refit-sim", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                    /* no TCP window: BRIEF section 6 says TCP-gamma:0, but CM02 then also
+                     * drops a flow's own rate bound (bound = min(rate, gamma / 2 latency));
+                     * an unbounded gamma removes the window and keeps the rate bounds */
+                    "--cfg=network/TCP-gamma:1e300",
+                    /* the flow model: the full update (SimGrid's lazy one let an oversubscribed
+                     * leaf uplink carry 118% of its rate on one plan, docs/sim.md); the
+                     * executor: the lazy one with pair links (pair_links above) */
+                    pair_links(p) ? "--cfg=network/optim:Lazy" : "--cfg=network/optim:Full",
+                    "--cfg=contexts/stack-size:256", "--log=root.thresh:critical", NULL};
+  /* REFIT_SIM_CFG: more SimGrid options, space-separated, for experiments (docs/sim.md, Speed) */
+  const char *more = g_getenv("REFIT_SIM_CFG");
+  g_auto(GStrv) extra = g_strsplit(more ? more : "", " ", 8);
+  for (int i = 0; extra[i] && argc < 15; i++)
+    if (*extra[i]) argv[argc++] = extra[i];
+  argv[argc] = NULL;
   simgrid_init(&argc, argv);
   simgrid_load_platform(xml);
   memset(&S, 0, sizeof S);

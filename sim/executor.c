@@ -15,6 +15,8 @@ typedef struct {
   RfCalibration calib; /* in use */
   RfSimStats stats;
   gboolean have_stats;
+  gboolean have_staging; /* rf_sim_executor_use_staging: chosen by the caller */
+  RfStaging staging;
 } SimState;
 
 static void stats_clear(RfSimStats *s) {
@@ -219,10 +221,17 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   gint64 t0 = g_get_monotonic_time();
   memset(out, 0, sizeof *out);
   int max_flows = st->opt.max_hosts_pairs > 0 ? st->opt.max_hosts_pairs : 15000;
-  g_autoptr(SimProgram) p = build_fitting(plan, &st->calib, st->opt.group, max_flows, error);
+  RfCalibration cal = st->calib; /* shallow: the staging the caller chose, given */
+  if (st->have_staging) {
+    cal.exec_staging_bytes = (double)st->staging.staging_bytes;
+    cal.exec_slots = st->staging.slots;
+    cal.exec_max_ops = st->staging.max_ops;
+  }
+  g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, error);
   if (!p) return FALSE;
   SimOutcome oc;
   p->progress = st->opt.progress;
+  p->full_update = g_getenv("REFIT_SIM_REFERENCE") != NULL; /* engine.c: experiments */
   gint64 te = g_get_monotonic_time();
   gboolean ran = sim_engine_run(p, st->opt.keep_platform, &oc, error);
   if (g_getenv("REFIT_SIM_VERBOSE"))
@@ -277,6 +286,12 @@ RfExecutor *rf_sim_executor_new(const RfSimOptions *opt) {
   memset(&st->opt.calib, 0, sizeof st->opt.calib);
   if (!st->have_calib) rf_calibration_defaults(&st->calib);
   return ex;
+}
+
+void rf_sim_executor_use_staging(RfExecutor *ex, const RfStaging *staging) {
+  SimState *st = ex->state;
+  st->have_staging = staging != NULL;
+  if (staging) st->staging = *staging;
 }
 
 const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex) {

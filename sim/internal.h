@@ -117,6 +117,8 @@ typedef struct {
   gboolean progress;     /* the executor's simulation prints progress on stderr (long runs) */
   gboolean exact_routes; /* executor: keep HBM links that cannot bind on the routes (tests: the
                             reference the engine's pruned platform is checked against) */
+  gboolean full_update;  /* executor: SimGrid's full max-min update, no pair links (engine.c;
+                            the reference the lazy update is checked against) */
 } SimProgram;
 
 /* The plan's movement between GPUs as the simulator models it (export pieces routed as NCCL

@@ -206,6 +206,10 @@ typedef struct {
 
 /* The SimGrid executor. opt may be NULL (calibration of the problem's topology). */
 RfExecutor *rf_sim_executor_new(const RfSimOptions *opt);
+/* refit's executor variant: the next runs use this staging bound, lanes and operation bound
+ * (chosen for the plan by rf_calibration_memory_run_plan) instead of choosing them again (a pass
+ * over the plan's memory each); NULL: choose them (the default). */
+void rf_sim_executor_use_staging(RfExecutor *ex, const RfStaging *staging);
 /* Statistics of the executor's last run (NULL before one). Owned by the executor. */
 const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex);
 

@@ -199,10 +199,11 @@ static void test_schedule_counts(void) {
 }
 
 /* rf_memory_of_run, the one model: on every strategy of the tiny models it is the count of refit
- * run's schedule (the same schedule built here), with the weights once in place and twice with a
- * double bank; above max_segments a staged plan keeps the schedule's holding exactly (pieces by
- * stage) and bounds its staging from above by whole lanes; NeMo RL's gather-broadcast counts its
- * reused buckets: buffers x (bucket + the largest parameter), capped at the model. */
+ * run's schedule (the same schedule built here; rf_memory_run_builds says when it builds one),
+ * with the weights once in place and twice with a double bank; above max_segments a staged plan
+ * keeps the schedule's holding exactly (pieces by stage) and bounds its staging from above by whole
+ * lanes; NeMo RL's gather-broadcast counts its reused buckets: buffers x (bucket + the largest
+ * parameter), capped at the model. */
 static void test_run_counts(void) {
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
     RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
@@ -222,6 +223,7 @@ static void test_run_counts(void) {
       rf_schedule_free(sg);
       g_assert_true(rf_memory_of_run(plan, &run, &one, &e));
       g_assert_cmpint(one.from, ==, RF_MEMORY_FROM_SCHEDULE);
+      g_assert_true(rf_memory_run_builds(plan, &run)); /* it builds the schedule: says so */
       g_assert_cmpint(one.banks, ==, 1);
       g_assert_cmpuint(one.peak_bytes, ==, want.peak_bytes);
       g_assert_cmpuint(one.hold_bytes, ==, want.hold_bytes);
@@ -233,6 +235,7 @@ static void test_run_counts(void) {
       run.max_segments = 1; /* too large to build */
       g_assert_true(rf_memory_of_run(plan, &run, &big, &e));
       g_assert_cmpint(big.from, ==, RF_MEMORY_FROM_STAGES);
+      g_assert_false(rf_memory_run_builds(plan, &run));
       if (!pipe) {
         g_assert_cmpuint(big.hold_bytes, ==, want.hold_bytes);
         g_assert_cmpuint(big.staging_bytes, >=, want.staging_bytes);
@@ -243,6 +246,7 @@ static void test_run_counts(void) {
       run.buffers = 2;
       RfMemory nrl;
       g_assert_true(rf_memory_of_run(plan, &run, &nrl, &e));
+      g_assert_cmpint(rf_memory_run_builds(plan, &run), ==, nrl.from == RF_MEMORY_FROM_SCHEDULE);
       if (s == RF_STRATEGY_GATHER_BROADCAST) {
         g_assert_cmpint(nrl.from, ==, RF_MEMORY_FROM_BUCKETS);
         g_assert_cmpuint(nrl.hold_bytes, >, 2 * 1000);

@@ -52,11 +52,6 @@ static int event_cmp(const void *a, const void *b) {
   return x->delta < y->delta ? -1 : x->delta > y->delta; /* frees first */
 }
 
-static guint key_hash(gconstpointer k) {
-  guint64 x = (guint64)GPOINTER_TO_SIZE(k) * 0x9E3779B97F4A7C15ull;
-  return (guint)(x >> 32);
-}
-
 /* (rank, part) packed into a pointer-sized key, never NULL. */
 static gpointer rank_part(int rank, uint32_t part) {
   return GSIZE_TO_POINTER((((gsize)(guint32)rank << 32) | part) + 1);
@@ -199,6 +194,13 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   g_free(pbytes);
 }
 
+/* A piece an inference rank received: its transfer, stage and piece, together (the lists are
+ * scanned once per piece the rank sends of that part). */
+typedef struct {
+  uint64_t t;
+  uint32_t stage, piece;
+} Got;
+
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
@@ -226,45 +228,71 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
   /* The holding store as real/ lays it out (real/lists.c): an inference rank sends a piece from
    * the pieces of its part it received at earlier stages, the first one holding all of the
    * piece, or else every one meeting it; a received piece it sends from is held from its first
-   * round to the last round of those sends. Transfers are sorted by stage. */
+   * round to the last round of those sends. Transfers are sorted by stage, so the pieces a rank
+   * received of a part are listed in transfer order and a send looks only at those of earlier
+   * stages. The lists: one array, by (rank, part) (an RfU64Map of slots; a GHashTable of arrays
+   * cost a node, an array and a pointer chase per key, and Kimi K3's tens of millions of
+   * transfers made it the larger part of this pass). */
+  RfU64Map slot_of; /* (rank, part) -> its list + 1 */
+  rf_u64map_init(&slot_of, 1024, FALSE);
+  GArray *count = g_array_new(FALSE, TRUE, sizeof(uint64_t)); /* per list, then its offset */
+  for (uint64_t t = 0; t < plan->nxfers; t++) {
+    const RfTransfer *x = &plan->xfers[t];
+    if (!infer[x->dst]) continue;
+    const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->dst, plan->pieces[x->piece].part));
+    int32_t i = rf_u64map_get(&slot_of, k, 0);
+    if (!i) {
+      g_array_set_size(count, count->len + 1);
+      i = (int32_t)count->len;
+      rf_u64map_set(&slot_of, k, i);
+    }
+    g_array_index(count, uint64_t, i - 1)++;
+  }
+  const guint nlists = count->len;
+  uint64_t *list_first = g_new(uint64_t, (size_t)nlists + 1), *fill = g_new(uint64_t, nlists + 1);
+  list_first[0] = 0;
+  for (guint i = 0; i < nlists; i++) {
+    list_first[i + 1] = list_first[i] + g_array_index(count, uint64_t, i);
+    fill[i] = list_first[i];
+  }
+  g_array_free(count, TRUE);
+  Got *list = rf_big_alloc(sizeof(Got) * (list_first[nlists] + 1));
+  for (uint64_t t = 0; t < plan->nxfers; t++) {
+    const RfTransfer *x = &plan->xfers[t];
+    if (!infer[x->dst]) continue;
+    const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->dst, plan->pieces[x->piece].part));
+    list[fill[rf_u64map_get(&slot_of, k, 0) - 1]++] = (Got){t, x->stage, x->piece};
+  }
+  g_free(fill);
   int32_t *last_use = g_new(int32_t, plan->nxfers + 1);
-  GHashTable *got =
-      g_hash_table_new_full(key_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
     const RfPiece *pc = &plan->pieces[x->piece];
     const int ndim = pb->model->parts[pc->part].ndim;
     last_use[t] = -1;
-    if (infer[x->src]) {
-      GArray *g = g_hash_table_lookup(got, rank_part(x->src, pc->part));
-      gboolean whole = FALSE;
-      for (guint k = 0; g && k < g->len && !whole; k++) { /* one holding all of it */
-        const uint64_t u = g_array_index(g, uint64_t, k);
-        if (plan->xfers[u].stage >= x->stage) break;
-        if (rf_box_contains(&plan->pieces[plan->xfers[u].piece].box, &pc->box, ndim)) {
-          last_use[u] = MAX(last_use[u], xl[t]);
-          whole = TRUE;
-        }
-      }
-      for (guint k = 0; g && k < g->len && !whole; k++) { /* else every one meeting it */
-        const uint64_t u = g_array_index(g, uint64_t, k);
-        RfBox in;
-        if (plan->xfers[u].stage >= x->stage) break;
-        if (rf_box_intersect(&plan->pieces[plan->xfers[u].piece].box, &pc->box, ndim, &in))
-          last_use[u] = MAX(last_use[u], xl[t]);
+    if (!infer[x->src]) continue;
+    const int32_t i = rf_u64map_get(&slot_of, GPOINTER_TO_SIZE(rank_part(x->src, pc->part)), 0);
+    if (!i) continue;
+    const Got *g = list + list_first[i - 1];
+    const uint64_t len = list_first[i] - list_first[i - 1];
+    gboolean whole = FALSE;
+    for (uint64_t k = 0; k < len && !whole; k++) { /* one holding all of it */
+      if (g[k].stage >= x->stage) break;
+      if (rf_box_contains(&plan->pieces[g[k].piece].box, &pc->box, ndim)) {
+        last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
+        whole = TRUE;
       }
     }
-    if (infer[x->dst]) {
-      gpointer k = rank_part(x->dst, pc->part);
-      GArray *g = g_hash_table_lookup(got, k);
-      if (!g) {
-        g = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-        g_hash_table_insert(got, k, g);
-      }
-      g_array_append_val(g, t);
+    for (uint64_t k = 0; k < len && !whole; k++) { /* else every one meeting it */
+      RfBox in;
+      if (g[k].stage >= x->stage) break;
+      if (rf_box_intersect(&plan->pieces[g[k].piece].box, &pc->box, ndim, &in))
+        last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
     }
   }
-  g_hash_table_destroy(got);
+  rf_u64map_free(&slot_of);
+  g_free(list_first);
+  g_free(list);
   GArray **ev = g_new0(GArray *, n);
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     if (last_use[t] < 0) continue;
@@ -399,6 +427,12 @@ static void staged_unbuilt(const RfPlan *plan, const RfMemoryRun *run, RfMemory 
   g_free(at);
   g_free(sg.send_max);
   g_free(sg.recv_max);
+}
+
+gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run) {
+  if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) return FALSE;
+  const gboolean pipe = !run->staged && rf_schedule_pipelines(plan);
+  return !run->max_segments || segments_of(plan, run, pipe) <= run->max_segments;
 }
 
 gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,

@@ -75,6 +75,10 @@ void rf_memory_run_init(RfMemoryRun *run);
  * Cost: the schedule's build (segments), or rf_memory_of_plan_staging's above max_segments. */
 gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,
                           GError **error);
+/* TRUE when rf_memory_of_run(plan, run) builds refit run's schedule (what a caller that builds
+ * that schedule anyway can count instead, with rf_memory_of_schedule): no buckets, and the
+ * schedule within run->max_segments. Cost: the plan's messages. */
+gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run);
 /* Count banks (1 or 2) weight banks in m: peak_bytes moves by the difference. */
 void rf_memory_set_banks(RfMemory *m, int banks);
 
