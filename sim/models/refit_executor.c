@@ -18,16 +18,18 @@
  *   of the bytes it received, at the device copy rate.
  * A self-send (source rank = destination rank) is a pack and an unpack, no transfer.
  *
- * That is the exact model (group 1). Its cost is SimGrid's: every message start and end
- * re-solves the sharing of all messages in flight, so it grows with ranks x messages (DeepSeek-V3
- * on 512 GB200 ranks: 441 k messages, 74 s). A coarse platform (group g > 1, g GPUs of a domain
- * per simulated host) runs one actor per host: the union of its ranks' programs, the ranks of a
- * host taking each round together (coupled: a round waits for the slowest of them; on the four
- * reported configurations the coarse model of 8 GPUs per host comes out 0.2-8.4% slower than the
- * exact one, experiments/executor_scale.py). `refit sim` picks it above SIM_EXEC_EXACT_RANKS
- * ranks (sim/executor.c). The steps
- * (one per round, on its lane) and their flows only name the rounds for the timeline and give the
- * platform its routes; the actors do not use them. */
+ * That is the exact model (group 1). Its cost is SimGrid's: a message's start and end re-solve
+ * the sharing of the messages whose links it shares (the lazy max-min update with a link of its
+ * own per route pair, sim/engine.c; the full update, REFIT_SIM_REFERENCE=1, re-solves all
+ * messages in flight and gives the same times to SimGrid's precision), so it grows with ranks x
+ * messages (DeepSeek-V3 on 512 GB200 ranks: 441 k messages, docs/sim.md Speed). A coarse platform
+ * (group g > 1, g GPUs of a domain per simulated host) runs one actor per host: the union of its
+ * ranks' programs, the ranks of a host taking each round together (coupled: a round waits for the
+ * slowest of them; on the four reported configurations the coarse model of 8 GPUs per host comes
+ * out 0.2-8.4% slower than the exact one, experiments/executor_scale.py). `refit sim` picks it
+ * above SIM_EXEC_EXACT_RANKS ranks (sim/executor.c). The steps (one per round, on its lane) and
+ * their flows only name the rounds for the timeline and give the platform its routes; the actors do
+ * not use them. */
 #include "error.h"
 #include "memory.h"
 #include "schedule.h"
