@@ -1,9 +1,10 @@
-/* Large arrays of plain data (a plan's transfers, their sort buffer, per-transfer counts):
- * allocated with GLib, freed with g_free, and advised to the kernel as candidates for huge pages
- * where it supports them (Linux transparent huge pages in "madvise" mode). A plan of tens of
- * millions of transfers is written once and scattered by a sort: with 4 KiB pages nearly every
- * write of the scatter misses the TLB, and filling the pages costs a fault each (issue 26).
- * Advice only: contents, addresses and results are the same without it. */
+/* Large arrays of plain data (a plan's transfers and messages, per-transfer counts), advised to
+ * the kernel as candidates for huge pages where it supports them (Linux transparent huge pages in
+ * "madvise" mode). A plan of tens of millions of transfers is written once and permuted by a
+ * sort: with 4 KiB pages nearly every write of the permutation misses the TLB, and filling the
+ * pages costs a fault each, a 2 MiB page one where 4 KiB pages take 512 (issue 26). The advice
+ * changes no contents, addresses or results. rf_big_alloc and co. are GLib blocks (g_free);
+ * RfBigVec arrays have their own free. */
 #ifndef RF_BIGMEM_H
 #define RF_BIGMEM_H
 
@@ -22,5 +23,27 @@ void *rf_big_alloc0(size_t bytes);
 void *rf_big_realloc(void *p, size_t old_bytes, size_t bytes);
 /* Advise the pages holding [p, p + bytes) (p from malloc); no-op below RF_BIG_MIN_BYTES. */
 void rf_big_advise(void *p, size_t bytes);
+
+/* An array that grows without ever moving once large: on the heap while it needs less than
+ * RF_BIG_MIN_BYTES, then in one reservation of address space for the most it may ever need
+ * (max bytes, advised), whose pages the kernel fills only as they are first written. Growing
+ * copies nothing past the switch, and a large array is written on fresh pages once: no second
+ * array to move it into, no old one to free. Where the address space cannot be reserved it stays
+ * on the heap (doubling). Zero {0}-initialised with max set is an empty vector. */
+typedef struct {
+  char *p;     /* the elements; NULL until the first rf_bigvec_room */
+  size_t room; /* bytes usable at p */
+  size_t max;  /* the most bytes it will be asked for */
+} RfBigVec;
+
+/* Make room for need bytes (need <= v->max) at v->p, keeping its contents; returns v->p. */
+void *rf_bigvec_room(RfBigVec *v, size_t need);
+/* The array of v trimmed to its first used bytes (pages past them given back), NULL when v never
+ * held any; v is left empty. Free it with rf_bigvec_free, never g_free. */
+void *rf_bigvec_take(RfBigVec *v, size_t used);
+/* Free an array of rf_bigvec_take (NULL is fine). */
+void rf_bigvec_free(void *p);
+/* Free what v holds and leave it empty (max kept). */
+void rf_bigvec_clear(RfBigVec *v);
 
 #endif

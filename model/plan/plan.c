@@ -32,61 +32,44 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
 
 /* ---- growable arrays of plain structs ------------------------------------------------- */
 
-/* Transfers as they are planned: fixed chunks, so appending never moves one (a plan may hold
- * 2^27 transfers, 2 GiB; a doubling array would copy them and, moved by mremap, lose the huge
- * pages they were written on), and the sort's histogram counted on the way: transfers per cell
- * (stage, src >> cell_shift), cell_w cells a stage. */
-#define XCHUNK_BITS 20 /* 1 Mi transfers, 16 MiB a chunk */
-#define XCHUNK (UINT64_C(1) << XCHUNK_BITS)
-#define XFIRST UINT64_C(1024) /* the first chunk's first size */
-
+/* Transfers as they are planned, in one array that never moves once large (RfBigVec: its
+ * pages are written once, by the planner, and sorted in place), and the sort's histogram
+ * counted on the way: transfers per cell (stage, src >> cell_shift), cell_w cells a stage. */
 typedef struct {
-  RfTransfer **c;
-  uint32_t nc, capc;
-  uint64_t n, room; /* transfers held, and slots allocated (the first chunk grows to XCHUNK) */
+  RfBigVec v;
+  RfTransfer *t;    /* v.p */
+  uint64_t n, room; /* transfers held, and room for */
   uint32_t *cell;   /* cell_stages x cell_w */
   int cell_shift, cell_w, cell_stages;
 } XferVec;
 
 static inline RfTransfer *xat(const XferVec *x, uint64_t i) {
-  return &x->c[i >> XCHUNK_BITS][i & (XCHUNK - 1)];
+  return &x->t[i];
 }
 
 static void xvec_init(XferVec *x, int rank_bits) {
   memset(x, 0, sizeof *x);
+  x->v.max = sizeof(RfTransfer) * RF_PLAN_MAX_TRANSFERS;
   x->cell_shift = MAX(0, rank_bits - 8); /* at most 256 cells a stage */
   x->cell_w = 1 << (rank_bits - x->cell_shift);
 }
 
-/* Forget every transfer, keeping the chunks. */
+/* Forget every transfer, keeping their room. */
 static void xvec_reset(XferVec *x) {
   x->n = 0;
   if (x->cell) memset(x->cell, 0, sizeof(uint32_t) * x->cell_stages * x->cell_w);
 }
 
 static void xvec_clear(XferVec *x) {
-  for (uint32_t i = 0; i < x->nc; i++)
-    g_free(x->c[i]);
-  g_free(x->c);
+  rf_bigvec_clear(&x->v);
   g_free(x->cell);
   memset(x, 0, sizeof *x);
 }
 
 static void xvec_grow(XferVec *x, int stage) {
-  if (x->n == x->room && x->nc == 1 && x->room < XCHUNK) {
-    /* the first chunk doubles up to XCHUNK: a small plan stays small (10,000 of them in the
-     * random-spec test took 16 MiB each, which ASan's shadow memory writes in full) */
-    const uint64_t room = MIN(2 * x->room, XCHUNK);
-    x->c[0] = rf_big_realloc(x->c[0], sizeof(RfTransfer) * x->room, sizeof(RfTransfer) * room);
-    x->room = room;
-  } else if (x->n == x->room) {
-    if (x->nc == x->capc) {
-      x->capc = x->capc ? 2 * x->capc : 16;
-      x->c = g_renew(RfTransfer *, x->c, x->capc);
-    }
-    const uint64_t room = x->nc ? XCHUNK : XFIRST;
-    x->c[x->nc++] = rf_big_alloc(sizeof(RfTransfer) * room);
-    x->room += room;
+  if (x->n == x->room) {
+    x->t = rf_bigvec_room(&x->v, sizeof(RfTransfer) * (x->n + 1));
+    x->room = x->v.room / sizeof(RfTransfer);
   }
   if (stage >= x->cell_stages) {
     int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
@@ -191,8 +174,8 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
   if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
     if (!b->failed)
       g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
-                  "%s plan needs more than %llu transfers (2^27, the limit: about 4 GiB while "
-                  "sorting); use fewer ranks or another strategy",
+                  "%s plan needs more than %llu transfers (2^27, the limit: 2 GiB of them); use "
+                  "fewer ranks or another strategy",
                   rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS);
     b->failed = TRUE;
     return;
@@ -796,6 +779,7 @@ static int bits_for(uint64_t n) {
 typedef struct {
   int rb, shift, cw;
   uint64_t c0;
+  uint32_t p0; /* the bucket's lowest piece */
 } LocalKey;
 
 static inline uint64_t lkey(const RfTransfer *t, const LocalKey *k) {
@@ -804,44 +788,152 @@ static inline uint64_t lkey(const RfTransfer *t, const LocalKey *k) {
   return ((((cell - k->c0) << k->shift) | low) << k->rb) | (uint32_t)t->dst;
 }
 
-/* Stable LSD radix sort of v[0..n) by the low bits of its local key, in passes of at most 11
- * bits (2048 buckets: the written streams stay in cache), between v and out. Returns v or out,
- * whichever holds the sorted run. */
+/* (local key, piece) order: a before b? */
+static inline gboolean lkey_le(const RfTransfer *a, const RfTransfer *b, const LocalKey *k) {
+  const uint64_t x = lkey(a, k), y = lkey(b, k);
+  return x < y || (x == y && a->piece <= b->piece);
+}
+
+/* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of piece - p0 (pc)
+ * or of the local key; FALSE (and nothing written) when every transfer has the same digit. */
 #define LOCAL_DIGIT 11
+static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
+                         gboolean pc, int s, int w, uint32_t *cnt) {
+  const uint64_t mask = (UINT64_C(1) << w) - 1;
+#define DIGIT(t) (((pc ? (uint64_t)((t)->piece - k->p0) : lkey((t), k)) >> s) & mask)
+  memset(cnt, 0, sizeof(uint32_t) << w);
+  for (uint64_t i = 0; i < n; i++)
+    cnt[DIGIT(&v[i])]++;
+  if (cnt[DIGIT(&v[0])] == n) return FALSE;
+  uint32_t sum = 0;
+  for (uint64_t d = 0; d <= mask; d++) {
+    const uint32_t c = cnt[d];
+    cnt[d] = sum;
+    sum += c;
+  }
+  for (uint64_t i = 0; i < n; i++)
+    out[cnt[DIGIT(&v[i])]++] = v[i];
+#undef DIGIT
+  return TRUE;
+}
+
+/* Stable LSD radix sort of v[0..n) by (local key, piece): by the pbits of piece - p0, then by
+ * the lbits of the local key, in passes of at most LOCAL_DIGIT bits (2048 buckets: the written
+ * streams stay in cache), between v and out. Returns v or out, whichever holds the sorted run. */
 static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
-                              int bits, uint32_t *cnt) {
-  for (int sh = 0; sh < bits; sh += LOCAL_DIGIT) {
-    const int w = MIN(LOCAL_DIGIT, bits - sh);
-    const uint64_t mask = (UINT64_C(1) << w) - 1;
-    memset(cnt, 0, sizeof(uint32_t) << w);
-    for (uint64_t i = 0; i < n; i++)
-      cnt[(lkey(&v[i], k) >> sh) & mask]++;
-    if (cnt[(lkey(&v[0], k) >> sh) & mask] == n) continue; /* one digit: nothing moves */
-    uint32_t sum = 0;
-    for (uint64_t d = 0; d <= mask; d++) {
-      const uint32_t x = cnt[d];
-      cnt[d] = sum;
-      sum += x;
-    }
-    for (uint64_t i = 0; i < n; i++)
-      out[cnt[(lkey(&v[i], k) >> sh) & mask]++] = v[i];
-    RfTransfer *t = v;
-    v = out;
-    out = t;
+                              int pbits, int lbits, uint32_t *cnt) {
+  for (int pc = 1; pc >= 0; pc--) {
+    const int bits = pc ? pbits : lbits;
+    for (int s = 0; s < bits; s += LOCAL_DIGIT)
+      if (lsd_pass(v, out, n, k, pc, s, MIN(LOCAL_DIGIT, bits - s), cnt)) {
+        RfTransfer *t = v;
+        v = out;
+        out = t;
+      }
   }
   return v;
 }
 
-/* The planned transfers, sorted by (stage, src, dst) and stable (the transfers of one message
- * keep the order they were planned in), in one new array; the chunks are freed as they are
- * read. MSD then LSD: the cells counted while planning are grouped into runs of about n / 4096
- * transfers, one counting scatter puts every transfer in its run (few written streams: the
- * caches and the TLB hold them), then each run, small enough to stay in cache, is sorted by its
- * local key. Memory is read and written once instead of once per 16-bit digit. NULL when
- * there are no transfers. */
-static RfTransfer *sort_chunks(XferVec *x, int nstages, int rb) {
+/* sort_local through packed keys, where (local key, piece, index in the run) fit 64 bits:
+ * ((local key << pbits | piece - p0) << ibits | index) for every transfer, an LSD sort of those
+ * (8 bytes each, the digit a shift away) over their upper pbits + lbits bits, and one gather of
+ * the transfers by the index in the low bits. key and kout hold n each. */
+static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const LocalKey *k,
+                        int pbits, int lbits, int ibits, uint64_t *key, uint64_t *kout,
+                        uint32_t *cnt) {
+  for (uint64_t i = 0; i < n; i++)
+    key[i] = (((lkey(&v[i], k) << pbits) | (uint64_t)(v[i].piece - k->p0)) << ibits) | i;
+  const int bits = pbits + lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
+  const int dw = (bits + passes - 1) / passes; /* even digits: 40 bits in 4 of 10 */
+  for (int s = 0; s < bits; s += dw) {
+    const int w = MIN(dw, bits - s), sh = ibits + s;
+    const uint64_t mask = (UINT64_C(1) << w) - 1;
+    memset(cnt, 0, sizeof(uint32_t) << w);
+    for (uint64_t i = 0; i < n; i++)
+      cnt[(key[i] >> sh) & mask]++;
+    if (cnt[(key[0] >> sh) & mask] == n) continue; /* one digit: nothing moves */
+    uint32_t sum = 0;
+    for (uint64_t d = 0; d <= mask; d++) {
+      const uint32_t c = cnt[d];
+      cnt[d] = sum;
+      sum += c;
+    }
+    for (uint64_t i = 0; i < n; i++)
+      kout[cnt[(key[i] >> sh) & mask]++] = key[i];
+    uint64_t *t = key;
+    key = kout;
+    kout = t;
+  }
+  const uint64_t imask = (UINT64_C(1) << ibits) - 1;
+  for (uint64_t i = 0; i < n; i++)
+    scratch[i] = v[key[i] & imask];
+  memcpy(v, scratch, sizeof(RfTransfer) * n);
+}
+
+/* Messages and per-rank byte counts, gathered as the sorted transfers are walked in order. */
+typedef struct {
+  RfPlan *plan;
+  int rb, nslot;
+  const uint64_t *pbytes; /* per piece */
+  RfBigVec msgs;
+  uint64_t nm;
+  uint64_t last;       /* key of the last transfer walked */
+  uint64_t *tx, *rx;   /* network bytes per rank x slot: each phase, and all (RF_PHASE_COUNT) */
+  uint64_t *vtx, *vrx; /* NVLink bytes per rank */
+} Group;
+
+/* Walk the sorted transfers [b0, b0 + m) (following those walked before): their messages and
+ * bytes. */
+static void group_run(Group *g, uint64_t b0, uint64_t m) {
+  RfPlan *plan = g->plan;
+  RfPlanStats *st = &plan->stats;
+  const int nslot = g->nslot;
+  RfMessage *msg = g->nm ? (RfMessage *)g->msgs.p + g->nm - 1 : NULL;
+  for (uint64_t i = b0; i < b0 + m; i++) {
+    const RfTransfer *t = &plan->xfers[i];
+    const uint64_t by = g->pbytes[t->piece], key = xkey(t, g->rb);
+    if (!msg || key != g->last) {
+      if (sizeof(RfMessage) * (g->nm + 1) > g->msgs.room)
+        rf_bigvec_room(&g->msgs, sizeof(RfMessage) * (g->nm + 1));
+      msg = (RfMessage *)g->msgs.p + g->nm;
+      g->nm++;
+      memset(msg, 0, sizeof *msg);
+      msg->stage = t->stage;
+      msg->phase = t->phase;
+      msg->flags = t->flags & RF_XFER_NET;
+      msg->src = t->src;
+      msg->dst = t->dst;
+      msg->first = (uint32_t)i;
+      g->last = key;
+    }
+    msg->bytes += by;
+    msg->count++;
+    if (t->flags & RF_XFER_NET) {
+      st->network_bytes += by;
+      st->phase_network_bytes[t->phase] += by;
+      g->tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
+      g->rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
+      g->tx[(size_t)t->src * nslot + t->phase] += by;
+      g->rx[(size_t)t->dst * nslot + t->phase] += by;
+    } else if (t->src != t->dst) {
+      st->nvlink_bytes += by;
+      g->vtx[t->src] += by;
+      g->vrx[t->dst] += by;
+    }
+  }
+}
+
+/* Sort the planned transfers in place by (stage, src, dst) and stable, which is by (stage, src,
+ * dst, piece): transfers are planned in order of their pieces, and the transfers of one message
+ * keep the order they were planned in. MSD then LSD: the cells counted while planning are
+ * grouped into runs of about n / 4096 transfers; an in-place permutation (American flag sort)
+ * moves every transfer into its run (few written streams: the caches and the TLB hold them),
+ * then each run, small enough to stay in cache, is sorted by its local key and piece, and walked
+ * for its messages while it is there. Memory is read and written about twice, and no second
+ * array of the transfers is ever made. */
+static void sort_group(XferVec *x, Group *g, int nstages) {
   const uint64_t n = x->n;
-  if (n == 0) return NULL;
+  RfTransfer *v = x->t;
   const uint64_t ncell = (uint64_t)nstages * x->cell_w, target = MAX(n >> 12, 1024);
   uint32_t *bucket_of = g_new(uint32_t, ncell);
   uint64_t *bstart = g_new(uint64_t, ncell + 1), *bcell = g_new(uint64_t, ncell + 1);
@@ -858,42 +950,72 @@ static RfTransfer *sort_chunks(XferVec *x, int nstages, int rb) {
   }
   bstart[nb] = n;
   bcell[nb] = ncell;
-  RfTransfer *out = rf_big_alloc(sizeof(RfTransfer) * n);
-  uint64_t *at = g_memdup2(bstart, sizeof(uint64_t) * nb);
-  for (uint32_t ci = 0; ci < x->nc; ci++) {
-    const RfTransfer *ch = x->c[ci];
-    const uint64_t m = MIN(XCHUNK, n - MIN(n, (uint64_t)ci << XCHUNK_BITS));
-    for (uint64_t i = 0; i < m; i++) {
-      const RfTransfer *t = &ch[i];
-      const uint64_t cell = (uint64_t)t->stage * x->cell_w + ((uint32_t)t->src >> x->cell_shift);
-      out[at[bucket_of[cell]]++] = *t;
+  /* The permutation, in sweeps (ska_sort's American flag sort): head[k] is the first place of
+   * run k not yet holding one of its transfers. A sweep of run k moves each transfer in
+   * [head[k], its end) to the head of its own run, taking back the transfer there; each move
+   * puts one transfer in place, and the moves of one sweep are independent, so the memory
+   * system overlaps them (following one cycle at a time would wait on each miss). Sweeps repeat
+   * over the unfinished runs until one is left, whose transfers are then all its own. */
+  uint64_t *head = g_memdup2(bstart, sizeof(uint64_t) * nb);
+  uint32_t *todo = g_new(uint32_t, nb), ntodo = 0;
+  for (uint64_t k = 0; k < nb; k++)
+    if (bstart[k + 1] > bstart[k]) todo[ntodo++] = (uint32_t)k;
+  const int cw = x->cell_w, shift = x->cell_shift;
+#define BUCKET(t) bucket_of[(uint64_t)(t).stage * cw + ((uint32_t)(t).src >> shift)]
+  while (ntodo > 1) {
+    uint32_t w = 0;
+    for (uint32_t j = 0; j < ntodo; j++) {
+      const uint32_t k = todo[j];
+      const uint64_t e = bstart[k + 1];
+      for (uint64_t i = head[k]; i < e; i++) {
+        const uint64_t to = head[BUCKET(v[i])]++;
+        const RfTransfer t = v[i];
+        v[i] = v[to];
+        v[to] = t;
+      }
+      if (head[k] < e) todo[w++] = k;
     }
-    g_free(x->c[ci]);
-    x->c[ci] = NULL;
+    ntodo = w;
   }
-  g_free(at);
+#undef BUCKET
+  g_free(todo);
+  g_free(head);
   g_free(bucket_of);
   uint64_t maxb = 0;
   for (uint64_t k = 0; k < nb; k++)
     maxb = MAX(maxb, bstart[k + 1] - bstart[k]);
-  RfTransfer *scratch = rf_big_alloc(sizeof(RfTransfer) * maxb);
+  RfTransfer *scratch = rf_big_alloc(sizeof(RfTransfer) * MAX(maxb, 1));
   uint32_t *cnt = g_new(uint32_t, 1u << LOCAL_DIGIT);
+  uint64_t *pkey = rf_big_alloc(2 * sizeof(uint64_t) * MAX(maxb, 1));
   for (uint64_t k = 0; k < nb; k++) {
     const uint64_t b0 = bstart[k], m = bstart[k + 1] - b0;
-    const LocalKey key = {rb, x->cell_shift, x->cell_w, bcell[k]};
+    if (m == 0) continue;
+    LocalKey key = {g->rb, shift, cw, bcell[k], UINT32_MAX};
+    uint32_t p1 = 0;
     gboolean sorted = TRUE;
-    for (uint64_t i = b0 + 1; i < b0 + m && sorted; i++)
-      sorted = lkey(&out[i - 1], &key) <= lkey(&out[i], &key);
-    if (sorted) continue;
-    const int bits = bits_for(bcell[k + 1] - bcell[k]) + x->cell_shift + rb;
-    RfTransfer *r = sort_local(out + b0, scratch, m, &key, bits, cnt);
-    if (r != out + b0) memcpy(out + b0, r, sizeof(RfTransfer) * m);
+    for (uint64_t i = b0; i < b0 + m; i++) {
+      key.p0 = MIN(key.p0, v[i].piece);
+      p1 = MAX(p1, v[i].piece);
+      if (i > b0 && sorted) sorted = lkey_le(&v[i - 1], &v[i], &key);
+    }
+    if (!sorted) {
+      const int pbits = p1 > key.p0 ? bits_for((uint64_t)p1 - key.p0 + 1) : 0;
+      const int lbits = bits_for(bcell[k + 1] - bcell[k]) + shift + g->rb;
+      const int ibits = bits_for(m);
+      if (pbits + lbits + ibits <= 64) {
+        sort_packed(v + b0, scratch, m, &key, pbits, lbits, ibits, pkey, pkey + maxb, cnt);
+      } else {
+        RfTransfer *r = sort_local(v + b0, scratch, m, &key, pbits, lbits, cnt);
+        if (r != v + b0) memcpy(v + b0, r, sizeof(RfTransfer) * m);
+      }
+    }
+    group_run(g, b0, m);
   }
   g_free(cnt);
+  g_free(pkey);
   g_free(scratch);
   g_free(bstart);
   g_free(bcell);
-  return out;
 }
 
 /* The physical network bound of the problem (RfPlanStats.domain_bound_s). Per part, over the
@@ -974,53 +1096,33 @@ static double domain_bound(const RfProblem *pb) {
   return mx;
 }
 
-static void finish(RfPlan *plan) {
+/* Sort the planned transfers into plan->xfers, group them into messages and count the plan's
+ * statistics. */
+static void finish(RfPlan *plan, XferVec *x) {
   const RfProblem *pb = plan->problem;
-  int rb = bits_for((uint64_t)pb->nranks);
-  uint64_t nm = 0;
-  for (uint64_t i = 0; i < plan->nxfers; i++)
-    if (i == 0 || xkey(&plan->xfers[i], rb) != xkey(&plan->xfers[i - 1], rb)) nm++;
+  RfPlanStats *st = &plan->stats;
+  Group g = {0};
+  g.plan = plan;
+  g.rb = bits_for((uint64_t)pb->nranks);
+  g.nslot = RF_PHASE_COUNT + 1;
   /* piece sizes in a compact array: the sorted transfers visit pieces in no useful order */
   uint64_t *pbytes = rf_big_alloc(sizeof(uint64_t) * (plan->npieces ? plan->npieces : 1));
   for (uint32_t k = 0; k < plan->npieces; k++)
     pbytes[k] = plan->pieces[k].bytes;
-  plan->msgs = rf_big_alloc0(sizeof(RfMessage) * (nm ? nm : 1));
-  plan->nmsgs = nm;
+  g.pbytes = pbytes;
+  g.msgs.max = sizeof(RfMessage) * MAX(x->n, 1);
   /* Bytes each rank sends and receives over the network: all phases (slot RF_PHASE_COUNT) and
    * each phase alone, in one pass. */
-  const int nslot = RF_PHASE_COUNT + 1;
-  uint64_t *tx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
-  uint64_t *rx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
-  uint64_t *vtx = g_new0(uint64_t, pb->nranks), *vrx = g_new0(uint64_t, pb->nranks);
-  RfPlanStats *st = &plan->stats;
-  int64_t mi = -1;
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *t = &plan->xfers[i];
-    uint64_t by = pbytes[t->piece];
-    if (i == 0 || xkey(t, rb) != xkey(&plan->xfers[i - 1], rb)) {
-      RfMessage *m = &plan->msgs[++mi];
-      m->stage = t->stage;
-      m->phase = t->phase;
-      m->flags = t->flags & RF_XFER_NET;
-      m->src = t->src;
-      m->dst = t->dst;
-      m->first = (uint32_t)i;
-    }
-    plan->msgs[mi].bytes += by;
-    plan->msgs[mi].count++;
-    if (t->flags & RF_XFER_NET) {
-      st->network_bytes += by;
-      st->phase_network_bytes[t->phase] += by;
-      tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
-      rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
-      tx[(size_t)t->src * nslot + t->phase] += by;
-      rx[(size_t)t->dst * nslot + t->phase] += by;
-    } else if (t->src != t->dst) {
-      st->nvlink_bytes += by;
-      vtx[t->src] += by;
-      vrx[t->dst] += by;
-    }
-  }
+  const int nslot = g.nslot;
+  uint64_t *tx = g.tx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
+  uint64_t *rx = g.rx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
+  uint64_t *vtx = g.vtx = g_new0(uint64_t, pb->nranks), *vrx = g.vrx = g_new0(uint64_t, pb->nranks);
+  plan->xfers = x->t;
+  if (x->n) sort_group(x, &g, plan->nstages);
+  plan->xfers = x->n ? rf_bigvec_take(&x->v, sizeof(RfTransfer) * x->n) : NULL;
+  x->t = NULL;
+  plan->nmsgs = g.nm;
+  plan->msgs = rf_bigvec_take(&g.msgs, sizeof(RfMessage) * g.nm);
   uint64_t mx[RF_PHASE_COUNT + 1] = {0};
   for (int r = 0; r < pb->nranks; r++) {
     for (int k = 0; k < nslot; k++)
@@ -1157,17 +1259,16 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   plan->pieces = b.pieces.v;
   plan->nxfers = b.x.n;
   plan->nstages = b.x.n ? b.max_stage + 1 : 0;
-  plan->xfers = sort_chunks(&b.x, plan->nstages, bits_for((uint64_t)pb->nranks));
-  xvec_clear(&b.x);
   plan->stats.domain_bound_s = phys;
-  finish(plan);
+  finish(plan, &b.x);
+  xvec_clear(&b.x);
   return plan;
 }
 
 void rf_plan_free(RfPlan *plan) {
   if (!plan) return;
   g_free(plan->pieces);
-  g_free(plan->xfers);
-  g_free(plan->msgs);
+  rf_bigvec_free(plan->xfers);
+  rf_bigvec_free(plan->msgs);
   g_free(plan);
 }

@@ -87,7 +87,8 @@ typedef struct {
   const RfProblem *problem; /* borrowed: must outlive the plan */
   RfPiece *pieces;
   uint32_t npieces;
-  RfTransfer *xfers; /* sorted by (stage, src, dst) */
+  RfTransfer *xfers; /* sorted by (stage, src, dst); xfers and msgs are model/base/bigmem.h
+                        RfBigVec arrays: rf_plan_free frees them, never g_free */
   uint64_t nxfers;
   RfMessage *msgs; /* in the same order */
   uint64_t nmsgs;
@@ -104,8 +105,8 @@ const char *rf_phase_name(RfPhase p);
 /* "gather-broadcast", "p2p", "m2n", "hybrid"; FALSE + error for anything else. */
 gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error);
 
-/* Most transfers one plan may hold: 2^27 transfers are 2 GiB, twice that while sorting, and
- * take about 10 s to plan. */
+/* Most transfers one plan may hold: 2^27 transfers are 2 GiB (sorted in place), and take
+ * several seconds to plan. */
 #define RF_PLAN_MAX_TRANSFERS (UINT64_C(1) << 27)
 
 /* Build the plan of one strategy. NULL + error if the problem cannot be planned, or
