@@ -446,7 +446,7 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
                     "--cfg=contexts/stack-size:256", "--log=root.thresh:critical", NULL};
   /* REFIT_SIM_CFG: more SimGrid options, space-separated, for experiments (docs/sim.md, Speed) */
   const char *more = g_getenv("REFIT_SIM_CFG");
-  g_auto(GStrv) extra = g_strsplit(more ? more : "", " ", 8);
+  GStrv extra = g_strsplit(more ? more : "", " ", 8); /* freed before _exit (no cleanup runs) */
   for (int i = 0; extra[i] && argc < 15; i++)
     if (*extra[i]) argv[argc++] = extra[i];
   argv[argc] = NULL;
@@ -464,6 +464,7 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
   S.out.total_s = simgrid_get_clock();
   gboolean ok = write_all(fd, &S.out, sizeof S.out);
   close(fd);
+  g_strfreev(extra);
   _exit(ok ? 0 : 3);
 }
 
