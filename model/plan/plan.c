@@ -794,6 +794,16 @@ static inline gboolean lkey_le(const RfTransfer *a, const RfTransfer *b, const L
   return x < y || (x == y && a->piece <= b->piece);
 }
 
+/* Counts of the digits 0..mask into their first output positions (exclusive prefix sums). */
+static void counts_to_starts(uint32_t *cnt, uint64_t mask) {
+  uint32_t sum = 0;
+  for (uint64_t d = 0; d <= mask; d++) {
+    const uint32_t c = cnt[d];
+    cnt[d] = sum;
+    sum += c;
+  }
+}
+
 /* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of piece - p0 (pc)
  * or of the local key; FALSE (and nothing written) when every transfer has the same digit. */
 #define LOCAL_DIGIT 11
@@ -805,12 +815,7 @@ static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const
   for (uint64_t i = 0; i < n; i++)
     cnt[DIGIT(&v[i])]++;
   if (cnt[DIGIT(&v[0])] == n) return FALSE;
-  uint32_t sum = 0;
-  for (uint64_t d = 0; d <= mask; d++) {
-    const uint32_t c = cnt[d];
-    cnt[d] = sum;
-    sum += c;
-  }
+  counts_to_starts(cnt, mask);
   for (uint64_t i = 0; i < n; i++)
     out[cnt[DIGIT(&v[i])]++] = v[i];
 #undef DIGIT
@@ -852,12 +857,7 @@ static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const Lo
     for (uint64_t i = 0; i < n; i++)
       cnt[(key[i] >> sh) & mask]++;
     if (cnt[(key[0] >> sh) & mask] == n) continue; /* one digit: nothing moves */
-    uint32_t sum = 0;
-    for (uint64_t d = 0; d <= mask; d++) {
-      const uint32_t c = cnt[d];
-      cnt[d] = sum;
-      sum += c;
-    }
+    counts_to_starts(cnt, mask);
     for (uint64_t i = 0; i < n; i++)
       kout[cnt[(key[i] >> sh) & mask]++] = key[i];
     uint64_t *t = key;
