@@ -155,6 +155,7 @@ static const RfCalibrationKey KEYS[] = {
     {"nemo", "golden_dispatch_s", RF_CAL_REAL, FIELD(nemo_golden_dispatch_s), 0, 1e3, 0.0, 0.075,
      FALSE},
     {"nemo", "p2p_op_s", RF_CAL_REAL, FIELD(nemo_p2p_op_s), 0, 1.0, 0.0, 2e-3, FALSE},
+    {"nemo", "nccl_op_s", RF_CAL_REAL, FIELD(nemo_nccl_op_s), 0, 1.0, 0.0, 2e-3, FALSE},
     {"vllm", "finalize_s", RF_CAL_REAL, FIELD(vllm_finalize_s), 0, 1e3, 0.0, 5.0, FALSE},
     {"m2n", "plan_s", RF_CAL_REAL, FIELD(m2n_plan_s), 0, 1.0, 0.0, 0.05, FALSE},
     {"m2n", "pack_plan_s", RF_CAL_REAL, FIELD(m2n_pack_plan_s), 0, 1.0, 0.0, 0.05, FALSE},

@@ -90,6 +90,7 @@ typedef struct {
   double nemo_call_s;     /* per reshard call: Python of xferdtensor and its NCCL bindings */
   double nemo_golden_dispatch_s; /* per refit, golden variant: Ray dispatch and ray.get */
   double nemo_p2p_op_s;   /* Python fallback: per send / recv of a grouped p2p, busiest rank */
+  double nemo_nccl_op_s;  /* host: per NCCL operation issued from Python, busiest rank of a call */
   double vllm_finalize_s; /* per refit: process_weights_after_loading */
   /* NCCL M2N (sim/models/reshard_call.c, nccl_m2n.c) */
   double m2n_plan_s;      /* per call, NCCL Xfer v0.1 (ring-v0.1, direct, xfer-v0.1): host side */

@@ -793,6 +793,32 @@ static void test_sw_fallback_first_holder(void) {
   rf_calibration_clear(&cal);
 }
 
+/* Host time per NCCL operation issued from Python (nemo.nccl_op_s), counted on the busiest rank of
+ * a call. Golden: the FFN tensor (100 MB, tests/data/sim/one-ffn.json) sharded in two on GPUs 0
+ * and 1 (TP2), destination GPU 2 (TP1): two unique source shards, so every rank of the
+ * communicator calls broadcast twice: 2 x 0.1 s of host, far above the GPU time (two 50 MB
+ * broadcasts, ~10 ms): 0.2 s. Python fallback, the same source to two destination replicas on
+ * GPUs 2 and 3 (DP2): striped (rows divide by 2), member m receives stripe m, which is source m's
+ * shard exactly (one send on GPU m, one receive on GPU 2 + m), then each member calls the
+ * all-gather: 2 operations on the busiest rank, 0.2 s (a member receiving from both sources, as
+ * without the stripes, would make 3: 0.3 s). */
+static void test_sw_nccl_op_host(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NEMO_RL;
+  cal.nemo_nccl_op_s = 0.1;
+  RfResult r;
+  cal.variant = RF_VARIANT_GOLDEN;
+  double t = sw_simulate("one-ffn.json", "TP2", "TP1", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.2, 1e-6);
+  rf_result_clear(&r);
+  cal.variant = RF_VARIANT_PYTHON_FALLBACK;
+  t = sw_simulate("one-ffn.json", "TP2", "DP2", RF_STRATEGY_HYBRID, &cal, &r);
+  g_assert_cmpfloat_with_epsilon(t, 0.2, 1e-6);
+  rf_result_clear(&r);
+  rf_calibration_clear(&cal);
+}
+
 /* Registers fn once per entry of a table, under prefix/NAME. */
 static void add_cases(const char *prefix, const void *table, size_t size, size_t n,
                       const char *(*name)(const void *), GTestDataFunc fn) {
@@ -907,6 +933,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/ring_leader_rule", test_sw_ring_leader_rule);
   g_test_add_func("/sim/software/ring_pieces_own_leaders", test_sw_ring_pieces_own_leaders);
   g_test_add_func("/sim/software/fallback_first_holder", test_sw_fallback_first_holder);
+  g_test_add_func("/sim/software/nccl_op_host", test_sw_nccl_op_host);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);
   return g_test_run();
 }

@@ -148,23 +148,103 @@ typedef struct {
   const RfPlacement *S, *D;
   int nd, es, G;
   int nsS, nrS, nsD, nrD;
-  RfBox *bS;      /* source shard boxes */
-  gboolean *hasS; /* source shard has a box */
-  int *ntargets;  /* per source shard: the destination shards it overlaps */
-  double nic_Bps; /* one GPU's NICs at efficiency.nic */
-  double net_lat; /* NIC + switch latency, s */
-  double nvl_lat; /* NVLink latency, s */
-  int per, team;  /* training ranks per PP stage; NVLink team of the call's communicator */
-  double min_row; /* smallest contiguous row of an overlap, bytes (0: none yet) */
+  RfBox *bS;        /* source shard boxes */
+  gboolean *hasS;   /* source shard has a box */
+  int *ntargets;    /* per source shard: the destination shards it overlaps */
+  double nic_Bps;   /* one GPU's NICs at efficiency.nic */
+  double net_lat;   /* NIC + switch latency, s */
+  double nvl_lat;   /* NVLink latency, s */
+  int per, team;    /* training ranks per PP stage; NVLink team of the call's communicator */
+  double min_row;   /* smallest contiguous row of an overlap, bytes (0: none yet) */
+  GHashTable *ops;  /* GPU + 1 -> NCCL operations the call issues from Python there */
+  int *uses;        /* fallback, striped: per source shard, the remote targets served so far */
+  gboolean striped; /* fallback: the striped plan applies to this call */
 } Call;
 
 static gboolean is_m2n(SwTransport tr) {
   return tr == SW_M2N_PACK || tr == SW_M2N_RING_V01 || tr == SW_M2N_DIRECT;
 }
 
-/* The sources of destination shard b (box bD, replicas on GPUs mg): the fallback's striped
- * transfers and DIRECT's puts; counts the targets of each source. Returns the sources. */
-static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *mg) {
+/* One NCCL operation issued from Python on GPU g (a send, a receive, a broadcast or all-gather
+ * call): counted per call, the busiest rank's count costs nemo.nccl_op_s of host time. */
+static void count_op(const Call *k, int g) {
+  gpointer key = GINT_TO_POINTER(g + 1);
+  g_hash_table_insert(k->ops, key,
+                      GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(k->ops, key)) + 1));
+}
+
+/* The most NCCL operations one rank of the call issues. */
+static int busiest_ops(const Call *k) {
+  GHashTableIter it;
+  gpointer key, val;
+  int most = 0;
+  g_hash_table_iter_init(&it, k->ops);
+  while (g_hash_table_iter_next(&it, &key, &val))
+    if (GPOINTER_TO_INT(val) > most) most = GPOINTER_TO_INT(val);
+  return most;
+}
+
+/* Whether the fallback can stripe this call (xferdtensor_python.py at e40aa046e,
+ * _build_striped_targets and _remote_transfers_avoid_double_staging): some destination shard has
+ * replicas, every replicated shard's first dim divides by its replica count (NCCL all-gather's
+ * equal counts), and no remote transfer needs both a packed source and a staged receive. If not,
+ * the whole call takes the generic path (_xferdtensor_python_impl_v1). */
+static gboolean fallback_striped(const Call *k) {
+  if (k->nrD <= 1) return FALSE;
+  for (int b = 0; b < k->nsD; b++) {
+    RfBox bD;
+    if (!rf_placement_shard_box(k->D, b, &bD, NULL)) continue;
+    int64_t n0 = bD.hi[0] - bD.lo[0];
+    if (n0 % k->nrD != 0) return FALSE;
+    for (int m = 0; m < k->nrD; m++) {
+      RfBox st = bD;
+      st.lo[0] = bD.lo[0] + m * (n0 / k->nrD);
+      st.hi[0] = st.lo[0] + n0 / k->nrD;
+      for (int a = 0; a < k->nsS; a++) {
+        RfBox o;
+        if (!k->hasS[a] || !rf_box_intersect(&k->bS[a], &st, k->nd, &o)) continue;
+        if (!box_contiguous(&o, &k->bS[a], k->nd) && !box_contiguous(&o, &bD, k->nd)) return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+/* The fallback's transfers from source shard a into destination shard b (box bD, replicas on
+ * GPUs mg). Striped: member m of the replica group receives stripe m of the box (its first dim
+ * cut in nrD equal parts) from a source replica taken round-robin over the targets it serves
+ * (_build_striped_transfers: source_group_uses), then an in-place all-gather rebuilds the box
+ * (fallback_allgather). Generic: the representative (replica 0) receives the whole overlap from
+ * the first holder (_build_exact_plan: holders[0]), then broadcasts the box to its replicas on
+ * the replica sub-communicator (fallback_broadcast). A non-contiguous source view is packed by
+ * .contiguous(), a non-contiguous destination view received into staging and copied back. Each
+ * send and receive is one NCCL operation on its rank. */
+static void fallback_transfers(Call *k, SwCall *c, int a, const RfBox *bD, const int *mg) {
+  const RfProblem *pb = k->pb;
+  int n = k->striped ? k->nrD : 1;
+  int64_t n0 = bD->hi[0] - bD->lo[0];
+  for (int m = 0; m < n; m++) {
+    RfBox st = *bD, o;
+    if (k->striped) {
+      st.lo[0] = bD->lo[0] + m * (n0 / k->nrD);
+      st.hi[0] = st.lo[0] + n0 / k->nrD;
+    }
+    if (!rf_box_intersect(&k->bS[a], &st, k->nd, &o)) continue;
+    double ov = (double)rf_box_volume(&o, k->nd) * k->es;
+    int rep = k->striped ? k->uses[a]++ % k->nrS : 0;
+    int sg = pb->gpu[rf_placement_rank(k->S, a, rep)];
+    if (sg == mg[m]) continue; /* a local copy: no NCCL operation */
+    add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov, 1.0, 0);
+    count_op(k, sg);
+    count_op(k, mg[m]);
+    if (!box_contiguous(&o, &k->bS[a], k->nd)) c->pre_bytes[sg] += ov;
+    if (!box_contiguous(&o, bD, k->nd)) c->post_bytes[mg[m]] += ov;
+  }
+}
+
+/* The sources of destination shard box bD (replicas on GPUs mg): the fallback's transfers and
+ * DIRECT's puts; counts the targets of each source. Returns the sources. */
+static int shard_sources(Call *k, SwCall *c, const RfBox *bD, const int *mg) {
   const RfProblem *pb = k->pb;
   int nsrc = 0;
   for (int a = 0; a < k->nsS; a++) {
@@ -173,27 +253,10 @@ static int shard_sources(Call *k, SwCall *c, int b, const RfBox *bD, const int *
     if (ov <= 0) continue;
     nsrc++;
     k->ntargets[a]++;
-    RfBox o;
-    rf_box_intersect(&k->bS[a], bD, k->nd, &o);
-    gboolean src_contig = box_contiguous(&o, &k->bS[a], k->nd);
-    gboolean dst_contig = box_contiguous(&o, bD, k->nd);
     if (k->min_row <= 0 || row < k->min_row) k->min_row = row;
     switch (k->tr) {
     case SW_PYTHON_FALLBACK:
-      /* striped (replicated destination): member m of the replica group receives 1/R of the
-       * box from a source replica chosen round-robin (_build_striped_transfers). Without
-       * destination replicas the striped plan does not apply and the generic exact path
-       * sends every box from the first holder of the source region (_build_exact_plan:
-       * holders[0]), so one source replica feeds every destination shard. A non-contiguous
-       * source view is packed by .contiguous(), a non-contiguous destination received into
-       * staging and copied */
-      for (int m = 0; m < k->nrD; m++) {
-        int rep = k->nrD > 1 ? (b * k->nrD + m) % k->nrS : 0;
-        int sg = pb->gpu[rf_placement_rank(k->S, a, rep)];
-        add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov / k->nrD, 1.0, 0);
-        if (!src_contig) c->pre_bytes[sg] += ov / k->nrD;
-        if (!dst_contig) c->post_bytes[mg[m]] += ov / k->nrD;
-      }
+      fallback_transfers(k, c, a, bD, mg);
       break;
     case SW_M2N_DIRECT:
       for (int m = 0; m < k->nrD; m++) {
@@ -234,6 +297,23 @@ static void fallback_allgather(const Call *k, SwCall *c, const int *mg, double s
     int nx = mg[(m + 1) % nrD];
     add_flow(c, mg[m], nx, 1, RF_PHASE_FANOUT, shard * (nrD - 1) / nrD,
              mg[m] / k->G != nx / k->G ? w : 1.0, 0);
+    count_op(k, mg[m]);
+  }
+  double l = ring_latency_s(k->pb, k->cal, mg, nrD);
+  if (l > c->latency_s) c->latency_s = l;
+}
+
+/* The generic path's broadcast of the representative's box to its replicas on the replica
+ * sub-communicator (_broadcast_destination, root 0): an NCCL ring from the representative, each
+ * member passing the whole box to the next, pipelined. */
+static void fallback_broadcast(const Call *k, SwCall *c, const int *mg, double shard) {
+  const int nrD = k->nrD;
+  double w = k->cal->nic_efficiency / k->cal->broadcast_efficiency;
+  for (int m = 0; m < nrD; m++) {
+    if (m + 1 < nrD)
+      add_flow(c, mg[m], mg[m + 1], 1, RF_PHASE_FANOUT, shard,
+               mg[m] / k->G != mg[m + 1] / k->G ? w : 1.0, 0);
+    count_op(k, mg[m]);
   }
   double l = ring_latency_s(k->pb, k->cal, mg, nrD);
   if (l > c->latency_s) c->latency_s = l;
@@ -405,6 +485,8 @@ static void golden_broadcast(const Call *k, SwCall *c) {
       }
     }
     c->latency_s += ring_latency_s(pb, k->cal, ord, m);
+    for (int i = 0; i < m; i++) /* every rank of the communicator calls broadcast */
+      count_op(k, ord[i]);
   }
   /* each destination rank copies its own shard out of the assembled tensor */
   RfBox b;
@@ -486,6 +568,11 @@ static void call_costs(const Call *k, SwCall *c) {
     c->latency_s += cal->m2n_direct_chunk_bytes / k->nic_Bps + k->net_lat;
   /* the fallback's group costs per operation of its busiest rank */
   if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest_p2p_ops(c) * cal->nemo_p2p_op_s;
+  /* host side per NCCL operation NeMo RL issues from Python (nccl4py send / recv / broadcast /
+   * all-gather and the torch work that prepares it: views, record_stream, .contiguous(),
+   * staging), on the call's busiest rank; the host runs ahead of the stream (no sync per call) */
+  if (k->tr == SW_PYTHON_FALLBACK || k->tr == SW_GOLDEN)
+    c->host_s += busiest_ops(k) * cal->nemo_nccl_op_s;
   /* host side per call: NCCL Xfer v0.1 (the bench's library at 4532497: ring-v0.1, direct and
    * NeMo RL's xfer-v0.1) and today's M2N PACK are different libraries, each its own cost */
   if (k->tr == SW_M2N_PACK)
@@ -528,6 +615,9 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
   int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
   k.per = pb->src.nranks / pp;
   k.team = is_m2n(tr) ? call_team(pb, stage) : 0;
+  g_autoptr(GHashTable) ops = k.ops = g_hash_table_new(g_direct_hash, g_direct_equal);
+  g_autofree int *uses = k.uses = g_new0(int, k.nsS);
+  k.striped = tr == SW_PYTHON_FALLBACK && fallback_striped(&k);
   if (tr == SW_GOLDEN) {
     golden_broadcast(&k, c);
     call_costs(&k, c);
@@ -538,9 +628,10 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
     if (!rf_placement_shard_box(D, b, &bD, NULL)) continue;
     double shard = (double)rf_box_volume(&bD, k.nd) * k.es;
     g_autofree int *mg = replica_gpus(pb, D, b, k.nrD);
-    int nsrc = shard_sources(&k, c, b, &bD, mg);
+    int nsrc = shard_sources(&k, c, &bD, mg);
     if (is_m2n(tr) && !check_sources(&k, nsrc, error)) return FALSE;
-    if (tr == SW_PYTHON_FALLBACK && k.nrD > 1) fallback_allgather(&k, c, mg, shard);
+    if (tr == SW_PYTHON_FALLBACK && k.nrD > 1)
+      (k.striped ? fallback_allgather : fallback_broadcast)(&k, c, mg, shard);
     if (tr == SW_M2N_PACK || tr == SW_M2N_RING_V01) team_chain(&k, c, b, &bD, mg, shard);
   }
   if (is_m2n(tr) && !check_targets(&k, error)) return FALSE;
