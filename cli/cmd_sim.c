@@ -323,9 +323,10 @@ static void print_summary(const Row *rows, int nrows) {
 static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
                               RfSoftware sw, RfSwVariant swv, const RfCalibration *cal,
                               const RfStrategy *strategies, int ns, Row *rows, GError **error) {
-  /* refit's executor builds refit run's schedule and counts its memory itself: where
-   * rf_memory_of_run would build that schedule too, the memory line is taken from the executor's
-   * (the same count, of that schedule) and checked after the run; the staging chosen here is
+  /* refit's executor builds refit run's schedule and counts its memory itself: its memory line
+   * is the executor's (the same count, of that schedule), checked after the run, also where
+   * rf_memory_of_run would only estimate it from the plan's stages (a plan too large to schedule
+   * for the count alone), so that one run gives one memory answer; the staging chosen here is
    * handed to it (one choice, one schedule build per plan) */
   const gboolean exec =
       sw == RF_SOFTWARE_REFIT && rf_variant_resolve(sw, swv) == RF_VARIANT_EXECUTOR;
@@ -348,7 +349,7 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
       rf_sim_executor_use_staging(ex, exec ? &r->staging : NULL);
     }
     /* the memory line from the executor's run */
-    const gboolean after = plan && exec && rf_memory_run_builds(plan, &mr);
+    const gboolean after = plan && exec;
     if (plan && !after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
       rf_plan_free(plan);
       plan = NULL;
