@@ -118,29 +118,29 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
  * frees first: within one stage the live bytes fall, then rise to the stage's prefix sum. Blocks
  * keep the array within DIFF_BUDGET entries whatever the number of stages. */
 
-void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
-                               RfMemory *out) {
+/* What plan->derived holds: the peak holding of each inference rank by the plan's stages (index
+ * in pb->dst.ranks), which no staging bound or number of lanes changes. */
+typedef struct {
+  int n;
+  uint64_t hold[];
+} Derived;
+
+/* The holding of every inference rank of plan, counted on the first call and kept with the plan
+ * (plan->derived: plan.h) for the next ones: the staging choice and the memory line count the
+ * same plan at different bounds. */
+static const uint64_t *plan_holding(const RfPlan *plan) {
   const RfProblem *pb = plan->problem;
-  rf_memory_weights(pb, out);
-  out->from = RF_MEMORY_FROM_STAGES;
-  int n = pb->nranks;
+  const Derived *done = g_atomic_pointer_get(&plan->derived);
+  if (done && done->n == pb->dst.nranks) return done->hold;
+  g_assert(!done); /* the problem's inference ranks never change under a plan */
+  Derived *dv = g_malloc(sizeof(Derived) + sizeof(uint64_t) * ((size_t)pb->dst.nranks + 1));
+  dv->n = pb->dst.nranks;
+  const int n = pb->nranks;
   int *dst_index = g_new(int, n); /* per rank: its index in pb->dst.ranks, -1 if not there */
   for (int r = 0; r < n; r++)
     dst_index[r] = -1;
   for (int i = 0; i < pb->dst.nranks; i++)
     dst_index[pb->dst.ranks[i]] = i;
-  /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
-   * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
-   * NVLink */
-  const int ncls = rf_schedule_pipelines(plan) ? 2 : 1;
-  const uint64_t share = rf_schedule_nvlink_share(plan);
-  uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
-    const RfMessage *g = &plan->msgs[m];
-    const int c = ncls == 2 && !(g->flags & RF_XFER_NET);
-    max_out[2 * g->src + c] = MAX(max_out[2 * g->src + c], g->bytes);
-    max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
-  }
   /* each piece's part and bytes, compact: the sorted transfers visit pieces in no useful order,
    * and a piece is a box of RF_MAX_DIMS bounds */
   uint32_t *ppart = rf_big_alloc(sizeof(uint32_t) * (plan->npieces + 1));
@@ -201,28 +201,57 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     }
     if (!dense) rf_u64map_free(&last_send);
     for (int i = b0; i < b1; i++) {
-      const int r = pb->dst.ranks[i];
       int64_t live = 0, peak = 0;
       for (uint64_t st = 0; st < width; st++) {
         live += diff[(size_t)(i - b0) * width + st];
         peak = MAX(peak, live);
       }
-      const uint64_t cap = staging_bytes;
-      uint64_t staging = 0;
-      for (int c = 0; c < 2; c++) {
-        const uint64_t room = c ? cap * share : cap;
-        staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
-      }
-      count_rank(out, r, (uint64_t)peak, staging);
+      dv->hold[i] = (uint64_t)peak;
     }
   }
   g_free(diff);
   g_free(dst_index);
-  g_free(max_out);
-  g_free(max_in);
   g_free(last_dense);
   g_free(ppart);
   g_free(pbytes);
+  if (!g_atomic_pointer_compare_and_exchange((gpointer *)&((RfPlan *)plan)->derived, NULL, dv)) {
+    g_free(dv); /* another thread counted it first: the same counts */
+    dv = g_atomic_pointer_get(&plan->derived);
+  }
+  return dv->hold;
+}
+
+void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
+                               RfMemory *out) {
+  const RfProblem *pb = plan->problem;
+  rf_memory_weights(pb, out);
+  out->from = RF_MEMORY_FROM_STAGES;
+  const int n = pb->nranks;
+  /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
+   * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
+   * NVLink */
+  const int ncls = rf_schedule_pipelines(plan) ? 2 : 1;
+  const uint64_t share = rf_schedule_nvlink_share(plan);
+  uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *g = &plan->msgs[m];
+    const int c = ncls == 2 && !(g->flags & RF_XFER_NET);
+    max_out[2 * g->src + c] = MAX(max_out[2 * g->src + c], g->bytes);
+    max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
+  }
+  const uint64_t *hold = plan_holding(plan);
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    const int r = pb->dst.ranks[i];
+    const uint64_t cap = staging_bytes;
+    uint64_t staging = 0;
+    for (int c = 0; c < 2; c++) {
+      const uint64_t room = c ? cap * share : cap;
+      staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
+    }
+    count_rank(out, r, hold[i], staging);
+  }
+  g_free(max_out);
+  g_free(max_in);
 }
 
 /* A piece an inference rank received: its transfer, stage and piece, together (the lists are
