@@ -411,14 +411,21 @@ static void send_m2n(Builder *b, uint32_t piece, uint64_t by, int src, int dst, 
  * keeps the piece unless another would finish it more than one piece's time sooner: the
  * balance stays within a piece or two, and pieces keep flowing between the same ranks, so
  * they aggregate into few messages. */
+static inline double send_cost(const Builder *b, int r, uint64_t by) {
+  /* rank_cost(b, &b->ld, r, by, 0, 0, 0) for by > 0: only the NIC's sends count (the idle
+   * NVLink term is 0) */
+  return G_LIKELY(by) ? MAX((double)(b->ld.r[r].ntx + by) * b->nic_inv, 0.0)
+                      : rank_cost(b, &b->ld, r, 0, 0, 0, 0);
+}
+
 static int pick_holder(const Builder *b, const int *hold, int nhold, int rot, uint64_t by) {
   int j = rot % nhold; /* (rot + i) % nhold, without a division per holder */
   int best = hold[j];
-  double bc = rank_cost(b, &b->ld, best, by, 0, 0, 0) - (double)by * b->nic_inv;
+  double bc = send_cost(b, best, by) - (double)by * b->nic_inv;
   for (int i = 1; i < nhold; i++) {
     if (++j == nhold) j = 0;
     int h = hold[j];
-    double c = rank_cost(b, &b->ld, h, by, 0, 0, 0);
+    double c = send_cost(b, h, by);
     if (c < bc) bc = c, best = h;
   }
   return best;
