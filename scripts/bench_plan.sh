@@ -9,7 +9,8 @@
 #             strategy, target 10 s each (gather-broadcast: 60 s) and 4 GiB
 #   all       the three
 # Time is CPU time (user + system): the machine may be shared; wall time is printed beside it,
-# and the load average before the first case. scripts/bench_sim.sh does the same for the
+# and the load average before the first case. BENCH_CPU picks the core (default 0): on a shared
+# machine the CPU time of a busy core is inflated too (caches), so pick the quieter one. scripts/bench_sim.sh does the same for the
 # executor model's simulation.
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ cases=${*:-plan}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-printf "# load average: %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf "# load average: %s; core %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)" "${BENCH_CPU:-0}"
 printf "%-28s %9s %9s %9s %9s %9s %7s\n" "# case" "wall(s)" "cpu(s)" "target" "mem(GiB)" \
   "target" "ratio"
 
@@ -28,7 +29,7 @@ printf "%-28s %9s %9s %9s %9s %9s %7s\n" "# case" "wall(s)" "cpu(s)" "target" "m
 bench() {
   name=$1 tsec=$2 tgib=$3
   shift 3
-  taskset -c 0 /usr/bin/time -f "%e %U %S %M" "$REFIT" "$@" -q 2>"$out" >/dev/null ||
+  taskset -c "${BENCH_CPU:-0}" /usr/bin/time -f "%e %U %S %M" "$REFIT" "$@" -q 2>"$out" >/dev/null ||
     { echo "$name: refit failed: $(cat "$out")" >&2; status=1; return; }
   tail -n 1 "$out" | awk -v n="$name" -v ts="$tsec" -v tg="$tgib" '{
     cpu = $2 + $3; gib = $4 / 1048576; r = cpu / ts; if (gib / tg > r) r = gib / tg;

@@ -236,7 +236,14 @@ static void test_run_counts(void) {
       g_assert_true(rf_memory_of_run(plan, &run, &big, &e));
       g_assert_cmpint(big.from, ==, RF_MEMORY_FROM_STAGES);
       g_assert_false(rf_memory_run_builds(plan, &run));
-      if (!pipe) {
+      if (pipe) { /* the plan's estimate at its bound and lanes (what rf_staging_choose reuses) */
+        RfMemory est;
+        rf_memory_of_plan_staging(plan, run.staging_bytes, run.slots, &est);
+        g_assert_cmpuint(big.hold_bytes, ==, est.hold_bytes);
+        g_assert_cmpuint(big.staging_bytes, ==, est.staging_bytes);
+        g_assert_cmpuint(big.peak_bytes, ==, est.peak_bytes);
+        g_assert_cmpint(big.peak_rank, ==, est.peak_rank);
+      } else {
         g_assert_cmpuint(big.hold_bytes, ==, want.hold_bytes);
         g_assert_cmpuint(big.staging_bytes, >=, want.staging_bytes);
         g_assert_cmpuint(big.staging_bytes, <=, 2 * (uint64_t)run.slots * 4096);
@@ -259,6 +266,93 @@ static void test_run_counts(void) {
     }
     rf_problem_free(pb);
   }
+}
+
+/* rf_memory_weights adds each shard's elements to every rank holding it: the same as
+ * rf_side_buffer_elems of every (buffer, rank), as it summed them before (issue 26), with lost
+ * GPUs too (they hold nothing). */
+static void check_weights_per_rank(const RfProblem *pb) {
+  RfMemory m;
+  rf_memory_weights(pb, &m);
+  uint64_t most = 0;
+  int at = pb->dst.nranks ? pb->dst.ranks[0] : -1;
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    uint64_t b = 0;
+    for (int buf = 0; buf < pb->dst.nbufs; buf++) {
+      const RfTensor *t = &pb->model->tensors[pb->model->parts[pb->dst.buf_part[buf]].tensor];
+      b += (uint64_t)rf_side_buffer_elems(&pb->dst, buf, pb->dst.ranks[i]) *
+           (uint64_t)rf_dtype_size(t->dtype);
+    }
+    if (b > most) most = b, at = pb->dst.ranks[i];
+  }
+  g_assert_cmpuint(m.weights_bytes, ==, most);
+  g_assert_cmpint(m.weights_rank, ==, at);
+  g_assert_cmpuint(m.peak_bytes, ==, most);
+}
+
+/* The plan's holding as the events of each inference rank: a received piece is live from its
+ * stage to the last stage its rank sends a piece of that part at (a relayed one at least its own
+ * stage), frees first within a stage; the largest over ranks. */
+static uint64_t hold_by_events(const RfPlan *plan) {
+  const RfProblem *pb = plan->problem;
+  GHashTable *last = g_hash_table_new(g_int64_hash, g_int64_equal);
+  gint64 *keys = g_new(gint64, plan->nxfers + 1);
+  for (uint64_t i = 0; i < plan->nxfers; i++) {
+    const RfTransfer *x = &plan->xfers[i];
+    keys[i] = (gint64)x->src * 1000000 + plan->pieces[x->piece].part;
+    const int prev = GPOINTER_TO_INT(g_hash_table_lookup(last, &keys[i]));
+    if (x->stage + 1 > prev) g_hash_table_insert(last, &keys[i], GINT_TO_POINTER(x->stage + 1));
+  }
+  uint64_t most = 0;
+  int64_t *live = g_new(int64_t, 65538); /* by stage: stages are below 65536 */
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    const int r = pb->dst.ranks[i];
+    memset(live, 0, sizeof(int64_t) * 65538);
+    int top = 0;
+    for (uint64_t t = 0; t < plan->nxfers; t++) {
+      const RfTransfer *x = &plan->xfers[t];
+      if (x->dst != r) continue;
+      const gint64 k = (gint64)r * 1000000 + plan->pieces[x->piece].part;
+      int l = GPOINTER_TO_INT(g_hash_table_lookup(last, &k)) - 1;
+      if (l <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
+      l = MAX(l, (int)x->stage);
+      live[x->stage] += (int64_t)plan->pieces[x->piece].bytes;
+      live[l + 1] -= (int64_t)plan->pieces[x->piece].bytes;
+      top = MAX(top, l + 1);
+    }
+    int64_t sum = 0;
+    for (int st = 0; st <= top; st++) {
+      sum += live[st];
+      most = MAX(most, (uint64_t)MAX(sum, 0));
+    }
+  }
+  g_hash_table_destroy(last);
+  g_free(keys);
+  g_free(live);
+  return most;
+}
+
+/* The faster counts (issue 26) against the plain ones above, on every strategy of the tiny
+ * models, with and without a lost GPU: the weights, and the plan's holding. */
+static void test_reference_counts(void) {
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++)
+    for (int lose = 0; lose <= 1; lose++) {
+      RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
+      GError *e = NULL;
+      const int gpu = pb->gpu[pb->dst.ranks[pb->dst.nranks - 1]];
+      if (lose) g_assert_true(rf_problem_set_lost(pb, &gpu, 1, &e));
+      g_assert_no_error(e);
+      check_weights_per_rank(pb);
+      for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+        RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+        g_assert_no_error(e);
+        RfMemory m;
+        rf_memory_of_plan(plan, &m);
+        g_assert_cmpuint(m.hold_bytes, ==, hold_by_events(plan));
+        rf_plan_free(plan);
+      }
+      rf_problem_free(pb);
+    }
 }
 
 static uint64_t fnv(uint64_t h, uint64_t v) {
@@ -328,6 +422,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/memory/plan/counts", test_plan_counts);
   g_test_add_func("/memory/schedule/counts", test_schedule_counts);
   g_test_add_func("/memory/run/counts", test_run_counts);
+  g_test_add_func("/memory/reference", test_reference_counts);
   g_test_add_func("/memory/golden", test_golden);
   return g_test_run();
 }

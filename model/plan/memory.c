@@ -7,26 +7,47 @@
 
 #include <string.h>
 
-static uint64_t rank_weights(const RfProblem *pb, int rank) {
-  const RfSide *s = &pb->dst;
-  uint64_t b = 0;
-  for (int buf = 0; buf < s->nbufs; buf++) {
-    const RfTensor *t = &pb->model->tensors[pb->model->parts[s->buf_part[buf]].tensor];
-    b += (uint64_t)rf_side_buffer_elems(s, buf, rank) * (uint64_t)rf_dtype_size(t->dtype);
-  }
-  return b;
-}
-
 void rf_memory_weights(const RfProblem *pb, RfMemory *out) {
   memset(out, 0, sizeof *out);
   out->weights_rank = out->peak_rank = pb->dst.nranks ? pb->dst.ranks[0] : -1;
+  /* Per buffer, over its mesh's positions: a rank's elements of a buffer depend only on the
+   * shard it holds, so each shard's are counted once (rf_side_buffer_elems at one rank holding
+   * it) and added to every rank holding it; the same sums as rf_side_buffer_elems per (buffer,
+   * rank), in the same order, at a lookup per position instead of a search per rank. */
+  const RfSide *s = &pb->dst;
+  uint64_t *w = g_new0(uint64_t, (size_t)MAX(pb->nranks, 1));
+  int64_t *shard_elems = NULL;
+  int cap = 0;
+  for (int buf = 0; buf < s->nbufs; buf++) {
+    const RfPlacement *p = &s->place[s->buf_part[buf]];
+    if (!p->mesh) continue;
+    const RfTensor *t = &pb->model->tensors[pb->model->parts[s->buf_part[buf]].tensor];
+    const uint64_t es = (uint64_t)rf_dtype_size(t->dtype);
+    const int nsh = rf_placement_nshards(p);
+    if (nsh > cap) {
+      cap = nsh;
+      shard_elems = g_renew(int64_t, shard_elems, cap);
+    }
+    for (int k = 0; k < nsh; k++)
+      shard_elems[k] = -1;
+    for (int pos = 0; pos < p->mesh->nranks; pos++) {
+      const int r = p->mesh->ranks[pos];
+      if (r >= pb->nranks || rf_side_rank_lost(s, r)) continue;
+      int sh;
+      rf_placement_locate(p, pos, &sh, NULL);
+      if (shard_elems[sh] < 0) shard_elems[sh] = rf_side_buffer_elems(s, buf, r);
+      w[r] += (uint64_t)shard_elems[sh] * es;
+    }
+  }
+  g_free(shard_elems);
   for (int i = 0; i < pb->dst.nranks; i++) {
-    uint64_t b = rank_weights(pb, pb->dst.ranks[i]);
+    const uint64_t b = w[pb->dst.ranks[i]];
     if (b > out->weights_bytes) {
       out->weights_bytes = b;
       out->weights_rank = pb->dst.ranks[i];
     }
   }
+  g_free(w);
   out->banks = 1;
   out->peak_bytes = out->weights_bytes;
   out->peak_rank = out->weights_rank;
@@ -97,34 +118,29 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
  * frees first: within one stage the live bytes fall, then rise to the stage's prefix sum. Blocks
  * keep the array within DIFF_BUDGET entries whatever the number of stages. */
 
-void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
-                               RfMemory *out) {
+/* What plan->derived holds: the peak holding of each inference rank by the plan's stages (index
+ * in pb->dst.ranks), which no staging bound or number of lanes changes. */
+typedef struct {
+  int n;
+  uint64_t hold[];
+} Derived;
+
+/* The holding of every inference rank of plan, counted on the first call and kept with the plan
+ * (plan->derived: plan.h) for the next ones: the staging choice and the memory line count the
+ * same plan at different bounds. */
+static const uint64_t *plan_holding(const RfPlan *plan) {
   const RfProblem *pb = plan->problem;
-  rf_memory_weights(pb, out);
-  out->from = RF_MEMORY_FROM_STAGES;
-  int n = pb->nranks;
+  const Derived *done = g_atomic_pointer_get(&plan->derived);
+  if (done && done->n == pb->dst.nranks) return done->hold;
+  g_assert(!done); /* the problem's inference ranks never change under a plan */
+  Derived *dv = g_malloc(sizeof(Derived) + sizeof(uint64_t) * ((size_t)pb->dst.nranks + 1));
+  dv->n = pb->dst.nranks;
+  const int n = pb->nranks;
   int *dst_index = g_new(int, n); /* per rank: its index in pb->dst.ranks, -1 if not there */
   for (int r = 0; r < n; r++)
     dst_index[r] = -1;
   for (int i = 0; i < pb->dst.nranks; i++)
     dst_index[pb->dst.ranks[i]] = i;
-  /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
-   * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
-   * NVLink */
-  const int ncls = rf_schedule_pipelines(plan) ? 2 : 1;
-  uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
-    const RfMessage *g = &plan->msgs[m];
-    const int c = ncls == 2 && !(g->flags & RF_XFER_NET);
-    max_out[2 * g->src + c] = MAX(max_out[2 * g->src + c], g->bytes);
-    max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
-  }
-  /* last stage (+ 1) each inference (rank, part) sends at: forwarding keeps a piece until then.
-   * Transfers are sorted by stage, so the last write wins. */
-  const uint32_t nparts = pb->model->nparts;
-  const gboolean dense = (uint64_t)pb->dst.nranks * nparts <= LAST_BUDGET;
-  int32_t *last_dense =
-      dense ? rf_big_alloc0(sizeof(int32_t) * ((size_t)pb->dst.nranks * nparts + 1)) : NULL;
   /* each piece's part and bytes, compact: the sorted transfers visit pieces in no useful order,
    * and a piece is a box of RF_MAX_DIMS bounds */
   uint32_t *ppart = rf_big_alloc(sizeof(uint32_t) * (plan->npieces + 1));
@@ -133,33 +149,48 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     ppart[k] = plan->pieces[k].part;
     pbytes[k] = (int64_t)plan->pieces[k].bytes;
   }
-  RfU64Map last_send; /* (rank, part) -> stage, where the dense array would pass DIFF_BUDGET */
-  rf_u64map_init(&last_send, dense ? 1 : 1024, FALSE);
-  int max_stage = 0;
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *x = &plan->xfers[i];
-    max_stage = MAX(max_stage, (int)x->stage);
-    const int d = dst_index[x->src];
-    if (d < 0) continue;
-    const uint32_t part = ppart[x->piece];
-    if (dense)
-      last_dense[(size_t)d * nparts + part] = x->stage + 1;
-    else
-      rf_u64map_set(&last_send, GPOINTER_TO_SIZE(rank_part(x->src, part)), x->stage + 1);
-  }
-  /* holding: per block of inference ranks, the live-byte change at each stage */
+  /* Transfers are sorted by stage: the last one's is the largest (messages carry it too). */
+  int max_stage = plan->nxfers ? plan->xfers[plan->nxfers - 1].stage : 0;
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    max_stage = MAX(max_stage, (int)plan->msgs[m].stage);
+  /* Holding, per block of inference ranks, in one pass over the transfers from the last: a
+   * received piece is held from its stage to the last stage (+ 1) its rank sends a piece of its
+   * part at (forwarding keeps it until then), and those sends are all met before it in the pass
+   * (sends at its own stage, met or not, change nothing: a piece is held only up to a later
+   * stage, and a relayed one to its own stage either way). last: (rank in block, part) ->
+   * that stage + 1, dense where the block's rows fit LAST_BUDGET, else a map. */
+  const uint32_t nparts = pb->model->nparts;
   const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
   const int block = (int)MAX(1, MIN((uint64_t)pb->dst.nranks, DIFF_BUDGET / width));
+  const gboolean dense = (uint64_t)block * nparts <= LAST_BUDGET;
+  int32_t *last_dense = dense ? rf_big_alloc(sizeof(int32_t) * ((size_t)block * nparts + 1)) : NULL;
+  RfU64Map last_send; /* (rank, part) -> stage + 1, where the dense array would pass LAST_BUDGET */
   int64_t *diff = rf_big_alloc(sizeof(int64_t) * (size_t)block * width);
   for (int b0 = 0; b0 < pb->dst.nranks; b0 += block) {
     const int b1 = MIN(b0 + block, pb->dst.nranks);
     memset(diff, 0, sizeof(int64_t) * (size_t)(b1 - b0) * width);
-    for (uint64_t i = 0; i < plan->nxfers; i++) {
+    if (dense)
+      memset(last_dense, 0, sizeof(int32_t) * (size_t)(b1 - b0) * nparts);
+    else
+      rf_u64map_init(&last_send, 1024, FALSE);
+    for (uint64_t i = plan->nxfers; i-- > 0;) {
       const RfTransfer *x = &plan->xfers[i];
-      const int d = dst_index[x->dst];
-      if (d < b0 || d >= b1) continue;
+      const int ds = dst_index[x->src], d = dst_index[x->dst];
+      const gboolean sends = ds >= b0 && ds < b1, gets = d >= b0 && d < b1;
+      if (!sends && !gets) continue;
       const uint32_t part = ppart[x->piece];
-      int last = (dense ? last_dense[(size_t)d * nparts + part]
+      if (sends) {
+        if (dense) {
+          int32_t *l = &last_dense[(size_t)(ds - b0) * nparts + part];
+          *l = MAX(*l, (int32_t)x->stage + 1);
+        } else {
+          const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->src, part));
+          const int32_t l = rf_u64map_get(&last_send, k, 0);
+          if (x->stage + 1 > l) rf_u64map_set(&last_send, k, x->stage + 1);
+        }
+      }
+      if (!gets) continue;
+      int last = (dense ? last_dense[(size_t)(d - b0) * nparts + part]
                         : rf_u64map_get(&last_send, GPOINTER_TO_SIZE(rank_part(x->dst, part)), 0)) -
                  1;
       if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
@@ -168,30 +199,59 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
       diff[(size_t)(d - b0) * width + x->stage] += by;
       diff[(size_t)(d - b0) * width + (uint64_t)last + 1] -= by;
     }
+    if (!dense) rf_u64map_free(&last_send);
     for (int i = b0; i < b1; i++) {
-      const int r = pb->dst.ranks[i];
       int64_t live = 0, peak = 0;
       for (uint64_t st = 0; st < width; st++) {
         live += diff[(size_t)(i - b0) * width + st];
         peak = MAX(peak, live);
       }
-      const uint64_t cap = staging_bytes;
-      uint64_t staging = 0;
-      for (int c = 0; c < 2; c++) {
-        const uint64_t room = c ? cap * rf_schedule_nvlink_share(plan) : cap;
-        staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
-      }
-      count_rank(out, r, (uint64_t)peak, staging);
+      dv->hold[i] = (uint64_t)peak;
     }
   }
   g_free(diff);
   g_free(dst_index);
-  g_free(max_out);
-  g_free(max_in);
-  rf_u64map_free(&last_send);
   g_free(last_dense);
   g_free(ppart);
   g_free(pbytes);
+  if (!g_atomic_pointer_compare_and_exchange((gpointer *)&((RfPlan *)plan)->derived, NULL, dv)) {
+    g_free(dv); /* another thread counted it first: the same counts */
+    dv = g_atomic_pointer_get(&plan->derived);
+  }
+  return dv->hold;
+}
+
+void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
+                               RfMemory *out) {
+  const RfProblem *pb = plan->problem;
+  rf_memory_weights(pb, out);
+  out->from = RF_MEMORY_FROM_STAGES;
+  const int n = pb->nranks;
+  /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
+   * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
+   * NVLink */
+  const int ncls = rf_schedule_pipelines(plan) ? 2 : 1;
+  const uint64_t share = rf_schedule_nvlink_share(plan);
+  uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *g = &plan->msgs[m];
+    const int c = ncls == 2 && !(g->flags & RF_XFER_NET);
+    max_out[2 * g->src + c] = MAX(max_out[2 * g->src + c], g->bytes);
+    max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
+  }
+  const uint64_t *hold = plan_holding(plan);
+  for (int i = 0; i < pb->dst.nranks; i++) {
+    const int r = pb->dst.ranks[i];
+    const uint64_t cap = staging_bytes;
+    uint64_t staging = 0;
+    for (int c = 0; c < 2; c++) {
+      const uint64_t room = c ? cap * share : cap;
+      staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
+    }
+    count_rank(out, r, hold[i], staging);
+  }
+  g_free(max_out);
+  g_free(max_in);
 }
 
 /* A piece an inference rank received: its transfer, stage and piece, together (the lists are

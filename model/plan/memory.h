@@ -83,13 +83,14 @@ gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run);
 void rf_memory_set_banks(RfMemory *m, int banks);
 
 /* Weights of the inference side of pb, one bank (extra fields 0, peak = weights). Cost: buffers x
- * ranks. */
+ * their mesh positions (each shard's size is computed once per buffer). */
 void rf_memory_weights(const RfProblem *pb, RfMemory *out);
 /* The plan's stage estimate (what rf_memory_of_run falls back to above max_segments): a piece a
  * GPU receives and forwards is live from the stage it arrives to the last stage the GPU sends a
  * piece of that part; staging is the largest message each way, capped at the staging bound
  * (pipelined: its NVLink share too), times the lanes. At refit run's default staging bound and
- * lanes. Cost: transfers + ranks. */
+ * lanes. Cost: transfers + ranks on a plan's first count, which keeps the holding with the plan
+ * (RfPlan.derived: it depends on no bound or lanes); messages + ranks after. */
 void rf_memory_of_plan(const RfPlan *plan, RfMemory *out);
 /* The same for a staging bound (bytes per rank, direction and lane) and a number of lanes. */
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,

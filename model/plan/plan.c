@@ -93,8 +93,11 @@ static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage
   x->cell[(size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift)]++;
 }
 
+/* Pieces as they are planned, like the transfers in one RfBigVec: written once on fresh pages,
+ * never copied to a larger array. */
 typedef struct {
-  RfPiece *v;
+  RfBigVec big;
+  RfPiece *v; /* big.p */
   uint32_t n, cap;
 } PieceVec;
 
@@ -141,8 +144,17 @@ static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
             (uint64_t)rf_dtype_size(m->tensors[m->parts[part].tensor].dtype);
   PieceVec *v = &b->pieces;
   if (v->n == v->cap) {
-    v->v = rf_big_realloc(v->v, sizeof(RfPiece) * v->cap, sizeof(RfPiece) * 2 * MAX(v->cap, 512));
-    v->cap = 2 * MAX(v->cap, 512);
+    if (v->n >= RF_PLAN_MAX_TRANSFERS) { /* as many pieces as transfers: the transfers' limit */
+      if (!b->failed)
+        g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
+                    "%s plan needs more than %llu pieces (2^27, the limit of its transfers); use "
+                    "fewer ranks or another strategy",
+                    rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS);
+      b->failed = TRUE;
+      return 0; /* the build fails: no transfer of it is kept */
+    }
+    v->v = rf_bigvec_room(&v->big, sizeof(RfPiece) * ((size_t)v->n + 1));
+    v->cap = (uint32_t)MIN(v->big.room / sizeof(RfPiece), RF_PLAN_MAX_TRANSFERS);
   }
   v->v[v->n] = p;
   return v->n++;
@@ -399,12 +411,21 @@ static void send_m2n(Builder *b, uint32_t piece, uint64_t by, int src, int dst, 
  * keeps the piece unless another would finish it more than one piece's time sooner: the
  * balance stays within a piece or two, and pieces keep flowing between the same ranks, so
  * they aggregate into few messages. */
+static inline double send_cost(const Builder *b, int r, uint64_t by) {
+  /* rank_cost(b, &b->ld, r, by, 0, 0, 0) for by > 0: only the NIC's sends count (the idle
+   * NVLink term is 0) */
+  return G_LIKELY(by) ? MAX((double)(b->ld.r[r].ntx + by) * b->nic_inv, 0.0)
+                      : rank_cost(b, &b->ld, r, 0, 0, 0, 0);
+}
+
 static int pick_holder(const Builder *b, const int *hold, int nhold, int rot, uint64_t by) {
-  int best = hold[rot % nhold];
-  double bc = rank_cost(b, &b->ld, best, by, 0, 0, 0) - (double)by * b->nic_inv;
+  int j = rot % nhold; /* (rot + i) % nhold, without a division per holder */
+  int best = hold[j];
+  double bc = send_cost(b, best, by) - (double)by * b->nic_inv;
   for (int i = 1; i < nhold; i++) {
-    int h = hold[(rot + i) % nhold];
-    double c = rank_cost(b, &b->ld, h, by, 0, 0, 0);
+    if (++j == nhold) j = 0;
+    int h = hold[j];
+    double c = send_cost(b, h, by);
     if (c < bc) bc = c, best = h;
   }
   return best;
@@ -442,11 +463,13 @@ static void m2n_groups(Builder *b, uint32_t piece, uint64_t by, const int *hold,
     int hsrc = ph == RF_PHASE_INJECT ? src : -1;
     uint64_t fwd_tx = k + K < nr ? by : 0; /* the receiver forwards it once more */
     /* domain copy: the least loaded receiver */
-    int lead = dst[i + (rot + k) % cnt]; /* the round-robin receiver, unless (pick_holder) */
+    int at = (rot + k) % cnt; /* (rot + k + t) % cnt, without a division per receiver */
+    int lead = dst[i + at];   /* the round-robin receiver, unless (pick_holder) */
     double lc = rank_cost(b, &b->ld, lead, fwd_tx, by, (uint64_t)(cnt - 1) * by, 0),
            lbar = lc - (double)by * b->nic_inv;
     for (int t = 1; t < cnt; t++) {
-      int r = dst[i + (rot + k + t) % cnt];
+      if (++at == cnt) at = 0;
+      int r = dst[i + at];
       double c = rank_cost(b, &b->ld, r, fwd_tx, by, (uint64_t)(cnt - 1) * by, 0);
       if (c < lbar) lc = lbar = c, lead = r;
     }
@@ -1018,13 +1041,42 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
   g_free(bcell);
 }
 
+/* A fresh mark for the arrays a and b of n entries (forgetting every old mark when it wraps). */
+static uint32_t next_stamp(uint32_t *stamp, uint32_t *a, uint32_t *b, int n) {
+  if (++*stamp == 0) {
+    memset(a, 0, sizeof(uint32_t) * n);
+    memset(b, 0, sizeof(uint32_t) * n);
+    *stamp = 1;
+  }
+  return *stamp;
+}
+
+/* The distinct NVLink domains of each shard's replicas: shard k's in dom[k * nrep ..] (their
+ * number in ndom[k]), and in only[k] the one domain of all of them (-1: several, -2: none). */
+static void shard_domains(const RfProblem *pb, const Shards *S, int *dom, int *ndom, int *only,
+                          uint32_t *mark, uint32_t *other, uint32_t *stamp, int nd_) {
+  for (int k = 0; k < S->n; k++) {
+    const uint32_t st = next_stamp(stamp, mark, other, nd_);
+    int n = 0;
+    for (int j = 0; j < S->nrep; j++) {
+      const int d = rf_problem_domain(pb, holder(S, k, j));
+      if (mark[d] == st) continue;
+      mark[d] = st;
+      dom[(size_t)k * S->nrep + n++] = d;
+    }
+    ndom[k] = n;
+    only[k] = n == 0 ? -2 : n == 1 ? dom[(size_t)k * S->nrep] : -1;
+  }
+}
+
 /* The physical network bound of the problem (RfPlanStats.domain_bound_s). Per part, over the
  * overlapping (source shard, destination shard) pairs: the distinct shards of one placement
  * tile the part, so overlaps of distinct pairs are disjoint and their volumes add up.
  * - into domain d: the overlap, if some replica of the destination shard is in d and no
  *   replica of the source shard is;
  * - out of domain s: the overlap, if every replica of the source shard is in s and some replica
- *   of the destination shard is outside s. */
+ *   of the destination shard is outside s.
+ * The domains of each shard's replicas are listed once per part, not once per pair. */
 static double domain_bound(const RfProblem *pb) {
   const RfModel *m = pb->model;
   int nd_ = 0;
@@ -1038,7 +1090,6 @@ static double domain_bound(const RfProblem *pb) {
   for (int r = 0; r < pb->nranks; r++)
     if (pb->gpu[r] >= 0 && (rf_side_index(&pb->src, r) >= 0 || rf_side_index(&pb->dst, r) >= 0))
       nranks[rf_problem_domain(pb, r)]++;
-  int *ddoms = NULL, nddoms_cap = 0;
   for (uint32_t pi = 0; pi < m->nparts; pi++) {
     const RfPlacement *sp = &pb->src.place[pi], *dp = &pb->dst.place[pi];
     if (!sp->mesh || !dp->mesh) continue;
@@ -1047,40 +1098,35 @@ static double domain_bound(const RfProblem *pb) {
     Shards S, D;
     shards_init(&S, sp);
     shards_init(&D, dp);
-    if (nddoms_cap < D.nrep) {
-      nddoms_cap = D.nrep;
-      ddoms = g_renew(int, ddoms, nddoms_cap);
-    }
+    int *sdom = g_new(int, (size_t)S.n *S.nrep + 1), *sn = g_new(int, S.n + 1);
+    int *sonly = g_new(int, S.n + 1);
+    int *ddom = g_new(int, (size_t)D.n *D.nrep + 1), *dn = g_new(int, D.n + 1);
+    int *donly = g_new(int, D.n + 1);
+    shard_domains(pb, &S, sdom, sn, sonly, smark, dmark, &stamp, nd_);
+    shard_domains(pb, &D, ddom, dn, donly, dmark, smark, &stamp, nd_);
     for (int dk = 0; dk < D.n; dk++) {
+      const int *dd = ddom + (size_t)dk * D.nrep;
       for (int sk = 0; sk < S.n; sk++) {
         RfBox ov;
         if (!rf_box_intersect(&S.box[sk], &D.box[dk], nd, &ov)) continue;
         uint64_t by = (uint64_t)rf_box_volume(&ov, nd) * es;
-        if (++stamp == 0) { /* wrapped: forget every old mark */
-          memset(dmark, 0, sizeof(uint32_t) * nd_);
-          memset(smark, 0, sizeof(uint32_t) * nd_);
-          stamp = 1;
-        }
-        int only = -2; /* the one domain of every source replica, -1 if several */
-        for (int j = 0; j < S.nrep; j++) {
-          int d = rf_problem_domain(pb, holder(&S, sk, j));
-          smark[d] = stamp;
-          only = only == -2 || only == d ? d : -1;
-        }
-        int ndd = 0;
-        gboolean outside = FALSE;
-        for (int j = 0; j < D.nrep; j++) {
-          int d = rf_problem_domain(pb, holder(&D, dk, j));
-          outside |= d != only;
-          if (dmark[d] == stamp) continue;
-          dmark[d] = stamp;
-          ddoms[ndd++] = d;
-        }
-        for (int k = 0; k < ndd; k++)
-          if (smark[ddoms[k]] != stamp) in[ddoms[k]] += by;
+        const uint32_t st = next_stamp(&stamp, dmark, smark, nd_);
+        for (int t = 0; t < sn[sk]; t++)
+          smark[sdom[(size_t)sk * S.nrep + t]] = st;
+        for (int t = 0; t < dn[dk]; t++)
+          if (smark[dd[t]] != st) in[dd[t]] += by;
+        const int only = sonly[sk];
+        /* some destination replica outside the one source domain */
+        const gboolean outside = dn[dk] > 1 || (dn[dk] == 1 && dd[0] != only);
         if (only >= 0 && outside) out[only] += by;
       }
     }
+    g_free(sdom);
+    g_free(sn);
+    g_free(sonly);
+    g_free(ddom);
+    g_free(dn);
+    g_free(donly);
     shards_clear(&S);
     shards_clear(&D);
   }
@@ -1092,7 +1138,6 @@ static double domain_bound(const RfProblem *pb) {
   g_free(nranks);
   g_free(dmark);
   g_free(smark);
-  g_free(ddoms);
   return mx;
 }
 
@@ -1210,6 +1255,7 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   b.bcast_channels =
       opt && opt->bcast_channels > 0 ? opt->bcast_channels : pb->topo->bcast_channels;
   xvec_init(&b.x, bits_for((uint64_t)pb->nranks));
+  b.pieces.big.max = sizeof(RfPiece) * RF_PLAN_MAX_TRANSFERS;
   b.domain = g_new(int, pb->nranks);
   for (int r = 0; r < pb->nranks; r++) {
     b.domain[r] = rf_problem_domain(pb, r);
@@ -1248,7 +1294,7 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   g_free(b.fwd);
   g_free(b.astage);
   if (b.failed) {
-    g_free(b.pieces.v);
+    rf_bigvec_clear(&b.pieces.big);
     xvec_clear(&b.x);
     return NULL;
   }
@@ -1256,7 +1302,8 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
   plan->strategy = strategy;
   plan->problem = pb;
   plan->npieces = b.pieces.n;
-  plan->pieces = b.pieces.v;
+  plan->pieces = b.pieces.n ? rf_bigvec_take(&b.pieces.big, sizeof(RfPiece) * b.pieces.n) : NULL;
+  rf_bigvec_clear(&b.pieces.big);
   plan->nxfers = b.x.n;
   plan->nstages = b.x.n ? b.max_stage + 1 : 0;
   plan->stats.domain_bound_s = phys;
@@ -1267,8 +1314,9 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
 
 void rf_plan_free(RfPlan *plan) {
   if (!plan) return;
-  g_free(plan->pieces);
+  rf_bigvec_free(plan->pieces);
   rf_bigvec_free(plan->xfers);
   rf_bigvec_free(plan->msgs);
+  g_free(plan->derived);
   g_free(plan);
 }

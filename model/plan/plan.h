@@ -85,15 +85,19 @@ typedef struct {
 typedef struct {
   RfStrategy strategy;
   const RfProblem *problem; /* borrowed: must outlive the plan */
-  RfPiece *pieces;
+  RfPiece *pieces;          /* pieces, xfers and msgs are model/base/bigmem.h RfBigVec arrays:
+                               rf_plan_free frees them, never g_free */
   uint32_t npieces;
-  RfTransfer *xfers; /* sorted by (stage, src, dst); xfers and msgs are model/base/bigmem.h
-                        RfBigVec arrays: rf_plan_free frees them, never g_free */
+  RfTransfer *xfers; /* sorted by (stage, src, dst) */
   uint64_t nxfers;
   RfMessage *msgs; /* in the same order */
   uint64_t nmsgs;
   int nstages;
   RfPlanStats stats;
+  /* Not part of the plan: what model/plan/memory.c derives from it once, on the first memory
+   * count, for the next ones (one GLib block; NULL until then). rf_plan_free frees it; a plan
+   * filled by hand that is counted frees it with g_free. Never copy an RfPlan by value. */
+  gpointer derived;
 } RfPlan;
 
 typedef struct {

@@ -45,6 +45,9 @@ static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, uint64
   RfMemoryRun run;
   rf_memory_run_init(&run);
   run.banks = banks;
+  /* a pipelined schedule too large to build is counted by the plan's stages at the default
+   * bound and lanes: rf_memory_of_run would count m again */
+  if (!rf_memory_run_builds(plan, &run) && rf_schedule_pipelines(plan)) return left_bytes(&m);
   RfMemory ms;
   return rf_memory_of_run(plan, &run, &ms, NULL) ? left_bytes(&ms) : left_bytes(&m);
 }
