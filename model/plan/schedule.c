@@ -135,8 +135,14 @@ static uint64_t arrival_key(int rank, uint32_t part) {
  * of dependents (CSR: dependents of segment g are next[first[g] .. first[g + 1])) and a count of
  * prerequisites. */
 typedef struct {
+  uint32_t npre; /* prerequisites not yet placed */
+  uint32_t dep1; /* 1 + the latest round of those placed (seg_dep + 1; zero-filled: pages of
+                    segments without prerequisites are never touched) */
+} PreDep;
+
+typedef struct {
   uint64_t *first, *next;
-  uint32_t *npre;
+  PreDep *pre; /* per segment: both in one place (a placement updates both of each dependent) */
 } DepGraph;
 
 /* Where the (before, after) pairs of segments go: counted per `before` (next NULL), or written
@@ -230,7 +236,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
   d->first = g_new0(uint64_t, s->nsegs + 1);
-  d->npre = g_new0(uint32_t, s->nsegs ? s->nsegs : 1);
+  d->pre = g_new0(PreDep, s->nsegs ? s->nsegs : 1);
   PairSink sink = {d->first, NULL, NULL};
   dep_pairs(s, plan, xv, av, xs->len, &sink);
   for (uint64_t g = 0; g < s->nsegs; g++)
@@ -254,7 +260,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     for (uint64_t i = 0; i < n; i++)
       if (!i || v[i] != v[i - 1]) {
         d->next[np2++] = v[i];
-        d->npre[v[i]]++;
+        d->pre[v[i]].npre++;
       }
   }
   d->first[s->nsegs] = np2;
@@ -263,7 +269,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
 static void dep_graph_clear(DepGraph *d) {
   g_free(d->first);
   g_free(d->next);
-  g_free(d->npre);
+  g_free(d->pre);
 }
 
 /* A round's room over NVLink, in staging bounds: what NVLink carries while the network carries
@@ -308,10 +314,10 @@ static void sort_by_key_desc(uint64_t *ids, uint64_t *tmp, uint64_t n, const uin
   if (a != ids) memcpy(ids, a, n * sizeof *ids);
 }
 
-/* The message of segment g (binary search over seg_first). */
-static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
-  uint64_t lo = 0, hi = s->nmsgs; /* the m with seg_first[m] <= g < seg_first[m + 1] */
-  while (hi - lo > 1) {
+/* The message of segment g among messages [lo, hi), which hold it (binary search over
+ * seg_first). */
+static uint64_t seg_message_in(const RfSchedule *s, uint64_t g, uint64_t lo, uint64_t hi) {
+  while (hi - lo > 1) { /* the m with seg_first[m] <= g < seg_first[m + 1] */
     uint64_t mid = lo + (hi - lo) / 2;
     if (s->seg_first[mid] <= g)
       lo = mid;
@@ -319,6 +325,28 @@ static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
       hi = mid;
   }
   return lo;
+}
+
+static uint64_t seg_message(const RfSchedule *s, uint64_t g) {
+  return seg_message_in(s, g, 0, s->nmsgs);
+}
+
+/* seg_message narrowed by a table of the message of every (1 << MSG_LUT_SHIFT)-th segment: the
+ * placement looks up every segment as it becomes ready. */
+#define MSG_LUT_SHIFT 12
+
+static uint64_t *msg_lut_new(const RfSchedule *s) {
+  const uint64_t n = (s->nsegs >> MSG_LUT_SHIFT) + 1;
+  uint64_t *lut = g_new(uint64_t, n);
+  for (uint64_t j = 0; j < n; j++)
+    lut[j] = (j << MSG_LUT_SHIFT) < s->nsegs ? seg_message(s, j << MSG_LUT_SHIFT) : s->nmsgs;
+  return lut;
+}
+
+static uint64_t msg_lut_find(const RfSchedule *s, const uint64_t *lut, uint64_t g) {
+  const uint64_t j = g >> MSG_LUT_SHIFT; /* the last entry's messages run to the end */
+  const uint64_t hi = j < (s->nsegs >> MSG_LUT_SHIFT) ? MIN(lut[j + 1] + 1, s->nmsgs) : s->nmsgs;
+  return seg_message_in(s, g, lut[j], hi);
 }
 
 void rf_schedule_byte_rounds(const RfSchedule *s, uint64_t m, uint64_t lo, uint64_t len, int *first,
@@ -406,7 +434,8 @@ double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
  * endpoints of equal keys merge theirs by message. An endpoint already full (no operation, or no
  * aligned unit of room, left) is passed over whole, and one that fills stops there: none of its
  * remaining messages could place a segment. A round so costs the endpoints with room, not every
- * ready message. */
+ * ready message, and a turn visits only the endpoint's messages with a ready segment (a bit per
+ * message of its list), deciding which end keys each from the two endpoints' keys alone. */
 
 /* A set of segments as a bitmap with a summary (bit w of sum: word w of bit is not empty), for
  * visiting the members at or after a segment in ascending order without scanning the others. */
@@ -465,10 +494,16 @@ typedef struct {
   SegSet rdy;       /* the same segments, for visiting only them */
   uint64_t placed;
   GArray *later; /* segments whose last prerequisite this round placed */
-  /* per endpoint: its messages not known to be done (ascending, from ep_first[e]), how many,
-   * how many of them are ready, the key at the start of the round */
+  /* per endpoint: its messages (ascending, ep_msg[ep_first[e] ..  ep_first[e + 1])), how many
+   * of them are ready, the key at the start of the round */
   uint64_t *ep_first, *ep_msg, *ep_key;
-  uint32_t *ep_len, *ep_ready;
+  uint32_t *ep_ready;
+  /* per endpoint, a bit per message of its list, set while the message has a ready segment
+   * (words ep_bits[ep_wfirst[e] .. ep_wfirst[e + 1])): a turn visits only those; per message,
+   * its place in its source's and its destination's list (ep_pos[2 m + dir]) */
+  uint64_t *ep_wfirst, *ep_bits;
+  uint32_t *ep_pos;
+  uint32_t *ep_other; /* beside ep_msg: the message's other endpoint (no look at the message) */
   uint32_t *ep_small; /* per endpoint: its messages whose short last segment is ready */
 } Placer;
 
@@ -516,8 +551,15 @@ static gboolean msg_blocked(const Placer *P, uint64_t m) {
 /* The ready count of message m changed from or to zero: its endpoints' counts follow. */
 static void ep_ready_add(Placer *P, uint64_t m, int delta) {
   const RfMessage *msg = &P->plan->msgs[m];
-  P->ep_ready[msg_endpoint(msg, 0)] += (uint32_t)delta;
-  P->ep_ready[msg_endpoint(msg, 1)] += (uint32_t)delta;
+  for (int dir = 0; dir < 2; dir++) {
+    const uint64_t e = msg_endpoint(msg, dir), i = P->ep_pos[2 * m + (uint64_t)dir];
+    uint64_t *w = &P->ep_bits[P->ep_wfirst[e] + i / 64];
+    P->ep_ready[e] += (uint32_t)delta;
+    if (delta > 0)
+      *w |= UINT64_C(1) << (i % 64);
+    else
+      *w &= ~(UINT64_C(1) << (i % 64));
+  }
 }
 
 /* Message m puts in, in order, those of its ready segments both ends have room for (round r). */
@@ -541,7 +583,12 @@ static void place_msg(Placer *P, uint64_t m, int r) {
     if ((int)os->ops + need > max_ops || (int)od->ops + need > max_ops) break;
     if (us->send + b > room || ud->recv + b > room) {
       if (us->send + RF_SCHEDULE_ALIGN > room || ud->recv + RF_SCHEDULE_ALIGN > room) break;
-      continue; /* a smaller one may fit */
+      /* a smaller one may fit: only the message's last segment can be smaller (the ones
+       * between are whole, and nothing changes until one is placed) */
+      const uint64_t last = end - 1;
+      if (g >= last || !(msg->bytes % C) || !(P->rdy.bit[last / 64] >> (last % 64) & 1)) break;
+      g = last - 1; /* the loop's next ready segment is the last */
+      continue;
     }
     if (!os->ops) g_array_append_val(P->touched, msg->src);
     us->send += b;
@@ -558,8 +605,9 @@ static void place_msg(Placer *P, uint64_t m, int r) {
     P->rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
     P->rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
     for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
-      if (!--P->d.npre[P->d.next[k]]) g_array_append_val(P->later, P->d.next[k]);
-      s->seg_dep[P->d.next[k]] = MAX(s->seg_dep[P->d.next[k]], r);
+      PreDep *q = &P->d.pre[P->d.next[k]];
+      if (!--q->npre) g_array_append_val(P->later, P->d.next[k]);
+      q->dep1 = MAX(q->dep1, (uint32_t)r + 1);
     }
     P->placed++;
   }
@@ -569,53 +617,59 @@ static void place_msg(Placer *P, uint64_t m, int r) {
 
 /* Message m has no ready segment that both ends have room for (and would place nothing): less
  * room than a whole segment at an end, and its short last segment not ready or too large. */
-static gboolean msg_no_fit(const Placer *P, uint64_t m) {
-  const RfMessage *msg = &P->plan->msgs[m];
-  const int cls = msg_class(msg);
+static gboolean msg_no_fit(const Placer *P, uint64_t m, uint64_t a, uint64_t b) {
+  const uint64_t cls = (a / 2) & 1; /* a, b: its source's and destination's endpoints */
   const uint64_t room = cls ? P->Bn : P->B, C = P->s->seg_bytes;
-  const uint64_t used = MAX(P->use[2 * msg->src + cls].send, P->use[2 * msg->dst + cls].recv);
+  const uint64_t used = MAX(P->use[2 * (a / 4) + cls].send, P->use[2 * (b / 4) + cls].recv);
   if (used + C <= room) return FALSE;
-  const uint64_t g = P->s->seg_first[m + 1] - 1, last = msg->bytes % C;
+  const uint64_t g = P->s->seg_first[m + 1] - 1, last = P->plan->msgs[m].bytes % C;
   if (!last || !(P->rdy.bit[g / 64] >> (g % 64) & 1)) return TRUE;
   return used + align_up(last, RF_SCHEDULE_ALIGN) > room;
 }
 
-/* Whether endpoint e gives ready message m its key (the busier end; the source on a tie). */
-static gboolean ep_keys(const Placer *P, uint64_t m, uint64_t e) {
-  const RfMessage *msg = &P->plan->msgs[m];
-  const uint64_t a = msg_endpoint(msg, 0), b = msg_endpoint(msg, 1);
-  return (P->ep_key[a] >= P->ep_key[b] ? a : b) == e;
+/* Whether endpoint e gives a ready message between it and endpoint o its key (the busier end;
+ * the source, the endpoint of direction 0, on a tie). */
+static gboolean ep_keys(const Placer *P, uint64_t e, uint64_t o) {
+  const uint64_t ke = P->ep_key[e], ko = P->ep_key[o];
+  return ke > ko || (ke == ko && !(e & 1));
+}
+
+/* msg_blocked of the message from endpoint a to endpoint b, without looking at the message. */
+static gboolean ends_blocked(const Placer *P, uint64_t a, uint64_t b) {
+  const uint64_t x = a / 4, y = b / 4, cls = (a / 2) & 1;
+  const uint64_t room = cls ? P->Bn : P->B;
+  const int need = x == y ? 2 : 1;
+  return (int)P->use[2 * x].ops + need > P->max_ops || (int)P->use[2 * y].ops + need > P->max_ops ||
+         P->use[2 * x + cls].send + RF_SCHEDULE_ALIGN > room ||
+         P->use[2 * y + cls].recv + RF_SCHEDULE_ALIGN > room;
 }
 
 /* Endpoint e's turn in round r: its ready messages that take their key from it, in message
  * order, placed (collect NULL) or, for a merge with endpoints of the same key, appended to
- * collect (those whose ends both have room now). Drops the messages that are done. */
+ * collect (those whose ends both have room now). Only the messages with a ready segment are
+ * visited (ep_bits); placing one changes only its own bit. */
 static void ep_turn(Placer *P, uint64_t e, int r, GArray *collect) {
   if (ep_full(P, e)) return;
-  uint64_t *L = P->ep_msg + P->ep_first[e];
-  const uint64_t *seg_first = P->s->seg_first;
-  const uint32_t n = P->ep_len[e];
-  uint32_t w = 0, i = 0;
-  for (; i < n; i++) {
-    const uint64_t m = L[i];
-    if (P->cur[m] == seg_first[m + 1]) continue; /* done */
-    L[w++] = m;
-    if (!P->nready[m] || !ep_keys(P, m, e)) continue;
-    const RfMessage *msg = &P->plan->msgs[m];
-    if (ep_full(P, msg_endpoint(msg, 0)) || ep_full(P, msg_endpoint(msg, 1)) || msg_no_fit(P, m))
-      continue; /* it could place nothing */
-    if (collect) {
-      if (!msg_blocked(P, m)) g_array_append_val(collect, m);
-      continue;
+  const uint64_t *L = P->ep_msg + P->ep_first[e];
+  const uint32_t *O = P->ep_other + P->ep_first[e];
+  const uint64_t *W = P->ep_bits + P->ep_wfirst[e];
+  const uint64_t nw = P->ep_wfirst[e + 1] - P->ep_wfirst[e];
+  for (uint64_t k = 0; k < nw; k++)
+    for (uint64_t x = W[k]; x; x &= x - 1) {
+      const uint64_t i = 64 * k + (uint64_t)__builtin_ctzll(x), o = O[i];
+      if (!ep_keys(P, e, o)) continue;
+      /* e is not full (checked before, and after each placement): the other end, then the
+       * message's own segments */
+      const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o;      /* source, destination */
+      if (ep_full(P, o) || msg_no_fit(P, L[i], a, b)) continue; /* it could place nothing */
+      if (collect) {
+        if (!ends_blocked(P, a, b)) g_array_append_val(collect, L[i]);
+        continue;
+      }
+      const uint64_t m = L[i];
+      place_msg(P, m, r);
+      if (ep_full(P, e)) return;
     }
-    place_msg(P, m, r);
-    if (ep_full(P, e)) {
-      i++;
-      break;
-    }
-  }
-  if (w < i) memmove(L + w, L + i, sizeof *L * (n - i));
-  P->ep_len[e] = w + (n - i);
 }
 
 /* The endpoints' messages (each message under its source's and its destination's endpoint) and
@@ -624,28 +678,35 @@ static void placer_endpoints(Placer *P) {
   const RfPlan *plan = P->plan;
   const uint64_t ne = 4 * (uint64_t)P->s->nranks;
   P->ep_first = g_new0(uint64_t, ne + 1);
-  P->ep_len = g_new0(uint32_t, ne ? ne : 1);
+  P->ep_wfirst = g_new0(uint64_t, ne + 1);
   P->ep_ready = g_new0(uint32_t, ne ? ne : 1);
   P->ep_small = g_new0(uint32_t, ne ? ne : 1);
   P->ep_key = g_new0(uint64_t, ne ? ne : 1);
+  P->ep_pos = g_new0(uint32_t, 2 * (plan->nmsgs ? plan->nmsgs : 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     if (P->s->seg_first[m + 1] > P->s->seg_first[m])
       for (int dir = 0; dir < 2; dir++)
-        P->ep_len[msg_endpoint(&plan->msgs[m], dir)]++;
-  for (uint64_t e = 0; e < ne; e++)
-    P->ep_first[e + 1] = P->ep_first[e] + P->ep_len[e];
+        P->ep_first[msg_endpoint(&plan->msgs[m], dir) + 1]++;
+  for (uint64_t e = 0; e < ne; e++) {
+    P->ep_wfirst[e + 1] = P->ep_wfirst[e] + (P->ep_first[e + 1] + 63) / 64;
+    P->ep_first[e + 1] += P->ep_first[e];
+  }
   P->ep_msg = g_new(uint64_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
-  memset(P->ep_len, 0, sizeof(uint32_t) * ne);
+  P->ep_other = g_new(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  P->ep_bits = g_new0(uint64_t, P->ep_wfirst[ne] ? P->ep_wfirst[ne] : 1);
+  g_autofree uint64_t *fill = g_memdup2(P->ep_first, sizeof(uint64_t) * (ne + 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     if (P->s->seg_first[m + 1] > P->s->seg_first[m])
       for (int dir = 0; dir < 2; dir++) {
         const uint64_t e = msg_endpoint(&plan->msgs[m], dir);
-        P->ep_msg[P->ep_first[e] + P->ep_len[e]++] = m;
+        P->ep_pos[2 * m + (uint64_t)dir] = (uint32_t)(fill[e] - P->ep_first[e]);
+        P->ep_other[fill[e]] = (uint32_t)msg_endpoint(&plan->msgs[m], !dir);
+        P->ep_msg[fill[e]++] = m;
       }
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     if (P->nready[m]) ep_ready_add(P, m, 1);
     const uint64_t g = P->s->seg_first[m + 1] - 1; /* the last segment, when ready */
-    if (g + 1 > P->s->seg_first[m] && !P->d.npre[g]) ep_small_add(P, m, g, 1);
+    if (g + 1 > P->s->seg_first[m] && !P->d.pre[g].npre) ep_small_add(P, m, g, 1);
   }
 }
 
@@ -682,7 +743,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   P.Bn = P.B * rf_schedule_nvlink_share(plan); /* a round's room over NVLink */
   dep_graph_build(&P.d, s, plan);
   for (uint64_t g = 0; g < s->nsegs; g++)
-    s->seg_dep[g] = s->seg_round[g] = -1;
+    s->seg_round[g] = -1;
   const size_t nm = plan->nmsgs ? plan->nmsgs : 1, ne = 4 * (size_t)s->nranks;
   P.cur = g_new(uint64_t, nm);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
@@ -703,7 +764,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   segset_init(&P.rdy, s->nsegs);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
-      if (!P.d.npre[g]) {
+      if (!P.d.pre[g].npre) {
         P.nready[m]++;
         segset_add(&P.rdy, g);
       }
@@ -714,13 +775,14 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_autofree uint64_t *act = g_new(uint64_t, ne ? ne : 1);
   g_autofree uint64_t *tmp = g_new(uint64_t, ne ? ne : 1);
   g_autoptr(GArray) collect = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autofree uint64_t *lut = msg_lut_new(s);
   int r = 0;
   for (; P.placed < s->nsegs; r++) {
     P.later = bucket[r % s->slots];
     place_round(&P, r, act, tmp, collect);
     GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
     for (guint i = 0; i < ready->len; i++) {
-      const uint64_t g = g_array_index(ready, uint64_t, i), m = seg_message(s, g);
+      const uint64_t g = g_array_index(ready, uint64_t, i), m = msg_lut_find(s, lut, g);
       if (!P.nready[m]++) ep_ready_add(&P, m, 1);
       segset_add(&P.rdy, g);
       ep_small_add(&P, m, g, 1);
@@ -734,6 +796,12 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     if (progress) progress(P.placed, s->nsegs, progress_ud);
   }
   s->nrounds = r;
+  g_free(P.d.first); /* before seg_dep: the largest of the placement's arrays */
+  g_free(P.d.next);
+  P.d.first = P.d.next = NULL;
+  s->seg_dep = g_new(int, s->nsegs ? s->nsegs : 1);
+  for (uint64_t g = 0; g < s->nsegs; g++)
+    s->seg_dep[g] = (int)P.d.pre[g].dep1 - 1;
   for (int i = 0; i < s->slots; i++)
     g_array_free(bucket[i], TRUE);
   dep_graph_clear(&P.d);
@@ -747,7 +815,10 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_first);
   g_free(P.ep_msg);
   g_free(P.ep_key);
-  g_free(P.ep_len);
+  g_free(P.ep_wfirst);
+  g_free(P.ep_bits);
+  g_free(P.ep_pos);
+  g_free(P.ep_other);
   g_free(P.ep_ready);
   g_free(P.ep_small);
 }
@@ -925,7 +996,7 @@ static RfSchedule *schedule_new(const RfPlan *plan, int nranks, uint64_t room, u
   s->nsegs = total;
   s->seg_round = sizes_only ? NULL : g_new(int, total ? total : 1);
   s->pipelined = pipelined;
-  s->seg_dep = pipelined ? g_new(int, total ? total : 1) : NULL;
+  s->seg_dep = NULL; /* pipelined: written by the placement */
   s->send_max = g_new0(uint64_t, nranks);
   s->recv_max = g_new0(uint64_t, nranks);
   s->stage_round0 = g_new0(int, plan->nstages + 1);

@@ -79,6 +79,14 @@ static uint64_t unit_round(const uint64_t *first, const SimExecRound *rounds, in
   return lo;
 }
 
+/* unit_round for the rounds of each unit asked in ascending order (the pair is there): cur[unit],
+ * from first[unit], only moves on (no search per segment). */
+static uint64_t unit_round_next(uint64_t *cur, const SimExecRound *rounds, int unit, int round) {
+  while (rounds[cur[unit]].round < round)
+    cur[unit]++;
+  return cur[unit];
+}
+
 /* The (unit, round) pairs of keys[0 .. nk), sorted and unique, as rounds indexed by unit
  * (first[u] .. first[u + 1]); sorts keys in place. */
 static void index_rounds(RKey *keys, uint64_t nk, int nunits, int step0, uint64_t **first,
@@ -131,11 +139,12 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   uint64_t *rfirst;
   SimExecRound *rr;
   index_rounds(keys, nk, pb->nranks, step0, &rfirst, &rr);
+  g_autofree uint64_t *cur = g_memdup2(rfirst, sizeof(uint64_t) * ((size_t)pb->nranks + 1));
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
-      SimExecRound *a = &rr[unit_round(rfirst, rr, m->src, r)];
-      SimExecRound *b = &rr[unit_round(rfirst, rr, m->dst, r)];
+      SimExecRound *a = &rr[unit_round_next(cur, rr, m->src, r)];
+      SimExecRound *b = &rr[unit_round_next(cur, rr, m->dst, r)];
       a->pack_s += (double)segs[i].bytes / copy_Bps;
       a->need = MAX(a->need, segs[i].dep);
       b->unpack_s += (double)segs[i].bytes / copy_Bps;
@@ -165,6 +174,8 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
    * share of a NIC beside the other peers' traffic, not one share each. */
   RfU64Map pair;
   rf_u64map_init(&pair, 1024, TRUE);
+  g_free(cur);
+  cur = g_memdup2(e->round_first, sizeof(uint64_t) * ((size_t)e->nranks + 1));
   for (int r = 0; r < s->nrounds; r++) {
     rf_u64map_reset(&pair);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -174,8 +185,8 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       const uint64_t k = xmap_key(su, du, m->phase);
       if (rf_u64map_get(&pair, k, 0)) continue;
       rf_u64map_set(&pair, k, 1);
-      e->rounds[unit_round(e->round_first, e->rounds, su, r)].nsend++;
-      e->rounds[unit_round(e->round_first, e->rounds, du, r)].nrecv++;
+      e->rounds[unit_round_next(cur, e->rounds, su, r)].nsend++;
+      e->rounds[unit_round_next(cur, e->rounds, du, r)].nrecv++;
     }
   }
   uint64_t ns = 0, nu = e->round_first[e->nranks];
@@ -186,6 +197,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   }
   e->sends = g_new(SimExecSend, ns + 1);
   RfU64Map *at = &pair; /* the send of each pair and phase in the round */
+  memcpy(cur, e->round_first, sizeof(uint64_t) * ((size_t)e->nranks + 1));
   for (int r = 0; r < s->nrounds; r++) {
     rf_u64map_reset(at);
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -198,7 +210,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
         e->sends[pos - 1].bytes += (double)segs[i].bytes;
         continue;
       }
-      SimExecRound *a = &e->rounds[unit_round(e->round_first, e->rounds, su, r)];
+      SimExecRound *a = &e->rounds[unit_round_next(cur, e->rounds, su, r)];
       const uint32_t j = a->send_first + a->nsend++;
       e->sends[j] = (SimExecSend){du, m->phase, {0}, (double)segs[i].bytes};
       rf_u64map_set(at, k, (int32_t)(j + 1));
