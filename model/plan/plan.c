@@ -135,6 +135,16 @@ typedef struct {
   int nscratch;
 } Builder;
 
+/* The plan outgrew RF_PLAN_MAX_TRANSFERS (2^27) of `what`: the build fails (first error kept). */
+static void over_limit(Builder *b, const char *what, const char *why) {
+  if (!b->failed)
+    g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
+                "%s plan needs more than %llu %s (2^27, %s); use fewer ranks or another strategy",
+                rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS, what,
+                why);
+  b->failed = TRUE;
+}
+
 static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
   const RfModel *m = b->pb->model;
   RfPiece p = {0};
@@ -145,12 +155,7 @@ static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
   PieceVec *v = &b->pieces;
   if (v->n == v->cap) {
     if (v->n >= RF_PLAN_MAX_TRANSFERS) { /* as many pieces as transfers: the transfers' limit */
-      if (!b->failed)
-        g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
-                    "%s plan needs more than %llu pieces (2^27, the limit of its transfers); use "
-                    "fewer ranks or another strategy",
-                    rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS);
-      b->failed = TRUE;
+      over_limit(b, "pieces", "the limit of its transfers");
       return 0; /* the build fails: no transfer of it is kept */
     }
     v->v = rf_bigvec_room(&v->big, sizeof(RfPiece) * ((size_t)v->n + 1));
@@ -184,12 +189,7 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
     return;
   }
   if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
-    if (!b->failed)
-      g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
-                  "%s plan needs more than %llu transfers (2^27, the limit: 2 GiB of them); use "
-                  "fewer ranks or another strategy",
-                  rf_strategy_name(b->strategy), (unsigned long long)RF_PLAN_MAX_TRANSFERS);
-    b->failed = TRUE;
+    over_limit(b, "transfers", "the limit: 2 GiB of them");
     return;
   }
   if (stage > b->max_stage) b->max_stage = stage;
