@@ -157,6 +157,8 @@ typedef struct {
   int per, team;    /* training ranks per PP stage; NVLink team of the call's communicator */
   double min_row;   /* smallest contiguous row of an overlap, bytes (0: none yet) */
   GHashTable *ops;  /* GPU + 1 -> NCCL operations the call issues from Python there */
+  GHashTable *p2p;  /* GPU + 1 -> the fallback's sends and receives there (ops without the
+                       replica group's collective) */
   int *uses;        /* fallback, striped: per source shard, the remote targets served so far */
   gboolean striped; /* fallback: the striped plan applies to this call */
 } Call;
@@ -167,21 +169,33 @@ static gboolean is_m2n(SwTransport tr) {
 
 /* One NCCL operation issued from Python on GPU g (a send, a receive, a broadcast or all-gather
  * call): counted per call, the busiest rank's count costs nemo.nccl_op_s of host time. */
-static void count_op(const Call *k, int g) {
+static void count_in(GHashTable *h, int g) {
   gpointer key = GINT_TO_POINTER(g + 1);
-  g_hash_table_insert(k->ops, key,
-                      GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(k->ops, key)) + 1));
+  g_hash_table_insert(h, key, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(h, key)) + 1));
 }
 
-/* The most NCCL operations one rank of the call issues. */
-static int busiest_ops(const Call *k) {
+static void count_op(const Call *k, int g) {
+  count_in(k->ops, g);
+}
+
+/* The largest per-rank count of h (k->ops: NCCL operations; k->p2p: sends and receives). */
+static int busiest(GHashTable *h) {
   GHashTableIter it;
   gpointer key, val;
   int most = 0;
-  g_hash_table_iter_init(&it, k->ops);
+  g_hash_table_iter_init(&it, h);
   while (g_hash_table_iter_next(&it, &key, &val))
     if (GPOINTER_TO_INT(val) > most) most = GPOINTER_TO_INT(val);
   return most;
+}
+
+/* Stripe m of n of box b: its first dim cut in n equal parts (n = 1: the whole box). */
+static RfBox stripe_box(const RfBox *b, int m, int n) {
+  RfBox st = *b;
+  int64_t w = (b->hi[0] - b->lo[0]) / n;
+  st.lo[0] = b->lo[0] + m * w;
+  st.hi[0] = st.lo[0] + w;
+  return st;
 }
 
 /* Whether the fallback can stripe this call (xferdtensor_python.py at e40aa046e,
@@ -194,12 +208,9 @@ static gboolean fallback_striped(const Call *k) {
   for (int b = 0; b < k->nsD; b++) {
     RfBox bD;
     if (!rf_placement_shard_box(k->D, b, &bD, NULL)) continue;
-    int64_t n0 = bD.hi[0] - bD.lo[0];
-    if (n0 % k->nrD != 0) return FALSE;
+    if ((bD.hi[0] - bD.lo[0]) % k->nrD != 0) return FALSE;
     for (int m = 0; m < k->nrD; m++) {
-      RfBox st = bD;
-      st.lo[0] = bD.lo[0] + m * (n0 / k->nrD);
-      st.hi[0] = st.lo[0] + n0 / k->nrD;
+      RfBox st = stripe_box(&bD, m, k->nrD);
       for (int a = 0; a < k->nsS; a++) {
         RfBox o;
         if (!k->hasS[a] || !rf_box_intersect(&k->bS[a], &st, k->nd, &o)) continue;
@@ -222,13 +233,8 @@ static gboolean fallback_striped(const Call *k) {
 static void fallback_transfers(Call *k, SwCall *c, int a, const RfBox *bD, const int *mg) {
   const RfProblem *pb = k->pb;
   int n = k->striped ? k->nrD : 1;
-  int64_t n0 = bD->hi[0] - bD->lo[0];
   for (int m = 0; m < n; m++) {
-    RfBox st = *bD, o;
-    if (k->striped) {
-      st.lo[0] = bD->lo[0] + m * (n0 / k->nrD);
-      st.hi[0] = st.lo[0] + n0 / k->nrD;
-    }
+    RfBox st = stripe_box(bD, m, n), o;
     if (!rf_box_intersect(&k->bS[a], &st, k->nd, &o)) continue;
     double ov = (double)rf_box_volume(&o, k->nd) * k->es;
     int rep = k->striped ? k->uses[a]++ % k->nrS : 0;
@@ -237,6 +243,8 @@ static void fallback_transfers(Call *k, SwCall *c, int a, const RfBox *bD, const
     add_flow(c, sg, mg[m], 0, RF_PHASE_INJECT, ov, 1.0, 0);
     count_op(k, sg);
     count_op(k, mg[m]);
+    count_in(k->p2p, sg); /* one ncclSend / ncclRecv per pair (_exchange_exact_overlaps) */
+    count_in(k->p2p, mg[m]);
     if (!box_contiguous(&o, &k->bS[a], k->nd)) c->pre_bytes[sg] += ov;
     if (!box_contiguous(&o, bD, k->nd)) c->post_bytes[mg[m]] += ov;
   }
@@ -533,25 +541,6 @@ static gboolean check_staging(const Call *k, GError **error) {
   return FALSE;
 }
 
-/* One ncclSend / ncclRecv per (source holder, destination member) pair in the fallback's group:
- * the busiest rank's count (xferdtensor_python.py _exchange_exact_overlaps). */
-static int busiest_p2p_ops(const SwCall *c) {
-  g_autoptr(GHashTable) ops = g_hash_table_new(g_direct_hash, g_direct_equal);
-  int most = 0;
-  for (guint i = 0; i < c->flows->len; i++) {
-    const SwFlow *f = &g_array_index(c->flows, SwFlow, i);
-    if (f->sub != 0) continue;
-    int ends[2] = {f->src, f->dst};
-    for (int e = 0; e < 2; e++) {
-      gpointer key = GINT_TO_POINTER(ends[e] + 1);
-      int n = GPOINTER_TO_INT(g_hash_table_lookup(ops, key)) + 1;
-      g_hash_table_insert(ops, key, GINT_TO_POINTER(n));
-      if (n > most) most = n;
-    }
-  }
-  return most;
-}
-
 /* The call's serial costs on the stream and the host. */
 static void call_costs(const Call *k, SwCall *c) {
   const RfCalibration *cal = k->cal;
@@ -567,12 +556,12 @@ static void call_costs(const Call *k, SwCall *c) {
   if (k->tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
     c->latency_s += cal->m2n_direct_chunk_bytes / k->nic_Bps + k->net_lat;
   /* the fallback's group costs per operation of its busiest rank */
-  if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest_p2p_ops(c) * cal->nemo_p2p_op_s;
+  if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest(k->p2p) * cal->nemo_p2p_op_s;
   /* host side per NCCL operation NeMo RL issues from Python (nccl4py send / recv / broadcast /
    * all-gather and the torch work that prepares it: views, record_stream, .contiguous(),
    * staging), on the call's busiest rank; the host runs ahead of the stream (no sync per call) */
   if (k->tr == SW_PYTHON_FALLBACK || k->tr == SW_GOLDEN)
-    c->host_s += busiest_ops(k) * cal->nemo_nccl_op_s;
+    c->host_s += busiest(k->ops) * cal->nemo_nccl_op_s;
   /* host side per call: NCCL Xfer v0.1 (the bench's library at 4532497: ring-v0.1, direct and
    * NeMo RL's xfer-v0.1) and today's M2N PACK are different libraries, each its own cost */
   if (k->tr == SW_M2N_PACK)
@@ -616,6 +605,7 @@ gboolean sw_call_build(const RfProblem *pb, const RfCalibration *cal, SwTranspor
   k.per = pb->src.nranks / pp;
   k.team = is_m2n(tr) ? call_team(pb, stage) : 0;
   g_autoptr(GHashTable) ops = k.ops = g_hash_table_new(g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) p2p = k.p2p = g_hash_table_new(g_direct_hash, g_direct_equal);
   g_autofree int *uses = k.uses = g_new0(int, k.nsS);
   k.striped = tr == SW_PYTHON_FALLBACK && fallback_striped(&k);
   if (tr == SW_GOLDEN) {
