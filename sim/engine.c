@@ -45,8 +45,9 @@ static gboolean hbm_slack(const SimProgram *p, int h) {
   return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
 }
 
-/* The executor's simulation uses SimGrid's selective (lazy) max-min update, which re-solves only
- * the constraints linked to what changed, with one pair link per route: the route's first link,
+/* The executor's exact simulation (one GPU per host) uses SimGrid's selective (lazy) max-min
+ * update, which re-solves only the constraints linked to what changed, with one pair link per
+ * route: the route's first link,
  * its own, far faster than any other link (it never binds: the sharing is the same without it).
  * Why: SimGrid 3.32 finds what to re-solve when a message's latency ends (System::enable_var)
  * from the message's first link only (update_modified_cnst_set_from_variable: cnsts_[0]); when
@@ -55,11 +56,17 @@ static gboolean hbm_slack(const SimProgram *p, int h) {
  * them (its receiver's NIC carried more than its rate). A link of its own pair is marked only
  * through a message of that pair, whose route, the same, is then marked whole. The full update
  * re-solves everything at every message start and end (REFIT_SIM_REFERENCE=1, the tests'
- * reference): the same times to SimGrid's timing precision (docs/sim.md, Speed). */
+ * reference): the same times to SimGrid's timing precision (docs/sim.md, Speed). On a coarse
+ * platform (hosts of several GPUs) the full update is the faster one, with the same predictions:
+ * a host's links carry messages to and from most other hosts, so a change marks most of the
+ * system anyway and the lazy update's walk over it costs more than the solve it saves
+ * (DeepSeek-V3 GB200 m2n on hosts of 8: 11.0 -> 8.7 s CPU; Kimi K3 on 1,024 + 1,024, hosts of 8:
+ * 0.34 -> 2.6 groups a second; the exact 512 ranks of DeepSeek-V3 GB200 the other way, 22 s lazy
+ * against 46 s full; docs/sim.md, Speed). */
 #define SIM_PAIR_LINK_BPS 1e18
 
 static gboolean pair_links(const SimProgram *p) {
-  return p->exec && !p->full_update;
+  return p->exec && !p->full_update && p->group == 1;
 }
 
 /* The distinct (source, destination) pairs of the program's flows, in first-seen order. */
@@ -441,7 +448,7 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
                     "--cfg=network/TCP-gamma:1e300",
                     /* the flow model: the full update (SimGrid's lazy one let an oversubscribed
                      * leaf uplink carry 118% of its rate on one plan, docs/sim.md); the
-                     * executor: the lazy one with pair links (pair_links above) */
+                     * exact executor: the lazy one with pair links (pair_links above) */
                     pair_links(p) ? "--cfg=network/optim:Lazy" : "--cfg=network/optim:Full",
                     "--cfg=contexts/stack-size:256", "--log=root.thresh:critical", NULL};
   /* REFIT_SIM_CFG: more SimGrid options, space-separated, for experiments (docs/sim.md, Speed) */

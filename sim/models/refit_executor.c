@@ -21,7 +21,8 @@
  * That is the exact model (group 1). Its cost is SimGrid's: a message's start and end re-solve
  * the sharing of the messages whose links it shares (the lazy max-min update with a link of its
  * own per route pair, sim/engine.c; the full update, REFIT_SIM_REFERENCE=1, re-solves all
- * messages in flight and gives the same times to SimGrid's precision), so it grows with ranks x
+ * messages in flight and gives the same times to SimGrid's precision; a coarse platform, below,
+ * runs the full update: faster there), so it grows with ranks x
  * messages (DeepSeek-V3 on 512 GB200 ranks: 441 k messages, docs/sim.md Speed). A coarse platform
  * (group g > 1, g GPUs of a domain per simulated host) runs one actor per host: the union of its
  * ranks' programs, the ranks of a host taking each round together (coupled: a round waits for the
