@@ -183,7 +183,11 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
       const int su = unit[m->src], du = unit[m->dst];
-      const uint64_t k = xmap_key(su, du, m->phase);
+      const char *ea = g_getenv("EXP_AGG");
+      const uint64_t k = g_getenv("EXP_PAIRMSG") ? xmap_key(m->src, m->dst, m->phase)
+                         : ea && *ea == 's'     ? xmap_key(m->src, du, m->phase)
+                         : ea && *ea == 'd'     ? xmap_key(su, m->dst, m->phase)
+                                                : xmap_key(su, du, m->phase);
       if (rf_u64map_get(&pair, k, 0)) continue;
       rf_u64map_set(&pair, k, 1);
       e->rounds[unit_round_next(cur, e->rounds, su, r)].nsend++;
@@ -205,7 +209,11 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
       const int su = unit[m->src], du = unit[m->dst];
-      const uint64_t k = xmap_key(su, du, m->phase);
+      const char *ea = g_getenv("EXP_AGG");
+      const uint64_t k = g_getenv("EXP_PAIRMSG") ? xmap_key(m->src, m->dst, m->phase)
+                         : ea && *ea == 's'     ? xmap_key(m->src, du, m->phase)
+                         : ea && *ea == 'd'     ? xmap_key(su, m->dst, m->phase)
+                                                : xmap_key(su, du, m->phase);
       const uint32_t pos = (uint32_t)rf_u64map_get(at, k, 0);
       if (pos) { /* the send of this pair and phase in this round: one more segment */
         e->sends[pos - 1].bytes += (double)segs[i].bytes;
