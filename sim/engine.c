@@ -66,7 +66,7 @@ static gboolean hbm_slack(const SimProgram *p, int h) {
 #define SIM_PAIR_LINK_BPS 1e18
 
 static gboolean pair_links(const SimProgram *p) {
-  return p->exec && !p->full_update && (p->group == 1 || g_getenv("EXP_LAZY"));
+  return p->exec && !p->full_update && p->group == 1;
 }
 
 /* The distinct (source, destination) pairs of the program's flows, in first-seen order. */

@@ -29,7 +29,7 @@ void sim_group_scales(SimProgram *p, int ngpus, SimLoadFn load, const void *ud) 
     p->link_scale[l] = 1.0;
   for (size_t l = 0; l < (size_t)nl * p->nsteps; l++)
     p->step_scale[l] = 1.0;
-  if (group == 1 || g_getenv("EXP_NOSCALE")) return;
+  if (group == 1) return;
   for (int h = 0; h < p->nhosts; h++)
     for (int k = 0; k < SIM_HOST_LINKS; k++)
       for (int s = -1; s < p->nsteps; s++) {

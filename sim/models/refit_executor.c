@@ -26,8 +26,9 @@
  * messages (DeepSeek-V3 on 512 GB200 ranks: 441 k messages, docs/sim.md Speed). A coarse platform
  * (group g > 1, g GPUs of a domain per simulated host) runs one actor per host: the union of its
  * ranks' programs, the ranks of a host taking each round together (coupled: a round waits for the
- * slowest of them; on the four reported configurations the coarse model of 8 GPUs per host comes
- * out 0.2-8.4% slower than the exact one, experiments/executor_scale.py). `refit sim` picks it
+ * slowest of them), the sends of each rank pair one message; on the four reported configurations
+ * the coarse model of 8 GPUs per host comes within 1.1% of the exact one,
+ * experiments/executor_scale.py). `refit sim` picks it
  * above SIM_EXEC_EXACT_RANKS ranks (sim/executor.c). The steps (one per round, on its lane) and
  * their flows only name the rounds for the timeline and give the platform its routes; the actors do
  * not use them. */
@@ -111,9 +112,13 @@ static void index_rounds(RKey *keys, uint64_t nk, int nunits, int step0, uint64_
 /* The actors' rounds, sends and programs. An actor runs one rank (group 1: exact), or, on a
  * coarser platform, every rank of one simulated host together (a "unit"): the union of their
  * rounds, each round's copies as long as its longest (the GPUs copy at once, each on its own
- * engine), the latest need, and one send per destination host and phase carrying all the
- * bytes its ranks send there (host links are the sum of their GPUs', scaled in sw_exec_build so
- * that none is faster than its busiest GPU over the run). */
+ * engine), the latest need, and the sends of its ranks, one per (source rank, destination rank)
+ * and phase as on the exact platform, to the destination's host (host links are the sum of their
+ * GPUs', scaled in sw_exec_build so that none is faster than its busiest GPU over the run). Each
+ * GPU pair's message thus keeps its own share of the links under max-min sharing: one send per
+ * host pair carrying all its ranks' bytes took one share for all of them and made the coarse
+ * model 1.8-7.6% slower than the exact one for m2n (-1.1 to +0.9% with a send per rank pair,
+ * docs/sim.md "refit's executor at scale"). */
 static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *segs,
                            const uint64_t *first, const int *slot_host, int group, int nhosts,
                            double copy_Bps, double launch_s, int step0) {
@@ -169,7 +174,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     g_free(rfirst);
     g_free(rr);
   }
-  /* 2. receives and the send counts, then the sends. The segments one actor sends another in
+  /* 2. receives and the send counts, then the sends. The segments one rank sends another in
    * one round (of one phase) travel as one simulated message: NCCL runs the operations to one
    * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one
    * share of a NIC beside the other peers' traffic, not one share each. */
@@ -183,11 +188,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
       const int su = unit[m->src], du = unit[m->dst];
-      const char *ea = g_getenv("EXP_AGG");
-      const uint64_t k = g_getenv("EXP_PAIRMSG") ? xmap_key(m->src, m->dst, m->phase)
-                         : ea && *ea == 's'     ? xmap_key(m->src, du, m->phase)
-                         : ea && *ea == 'd'     ? xmap_key(su, m->dst, m->phase)
-                                                : xmap_key(su, du, m->phase);
+      const uint64_t k = xmap_key(m->src, m->dst, m->phase);
       if (rf_u64map_get(&pair, k, 0)) continue;
       rf_u64map_set(&pair, k, 1);
       e->rounds[unit_round_next(cur, e->rounds, su, r)].nsend++;
@@ -209,11 +210,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       const RfMessage *m = &plan->msgs[segs[i].msg];
       if (m->dst == m->src) continue;
       const int su = unit[m->src], du = unit[m->dst];
-      const char *ea = g_getenv("EXP_AGG");
-      const uint64_t k = g_getenv("EXP_PAIRMSG") ? xmap_key(m->src, m->dst, m->phase)
-                         : ea && *ea == 's'     ? xmap_key(m->src, du, m->phase)
-                         : ea && *ea == 'd'     ? xmap_key(su, m->dst, m->phase)
-                                                : xmap_key(su, du, m->phase);
+      const uint64_t k = xmap_key(m->src, m->dst, m->phase);
       const uint32_t pos = (uint32_t)rf_u64map_get(at, k, 0);
       if (pos) { /* the send of this pair and phase in this round: one more segment */
         e->sends[pos - 1].bytes += (double)segs[i].bytes;
