@@ -6,6 +6,10 @@
 
 #define MAX_STAGE 65535
 
+/* RfTransfer's bit-fields hold every rank and stage */
+G_STATIC_ASSERT(sizeof(RfTransfer) == 12);
+G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 20) && MAX_STAGE < (1 << 16));
+
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
                                                               "hybrid"};
 static const char *const phase_names[RF_PHASE_COUNT] = {"export", "broadcast", "inject", "forward",
@@ -83,13 +87,7 @@ static void xvec_grow(XferVec *x, int stage) {
 static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                          uint8_t flags) {
   if (G_UNLIKELY(x->n == x->room || stage >= x->cell_stages)) xvec_grow(x, stage);
-  RfTransfer *t = xat(x, x->n++);
-  t->piece = piece;
-  t->src = src;
-  t->dst = dst;
-  t->stage = (uint16_t)stage;
-  t->phase = (uint8_t)phase;
-  t->flags = flags;
+  *xat(x, x->n++) = (RfTransfer){piece, src, dst, (uint32_t)stage, (uint32_t)phase, flags};
   x->cell[(size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift)]++;
 }
 
@@ -189,7 +187,7 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
     return;
   }
   if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
-    over_limit(b, "transfers", "the limit: 2 GiB of them");
+    over_limit(b, "transfers", "the limit: 1.5 GiB of them");
     return;
   }
   if (stage > b->max_stage) b->max_stage = stage;
