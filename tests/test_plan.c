@@ -575,8 +575,30 @@ static void test_transfer_limit(void) {
   g_assert_cmpuint(m2n->nxfers, ==, (uint64_t)n);
 }
 
+/* RfTransfer packs its fields into 12 bytes: the largest rank, stage, phase and flags and any
+ * piece read back as they were written, as plain ints, and one field never spills into another. */
+static void test_transfer_fields(void) {
+  g_assert_cmpuint(sizeof(RfTransfer), ==, 12);
+  RfTransfer v[3] = {{0}};
+  v[1] = (RfTransfer){UINT32_MAX, RF_MAX_RANKS - 1,   RF_MAX_RANKS - 1,
+                      65535,      RF_PHASE_COUNT - 1, RF_XFER_NET | RF_XFER_RELAY};
+  g_assert_cmpuint(v[1].piece, ==, UINT32_MAX);
+  g_assert_cmpint(v[1].src, ==, RF_MAX_RANKS - 1);
+  g_assert_cmpint(v[1].dst, ==, RF_MAX_RANKS - 1);
+  g_assert_cmpint(v[1].stage, ==, 65535);
+  g_assert_cmpint(v[1].phase, ==, RF_PHASE_COUNT - 1);
+  g_assert_cmpint(v[1].flags, ==, RF_XFER_NET | RF_XFER_RELAY);
+  v[1].dst = 3;
+  v[1].stage = 0;
+  g_assert_cmpint(v[1].src, ==, RF_MAX_RANKS - 1);
+  g_assert_cmpint(v[1].dst - 4, ==, -1); /* reads as int: arithmetic is signed */
+  g_assert_cmpint(v[1].phase, ==, RF_PHASE_COUNT - 1);
+  g_assert_cmpint(v[0].src + v[0].dst + v[0].stage + v[2].src + v[2].piece + v[2].flags, ==, 0);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/plan/transfer_fields", test_transfer_fields);
   g_test_add_func("/plan/random_specs", test_random_specs);
   for (size_t i = 0; i < G_N_ELEMENTS(presets); i++) {
     g_autofree char *path = g_strdup_printf("/plan/presets/%zu", i);

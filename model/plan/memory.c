@@ -173,31 +173,38 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
       memset(last_dense, 0, sizeof(int32_t) * (size_t)(b1 - b0) * nparts);
     else
       rf_u64map_init(&last_send, 1024, FALSE);
-    for (uint64_t i = plan->nxfers; i-- > 0;) {
-      const RfTransfer *x = &plan->xfers[i];
-      const int ds = dst_index[x->src], d = dst_index[x->dst];
+    /* message by message (from the last): one (stage, src, dst) for all of its transfers */
+    for (uint64_t mi = plan->nmsgs; mi-- > 0;) {
+      const RfMessage *g = &plan->msgs[mi];
+      const int ds = dst_index[g->src], d = dst_index[g->dst], stage = g->stage;
       const gboolean sends = ds >= b0 && ds < b1, gets = d >= b0 && d < b1;
       if (!sends && !gets) continue;
-      const uint32_t part = ppart[x->piece];
-      if (sends) {
-        if (dense) {
-          int32_t *l = &last_dense[(size_t)(ds - b0) * nparts + part];
-          *l = MAX(*l, (int32_t)x->stage + 1);
-        } else {
-          const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->src, part));
-          const int32_t l = rf_u64map_get(&last_send, k, 0);
-          if (x->stage + 1 > l) rf_u64map_set(&last_send, k, x->stage + 1);
+      int32_t *lsend = dense && sends ? last_dense + (size_t)(ds - b0) * nparts : NULL;
+      const int32_t *lget = dense && gets ? last_dense + (size_t)(d - b0) * nparts : NULL;
+      int64_t *drow = gets ? diff + (size_t)(d - b0) * width : NULL;
+      for (uint64_t i = (uint64_t)g->first + g->count; i-- > g->first;) {
+        const RfTransfer *x = &plan->xfers[i];
+        const uint32_t part = ppart[x->piece];
+        if (sends) {
+          if (dense) {
+            lsend[part] = MAX(lsend[part], stage + 1);
+          } else {
+            const uint64_t k = GPOINTER_TO_SIZE(rank_part(g->src, part));
+            const int32_t l = rf_u64map_get(&last_send, k, 0);
+            if (stage + 1 > l) rf_u64map_set(&last_send, k, stage + 1);
+          }
         }
+        if (!gets) continue;
+        int last =
+            (dense ? lget[part]
+                   : rf_u64map_get(&last_send, GPOINTER_TO_SIZE(rank_part(g->dst, part)), 0)) -
+            1;
+        if (last <= stage && !(x->flags & RF_XFER_RELAY)) continue;
+        if (last < stage) last = stage;
+        const int64_t by = pbytes[x->piece];
+        drow[stage] += by;
+        drow[last + 1] -= by;
       }
-      if (!gets) continue;
-      int last = (dense ? last_dense[(size_t)(d - b0) * nparts + part]
-                        : rf_u64map_get(&last_send, GPOINTER_TO_SIZE(rank_part(x->dst, part)), 0)) -
-                 1;
-      if (last <= (int)x->stage && !(x->flags & RF_XFER_RELAY)) continue;
-      if (last < (int)x->stage) last = x->stage;
-      const int64_t by = pbytes[x->piece];
-      diff[(size_t)(d - b0) * width + x->stage] += by;
-      diff[(size_t)(d - b0) * width + (uint64_t)last + 1] -= by;
     }
     if (!dense) rf_u64map_free(&last_send);
     for (int i = b0; i < b1; i++) {

@@ -6,6 +6,10 @@
 
 #define MAX_STAGE 65535
 
+/* RfTransfer's bit-fields hold every rank and stage */
+G_STATIC_ASSERT(sizeof(RfTransfer) == 12);
+G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 20) && MAX_STAGE < (1 << 16));
+
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
                                                               "hybrid"};
 static const char *const phase_names[RF_PHASE_COUNT] = {"export", "broadcast", "inject", "forward",
@@ -34,7 +38,10 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
 
 /* Transfers as they are planned, in one array that never moves once large (RfBigVec: its
  * pages are written once, by the planner, and sorted in place), and the sort's histogram
- * counted on the way: transfers per cell (stage, src >> cell_shift), cell_w cells a stage. */
+ * counted on the way: transfers per cell (stage, src >> cell_shift), cell_w cells a stage, at
+ * most CELL_BUDGET cells in all. Fine cells (Kimi K3 4096 -> 4096: 2 ranks a cell) let the sort
+ * cut runs small enough for the cache. */
+#define CELL_BUDGET (1u << 18)
 typedef struct {
   RfBigVec v;
   RfTransfer *t;    /* v.p */
@@ -50,7 +57,7 @@ static inline RfTransfer *xat(const XferVec *x, uint64_t i) {
 static void xvec_init(XferVec *x, int rank_bits) {
   memset(x, 0, sizeof *x);
   x->v.max = sizeof(RfTransfer) * RF_PLAN_MAX_TRANSFERS;
-  x->cell_shift = MAX(0, rank_bits - 8); /* at most 256 cells a stage */
+  x->cell_shift = MAX(0, rank_bits - 12); /* at most 4096 cells a stage (fewer: xvec_grow) */
   x->cell_w = 1 << (rank_bits - x->cell_shift);
 }
 
@@ -73,6 +80,16 @@ static void xvec_grow(XferVec *x, int stage) {
   }
   if (stage >= x->cell_stages) {
     int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
+    /* Many stages (gather-broadcast chains): coarser cells, each the sum of two, so that the
+     * histogram and the sort's arrays per cell stay small. */
+    while ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1) {
+      const int w = x->cell_w / 2;
+      for (size_t s = 0; s < (size_t)x->cell_stages; s++)
+        for (int c = 0; c < w; c++)
+          x->cell[s * w + c] = x->cell[s * x->cell_w + 2 * c] + x->cell[s * x->cell_w + 2 * c + 1];
+      x->cell_w = w;
+      x->cell_shift++;
+    }
     x->cell = g_renew(uint32_t, x->cell, (size_t)ns * x->cell_w);
     memset(x->cell + (size_t)x->cell_stages * x->cell_w, 0,
            sizeof(uint32_t) * (size_t)(ns - x->cell_stages) * x->cell_w);
@@ -83,13 +100,7 @@ static void xvec_grow(XferVec *x, int stage) {
 static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                          uint8_t flags) {
   if (G_UNLIKELY(x->n == x->room || stage >= x->cell_stages)) xvec_grow(x, stage);
-  RfTransfer *t = xat(x, x->n++);
-  t->piece = piece;
-  t->src = src;
-  t->dst = dst;
-  t->stage = (uint16_t)stage;
-  t->phase = (uint8_t)phase;
-  t->flags = flags;
+  *xat(x, x->n++) = (RfTransfer){piece, src, dst, (uint32_t)stage, (uint32_t)phase, flags};
   x->cell[(size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift)]++;
 }
 
@@ -189,7 +200,7 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
     return;
   }
   if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
-    over_limit(b, "transfers", "the limit: 2 GiB of them");
+    over_limit(b, "transfers", "the limit: 1.5 GiB of them");
     return;
   }
   if (stage > b->max_stage) b->max_stage = stage;
@@ -865,24 +876,33 @@ static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const 
 /* sort_local through packed keys, where (local key, piece, index in the run) fit 64 bits:
  * ((local key << pbits | piece - p0) << ibits | index) for every transfer, an LSD sort of those
  * (8 bytes each, the digit a shift away) over their upper pbits + lbits bits, and one gather of
- * the transfers by the index in the low bits. key and kout hold n each. */
+ * the transfers by the index in the low bits. The keys are made and every digit counted in one
+ * pass, which also finds a run already in order (its keys ascending): then nothing moves. key
+ * and kout hold n each; cnt holds LOCAL_PASSES << LOCAL_DIGIT counts. */
+#define LOCAL_PASSES 6 /* 64 bits in digits of at most LOCAL_DIGIT */
 static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const LocalKey *k,
                         int pbits, int lbits, int ibits, uint64_t *key, uint64_t *kout,
                         uint32_t *cnt) {
-  for (uint64_t i = 0; i < n; i++)
-    key[i] = (((lkey(&v[i], k) << pbits) | (uint64_t)(v[i].piece - k->p0)) << ibits) | i;
   const int bits = pbits + lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
-  const int dw = (bits + passes - 1) / passes; /* even digits: 40 bits in 4 of 10 */
-  for (int s = 0; s < bits; s += dw) {
-    const int w = MIN(dw, bits - s), sh = ibits + s;
-    const uint64_t mask = (UINT64_C(1) << w) - 1;
-    memset(cnt, 0, sizeof(uint32_t) << w);
+  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 40 bits in 4 of 10 */
+  const uint64_t mask = (UINT64_C(1) << dw) - 1;
+  memset(cnt, 0, (sizeof(uint32_t) * passes) << dw);
+  gboolean sorted = TRUE;
+  for (uint64_t i = 0; i < n; i++) {
+    const uint64_t q = (((lkey(&v[i], k) << pbits) | (uint64_t)(v[i].piece - k->p0)) << ibits) | i;
+    key[i] = q;
+    sorted &= i == 0 || key[i - 1] < q;
+    for (int p = 0; p < passes; p++)
+      cnt[((size_t)p << dw) + ((q >> (ibits + p * dw)) & mask)]++;
+  }
+  if (sorted) return;
+  for (int p = 0; p < passes; p++) {
+    const int sh = ibits + p * dw;
+    uint32_t *c = cnt + ((size_t)p << dw);
+    if (c[(key[0] >> sh) & mask] == n) continue; /* one digit: nothing moves */
+    counts_to_starts(c, mask);
     for (uint64_t i = 0; i < n; i++)
-      cnt[(key[i] >> sh) & mask]++;
-    if (cnt[(key[0] >> sh) & mask] == n) continue; /* one digit: nothing moves */
-    counts_to_starts(cnt, mask);
-    for (uint64_t i = 0; i < n; i++)
-      kout[cnt[(key[i] >> sh) & mask]++] = key[i];
+      kout[c[(key[i] >> sh) & mask]++] = key[i];
     uint64_t *t = key;
     key = kout;
     kout = t;
@@ -1008,29 +1028,28 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
   for (uint64_t k = 0; k < nb; k++)
     maxb = MAX(maxb, bstart[k + 1] - bstart[k]);
   RfTransfer *scratch = rf_big_alloc(sizeof(RfTransfer) * MAX(maxb, 1));
-  uint32_t *cnt = g_new(uint32_t, 1u << LOCAL_DIGIT);
+  uint32_t *cnt = g_new(uint32_t, LOCAL_PASSES << LOCAL_DIGIT);
   uint64_t *pkey = rf_big_alloc(2 * sizeof(uint64_t) * MAX(maxb, 1));
   for (uint64_t k = 0; k < nb; k++) {
     const uint64_t b0 = bstart[k], m = bstart[k + 1] - b0;
     if (m == 0) continue;
     LocalKey key = {g->rb, shift, cw, bcell[k], UINT32_MAX};
     uint32_t p1 = 0;
-    gboolean sorted = TRUE;
     for (uint64_t i = b0; i < b0 + m; i++) {
       key.p0 = MIN(key.p0, v[i].piece);
       p1 = MAX(p1, v[i].piece);
-      if (i > b0 && sorted) sorted = lkey_le(&v[i - 1], &v[i], &key);
     }
-    if (!sorted) {
-      const int pbits = p1 > key.p0 ? bits_for((uint64_t)p1 - key.p0 + 1) : 0;
-      const int lbits = bits_for(bcell[k + 1] - bcell[k]) + shift + g->rb;
-      const int ibits = bits_for(m);
-      if (pbits + lbits + ibits <= 64) {
-        sort_packed(v + b0, scratch, m, &key, pbits, lbits, ibits, pkey, pkey + maxb, cnt);
-      } else {
-        RfTransfer *r = sort_local(v + b0, scratch, m, &key, pbits, lbits, cnt);
-        if (r != v + b0) memcpy(v + b0, r, sizeof(RfTransfer) * m);
-      }
+    const int pbits = p1 > key.p0 ? bits_for((uint64_t)p1 - key.p0 + 1) : 0;
+    const int lbits = bits_for(bcell[k + 1] - bcell[k]) + shift + g->rb;
+    const int ibits = bits_for(m);
+    if (pbits + lbits + ibits <= 64) {
+      sort_packed(v + b0, scratch, m, &key, pbits, lbits, ibits, pkey, pkey + maxb, cnt);
+    } else {
+      gboolean sorted = TRUE;
+      for (uint64_t i = b0 + 1; i < b0 + m && sorted; i++)
+        sorted = lkey_le(&v[i - 1], &v[i], &key);
+      RfTransfer *r = sorted ? v + b0 : sort_local(v + b0, scratch, m, &key, pbits, lbits, cnt);
+      if (r != v + b0) memcpy(v + b0, r, sizeof(RfTransfer) * m);
     }
     group_run(g, b0, m);
   }
