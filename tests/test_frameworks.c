@@ -52,9 +52,12 @@ static char *random_infer(GRand *r, RfInferFramework fw) {
   static const int tp[] = {1, 2, 4, 8}, dp[] = {1, 2, 3};
   int t = pick(r, tp, 4), d = pick(r, dp, 3);
   switch (fw) {
-  case RF_INFER_VLLM:
-    return g_rand_boolean(r) ? g_strdup_printf("TP%dxDP%dxEP%d", t, d, t * d)
-                             : g_strdup_printf("TP%dxDP%d", t, d);
+  case RF_INFER_VLLM: {
+    /* EP over the whole side (TP x DP), EP inside each engine (TP), or no EP */
+    int k = g_rand_int_range(r, 0, 3);
+    return k == 2 ? g_strdup_printf("TP%dxDP%d", t, d)
+                  : g_strdup_printf("TP%dxDP%dxEP%d", t, d, k ? t : t * d);
+  }
   case RF_INFER_SGLANG: {
     /* ADP and EP: divisors of TP */
     int adp = 1 << g_rand_int_range(r, 0, 4), ep = 1 << g_rand_int_range(r, 0, 4);
@@ -75,7 +78,7 @@ static char *random_infer(GRand *r, RfInferFramework fw) {
 static void test_random_presets(gconstpointer data) {
   RfInferFramework fw = (RfInferFramework)GPOINTER_TO_INT(data);
   GRand *rng = g_rand_new_with_seed(1300 + (guint32)fw);
-  int accepted = 0, etp = 0;
+  int accepted = 0, etp = 0, engine_ep = 0;
   for (int it = 0; it < 2000 && accepted < 60; it++) {
     const char *model = models[it % G_N_ELEMENTS(models)];
     g_autofree char *train = random_train(rng);
@@ -95,10 +98,14 @@ static void test_random_presets(gconstpointer data) {
     verify_all(pb, what);
     accepted++;
     etp += pb->src.par.etp > 1;
+    const RfParallel *I = &pb->dst.par;
+    engine_ep += I->ep > 1 && I->ep == I->tp && I->dp > 1;
   }
   g_rand_free(rng);
   g_assert_cmpint(accepted, >=, 60);
   g_assert_cmpint(etp, >, 0);
+  /* vLLM and SGLang: some accepted layouts split experts inside each of several engines */
+  if (fw != RF_INFER_MEGATRON) g_assert_cmpint(engine_ep, >, 0);
 }
 
 /* The same on the tiny published-family configs whose attention biases, sinks, expert biases
@@ -182,6 +189,56 @@ static void test_sglang_layout(void) {
   verify_all(pb, "sglang TP4xADP2xEP2");
 }
 
+/* vLLM with expert parallel inside each engine (EP = TP, DP > 1: NeMo RL's
+ * expert_parallel_size == tensor_parallel_size, each engine a vLLM data-parallel group of 1;
+ * vllm fused_moe FusedMoEParallelConfig.make / determine_expert_map): on rank tp of every
+ * replica, experts [tp E / EP, (tp + 1) E / EP) of each expert weight with all their rows and
+ * columns; every expert once per replica; dense parts split over TP as without EP. tiny-mla:
+ * 8 routed experts, so 2 per rank. */
+static void test_vllm_engine_ep(void) {
+  GError *e = NULL;
+  g_autoptr(RfProblem) pb = preset_fw("tiny-mla", "TP2xEP2", "TP4xEP4xDP4", RF_INFER_VLLM, 8, &e);
+  g_assert_no_error(e);
+  const RfModel *m = pb->model;
+  g_assert_cmpint(pb->dst.nranks, ==, 16);
+  int nexp = 0;
+  for (uint32_t pi = 0; pi < m->nparts; pi++) {
+    const RfPart *part = &m->parts[pi];
+    const RfTensor *t = &m->tensors[part->tensor];
+    if (t->nexperts <= 0) continue;
+    int64_t E = part->shape[0], per = E / 4;
+    g_assert_cmpint(E % 4, ==, 0);
+    for (int d = 0; d < 4; d++) {
+      int64_t held = 0;
+      for (int tp = 0; tp < 4; tp++) {
+        RfBox box;
+        int r = pb->dst.ranks[d * 4 + tp];
+        g_assert_true(rf_side_rank_shard(&pb->dst, pi, r, &box, NULL));
+        g_assert_cmpint(box.lo[0], ==, tp * per);
+        g_assert_cmpint(box.hi[0], ==, (tp + 1) * per);
+        for (int k = 1; k < part->ndim; k++) {
+          g_assert_cmpint(box.lo[k], ==, 0);
+          g_assert_cmpint(box.hi[k], ==, part->shape[k]);
+        }
+        /* contiguous blocks: this rank's block starts where the previous one ended */
+        g_assert_cmpint(box.lo[0], ==, held);
+        held = box.hi[0];
+      }
+      g_assert_cmpint(held, ==, E); /* each expert exactly once in replica d */
+    }
+    nexp++;
+  }
+  g_assert_cmpint(nexp, >, 0);
+  /* dense: the embedding split over the engine's TP4, the same on every replica */
+  uint32_t emb = find_part(m, "model.embed_tokens.weight");
+  RfBox a, b;
+  g_assert_true(rf_side_rank_shard(&pb->dst, emb, pb->dst.ranks[1], &a, NULL));
+  g_assert_true(rf_side_rank_shard(&pb->dst, emb, pb->dst.ranks[3 * 4 + 1], &b, NULL));
+  g_assert_cmpint(a.lo[0], ==, b.lo[0]);
+  g_assert_cmpint(a.hi[0] - a.lo[0], <, m->parts[emb].shape[0] / 2);
+  verify_all(pb, "vllm TP4xEP4xDP4");
+}
+
 /* Megatron generation keeps Megatron's local layouts: the fused QKV per KV group. */
 static void test_megatron_generation(void) {
   GError *e = NULL;
@@ -217,6 +274,9 @@ static const Bad bad[] = {
     {"TP2", "TP2xEP4xDP3", RF_INFER_MEGATRON, "does not divide"},
     {"TP2", "TP2xEP4", RF_INFER_SGLANG, "must divide TP"},
     {"TP2", "TP8xEP8", RF_INFER_SGLANG, "does not divide"}, /* 6 experts over EP8 */
+    {"TP2", "TP2xEP4xDP3", RF_INFER_VLLM, "EP = TP x DP = 6"},
+    {"TP2", "TP4xEP2xDP2", RF_INFER_VLLM, "EP = TP = 4"},
+    {"TP2", "TP4xEP4xDP2", RF_INFER_VLLM, "does not divide"}, /* 6 experts over EP4 */
 };
 
 static void test_bad(gconstpointer data) {
@@ -432,6 +492,7 @@ int main(int argc, char **argv) {
   }
   g_test_add_func("/frameworks/sglang_layout", test_sglang_layout);
   g_test_add_func("/frameworks/megatron_generation", test_megatron_generation);
+  g_test_add_func("/frameworks/vllm_engine_ep", test_vllm_engine_ep);
   g_test_add_func("/frameworks/parse", test_framework_parse);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     g_autofree char *path = g_strdup_printf("/frameworks/bad/%u", i);

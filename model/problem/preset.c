@@ -22,7 +22,7 @@ typedef struct {
   /* vLLM */
   RfMesh *inf;           /* [DP, TP] */
   GHashTable *kv_meshes; /* base mesh -> mesh with TP split as [kv, TP / kv] */
-  RfMesh *inf_ep;        /* [EP] when expert parallel */
+  RfMesh *inf_ep;        /* [EP] when expert parallel over the whole side (EP = TP x DP) */
   GHashTable *gated;     /* gate_key of every expert block with a gate projection (w13) */
 } Ctx;
 
@@ -625,6 +625,46 @@ static int inference_begin(RfProblem *pb, const RfParallel *P, int first, const 
   return world;
 }
 
+/* Routed experts and expert biases of an engine-style inference side (SGLang, and vLLM with
+ * expert parallel inside each engine). moe is the mesh [DP, EP, TP / EP] over the side's
+ * ranks: each engine's experts in EP contiguous blocks of E / EP whole experts (Shard(0) over
+ * EP), I split over the TP / EP ranks of an EP rank, the DP engines independent replicas;
+ * NULL without EP: every expert on every rank of an engine, I split over TP (c->inf). FALSE
+ * when part pi is neither. */
+static gboolean place_engine_expert(Ctx *c, uint32_t pi, const RfMesh *moe, const RfParallel *P) {
+  const RfTensor *t = &c->pb->model->tensors[c->pb->model->parts[pi].tensor];
+  if (t->nexperts > 0) {
+    int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
+    if (moe) {
+      int8_t pl[3] = {RF_REPLICATE, 0, (int8_t)sd};
+      place_expert(c, pi, moe, pl, sd, P->tp / P->ep, P->ep);
+    } else {
+      int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
+      place_expert(c, pi, c->inf, pl, sd, P->tp, 1);
+    }
+    return TRUE;
+  }
+  if (!expert_bias(t->kind)) return FALSE;
+  /* w2_bias: whole on every TP rank without EP (vLLM zeroes it on tp_rank != 0 at load) */
+  int8_t d1 = t->kind == RF_KIND_EXPERT_DOWN_BIAS ? RF_REPLICATE : 1;
+  if (moe) {
+    int8_t pl[3] = {RF_REPLICATE, 0, d1};
+    place_expert_bias(c, pi, moe, pl, P->tp / P->ep, P->ep, TRUE);
+  } else {
+    int8_t pl[2] = {RF_REPLICATE, d1};
+    place_expert_bias(c, pi, c->inf, pl, P->tp, 1, TRUE);
+  }
+  return TRUE;
+}
+
+/* The [DP, EP, TP / EP] expert mesh of an engine-style side (EP > 1 divides TP), NULL if EP is 1
+ * or on failure (c->failed says which). */
+static const RfMesh *engine_moe_mesh(Ctx *c, const RfParallel *P, int world) {
+  if (c->failed || P->ep <= 1) return NULL;
+  int ed[3] = {P->dp, P->ep, P->tp / P->ep};
+  return mesh_add(c, 3, ed, c->side->ranks, world);
+}
+
 /* SGLang inference side: global ranks [first, first + TP x DP), rank = first + dp * TP + tp;
  * DP engines of TP ranks each. Inside an engine (python/sglang/srt/layers/dp_attention.py):
  * attention over [ADP, TP / ADP] (attn_tp_rank = tp % (TP / ADP)), the embedding replicated
@@ -634,35 +674,16 @@ static gboolean build_sglang(RfProblem *pb, RfParallel *P, int first, GError **e
   const RfModel *m = pb->model;
   Ctx c;
   int world = inference_begin(pb, P, first, "sglang", &c, error);
-  RfMesh *attn = c.inf, *moe = NULL;
+  RfMesh *attn = c.inf;
   if (!c.failed && P->adp > 1) {
     int ad[3] = {P->dp, P->adp, P->tp / P->adp};
     attn = mesh_add(&c, 3, ad, side->ranks, world);
   }
-  if (!c.failed && P->ep > 1) {
-    int ed[3] = {P->dp, P->ep, P->tp / P->ep};
-    moe = mesh_add(&c, 3, ed, side->ranks, world);
-  }
+  const RfMesh *moe = engine_moe_mesh(&c, P, world);
   for (uint32_t pi = 0; pi < m->nparts && !c.failed; pi++) {
     const RfTensor *t = &m->tensors[m->parts[pi].tensor];
-    if (t->nexperts > 0) {
-      int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
-      if (moe) {
-        int8_t pl[3] = {RF_REPLICATE, 0, (int8_t)sd};
-        place_expert(&c, pi, moe, pl, sd, P->tp / P->ep, P->ep);
-      } else {
-        int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
-        place_expert(&c, pi, c.inf, pl, sd, P->tp, 1);
-      }
-    } else if (expert_bias(t->kind)) {
-      int8_t d1 = t->kind == RF_KIND_EXPERT_DOWN_BIAS ? RF_REPLICATE : 1;
-      if (moe) {
-        int8_t pl[3] = {RF_REPLICATE, 0, d1};
-        place_expert_bias(&c, pi, moe, pl, P->tp / P->ep, P->ep, TRUE);
-      } else {
-        int8_t pl[2] = {RF_REPLICATE, d1};
-        place_expert_bias(&c, pi, c.inf, pl, P->tp, 1, TRUE);
-      }
+    if (place_engine_expert(&c, pi, moe, P)) {
+      continue;
     } else if (t->kind == RF_KIND_EMBEDDING && P->adp > 1) {
       /* VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): whole on every rank */
       Dense D = {c.inf, P->tp, FALSE};
@@ -680,38 +701,35 @@ static gboolean build_sglang(RfProblem *pb, RfParallel *P, int first, GError **e
   return !c.failed;
 }
 
-/* vLLM inference side: global ranks [first, first + TP x DP), rank = first + dp * TP + tp. */
+/* vLLM inference side: global ranks [first, first + TP x DP), rank = first + dp * TP + tp.
+ * Expert parallel (vllm/model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make:
+ * ep_size = DP x TP of vLLM's own data-parallel group, MoE TP 1; layer.py determine_expert_map:
+ * contiguous blocks of E / EP experts) comes in two forms. EP = TP x DP: one vLLM engine with
+ * vLLM-internal DP (data-parallel attention), experts over every rank of the side ([EP]).
+ * EP = TP with DP > 1: DP independent engines, each with enable_expert_parallel and vLLM DP 1
+ * (NeMo RL's expert_parallel_size == tensor_parallel_size: vllm_generation.py sets
+ * VLLM_DP_SIZE only when EP > TP), so each engine splits its experts over its own TP ranks:
+ * SGLang's [DP, EP, TP / EP] expert mesh with TP / EP = 1. */
 static gboolean build_vllm(RfProblem *pb, RfParallel *P, int first, GError **error) {
   RfSide *side = &pb->dst;
   const RfModel *m = pb->model;
   Ctx c;
   int world = inference_begin(pb, P, first, "vllm", &c, error);
-  if (!c.failed && P->ep_given) {
+  gboolean engine_ep = P->ep_given && P->ep > 1 && P->ep == P->tp && P->dp > 1;
+  const RfMesh *moe = engine_ep ? engine_moe_mesh(&c, P, world) : NULL;
+  if (!c.failed && P->ep_given && P->ep == world) {
     int ed[1] = {world};
     c.inf_ep = mesh_add(&c, 1, ed, side->ranks, world);
   }
   for (uint32_t pi = 0; pi < m->nparts && !c.failed; pi++) {
     const RfTensor *t = &m->tensors[m->parts[pi].tensor];
-    if (t->nexperts > 0) {
-      if (c.inf_ep) {
-        int8_t pl[1] = {0};
-        place_expert(&c, pi, c.inf_ep, pl, 0, 1, world);
-      } else {
-        int sd = t->kind == RF_KIND_EXPERT_DOWN ? 2 : 1;
-        int8_t pl[2] = {RF_REPLICATE, (int8_t)sd};
-        place_expert(&c, pi, c.inf, pl, sd, P->tp, 1);
-      }
-    } else if (expert_bias(t->kind)) {
-      /* w2_bias: whole on every TP rank (vLLM zeroes it on tp_rank != 0 at load) */
-      int8_t d1 = t->kind == RF_KIND_EXPERT_DOWN_BIAS ? RF_REPLICATE : 1;
-      if (c.inf_ep) {
-        int8_t pl[1] = {0};
-        place_expert_bias(&c, pi, c.inf_ep, pl, 1, world, TRUE);
-      } else {
-        int8_t pl[2] = {RF_REPLICATE, d1};
-        place_expert_bias(&c, pi, c.inf, pl, P->tp, 1, TRUE);
-      }
-    } else {
+    if (c.inf_ep && t->nexperts > 0) {
+      int8_t pl[1] = {0};
+      place_expert(&c, pi, c.inf_ep, pl, 0, 1, world);
+    } else if (c.inf_ep && expert_bias(t->kind)) {
+      int8_t pl[1] = {0};
+      place_expert_bias(&c, pi, c.inf_ep, pl, 1, world, TRUE);
+    } else if (!place_engine_expert(&c, pi, moe, P)) {
       Dense D = {c.inf, P->tp, FALSE};
       place_dense(&c, pi, &D);
     }
@@ -784,10 +802,11 @@ static gboolean check_layouts(RfParallel *T, RfParallel *I, RfInferFramework fw,
                 infer);
     return FALSE;
   }
-  if (fw == RF_INFER_VLLM && I->ep_given && I->ep != I->tp * I->dp) {
+  if (fw == RF_INFER_VLLM && I->ep_given && I->ep != I->tp * I->dp && I->ep != I->tp) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "inference layout %s: vLLM expert parallel has EP = TP x DP = %d, not %d", infer,
-                I->tp * I->dp, I->ep);
+                "inference layout %s: vLLM expert parallel has EP = TP x DP = %d (one engine, "
+                "vLLM data parallel) or EP = TP = %d (each engine on its own TP ranks), not %d",
+                infer, I->tp * I->dp, I->tp, I->ep);
     return FALSE;
   }
   if (fw == RF_INFER_SGLANG && (I->tp % I->ep || I->tp % I->adp)) {
