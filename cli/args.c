@@ -75,9 +75,9 @@ static void args_entries(RfArgs *a, GOptionEntry *out) {
        "EP)",
        "LAYOUT"},
       {"infer", 'i', 0, G_OPTION_ARG_STRING, &a->infer,
-       "Inference layout, e.g. TP8xDP16 (vLLM: EP, if given, is TP x DP, experts over every rank "
-       "of one data-parallel engine, or TP, experts over each engine's own ranks; SGLang: EP and "
-       "ADP divide TP; Megatron: TP, EP, ETP, DP)",
+       "Inference layout, e.g. TP8xDP16 (vLLM: EP, if given, is TP x DP (one engine with vLLM "
+       "DP, experts over all its ranks) or TP (experts over each engine's own TP ranks); SGLang: "
+       "EP and ADP divide TP; Megatron: TP, EP, ETP, DP)",
        "LAYOUT"},
       {"infer-framework", 0, 0, G_OPTION_ARG_STRING, &a->infer_fw,
        "Inference layout of: vllm, sglang or megatron (generation backend); default vllm", "NAME"},

@@ -186,7 +186,7 @@ static const char *why(const RfAdviseCandidate *k, const RfAdviseCandidate *runn
 static void print_serving(const Ctx *c) {
   const Opts *o = c->o;
   printf("# engines %s%s; TP groups %s\n", rf_infer_framework_name(c->fw[0]),
-         c->nfw > 1 ? ", sglang (attention DP, EP; the layouts vLLM's place alike left to vLLM)"
+         c->nfw > 1 ? ", sglang (attention DP, EP; vLLM's TP x DP and EP = TP x DP left to vLLM)"
                     : "",
          o->cross_domain_tp ? "may span NVLink domains (--allow-cross-domain-tp; flagged)"
                             : "within one NVLink domain (--allow-cross-domain-tp allows more)");
@@ -642,7 +642,8 @@ static void advise_entries(Opts *o, GOptionEntry *entries) {
        "MODE"},
       {"infer-framework", 0, 0, G_OPTION_ARG_STRING, &o->frameworks,
        "Engines whose layouts to try: vllm, sglang or vllm,sglang (default both; SGLang with "
-       "attention DP and EP of 1 or TP; the layouts vLLM places alike are left to vLLM)",
+       "attention DP and EP of 1 or TP; vLLM's TP x DP and EP = TP x DP are left to vLLM, and "
+       "vLLM's EP = TP per engine, placed as SGLang's, is tried as SGLang)",
        "LIST"},
       {"allow-cross-domain-tp", 0, 0, G_OPTION_ARG_NONE, &o->cross_domain_tp,
        "Also try TP groups larger than one NVLink domain (default: TP within a domain, as "

@@ -7,11 +7,13 @@ runs it on a coarse platform, 8 GPUs of a domain per simulated host and one acto
 (docs/sim.md, "refit's executor at scale"). This script
 1. measures what the coarse platform costs in accuracy where the exact one runs: the four
    reported configurations with `--group 8` beside the exact (`--group 1`) prediction of
-   experiments/results/executor.csv (written by experiments/executor.py; ~1 min);
+   experiments/results/executor.csv (written by experiments/executor.py; ~4 min at load 3-5);
 2. predicts m2n for Kimi K3 and Qwen3.8 2.4T (Megatron TP8xPP16xEP64, DP8 -> vLLM TP32xDP32) on
    gb200-nvl72, against the plan's network bound and the published-software prediction of
    experiments/results/whatif.csv (NeMo RL's python fallback; written by experiments/whatif.py).
-   Kimi K3 takes ~12 min and 3.4 GB, Qwen3.8 ~8 min and 2.7 GB, both at once on 2 cores
+   with one simulated message per rank pair (since 2026-12-02) Kimi K3 takes about an hour and
+   3.5 GB alone on a core (about 20 min with the per-host messages before), Qwen3.8 less; both at
+   once on 2 cores
    (`--jobs`; refit's progress lines on stderr).
 
 usage: /usr/bin/python3 experiments/executor_scale.py [--build DIR | --refit PATH]

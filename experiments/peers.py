@@ -20,9 +20,9 @@ usage: /usr/bin/python3 experiments/peers.py [--build DIR | --refit PATH] [--gro
 writes OUT/peers.{csv,txt} and the plot (default OUT/peers.png); progress on stderr.
 --group G simulates G GPUs per host (refit sim --group; default 8, a whole H100 or H20 NVLink
 domain per simulated host; the table's "sim" column): the exact executor (one actor per rank)
-takes minutes per row at 512 ranks on 2 cores; the coarse model of 8 GPUs per host came out
-0.2-8.4% slower than the exact one on the four reported configurations
-(experiments/executor_scale.py), so the coarse rows are, if anything, pessimistic.
+takes minutes per row at 512 ranks on 2 cores; the coarse model of 8 GPUs per host came within
+1.1% of the exact one (mean 0.4%) on the four reported configurations
+(experiments/executor_scale.py).
 --kimi-k3 adds the issue's case Kimi K3 2,048 GB200 -> 896 (TP32xDP28xEP896): the recommended
 strategy (m2n, docs/advise.md) against p2p under the executor, one NVL72 domain per simulated host
 (--group 72: about 4 minutes on 2 cores).

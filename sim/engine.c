@@ -60,9 +60,10 @@ static gboolean hbm_slack(const SimProgram *p, int h) {
  * platform (hosts of several GPUs) the full update is the faster one, with the same predictions:
  * a host's links carry messages to and from most other hosts, so a change marks most of the
  * system anyway and the lazy update's walk over it costs more than the solve it saves
- * (DeepSeek-V3 GB200 m2n on hosts of 8: 11.0 -> 8.7 s CPU; Kimi K3 on 1,024 + 1,024, hosts of 8:
- * 0.34 -> 2.6 groups a second; the exact 512 ranks of DeepSeek-V3 GB200 the other way, 22 s lazy
- * against 46 s full; docs/sim.md, Speed). */
+ * (DeepSeek-V3 GB200 m2n on hosts of 8, lazy -> full: 19.7 -> 17.6 s CPU with a message per rank
+ * pair, 11.0 -> 8.7 s with one per host pair as before; Kimi K3 on 1,024 + 1,024, hosts of 8, one
+ * message per host pair: 0.34 -> 2.6 groups a second in the first minutes; the exact 512 ranks of
+ * DeepSeek-V3 GB200 the other way, 22 s lazy against 46 s full; docs/sim.md, Speed). */
 #define SIM_PAIR_LINK_BPS 1e18
 
 static gboolean pair_links(const SimProgram *p) {

@@ -593,6 +593,8 @@ static void test_transfer_fields(void) {
   g_assert_cmpint(v[1].src, ==, RF_MAX_RANKS - 1);
   g_assert_cmpint(v[1].dst - 4, ==, -1); /* reads as int: arithmetic is signed */
   g_assert_cmpint(v[1].phase, ==, RF_PHASE_COUNT - 1);
+  g_assert_cmpuint(v[1].piece, ==, UINT32_MAX);
+  g_assert_cmpint(v[1].flags, ==, RF_XFER_NET | RF_XFER_RELAY);
   g_assert_cmpint(v[0].src + v[0].dst + v[0].stage + v[2].src + v[2].piece + v[2].flags, ==, 0);
 }
 

@@ -9,6 +9,7 @@
 /* RfTransfer's bit-fields hold every rank and stage */
 G_STATIC_ASSERT(sizeof(RfTransfer) == 12);
 G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 20) && MAX_STAGE < (1 << 16));
+G_STATIC_ASSERT(RF_PHASE_COUNT <= 8 && (RF_XFER_NET | RF_XFER_RELAY) < 4);
 
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
                                                               "hybrid"};

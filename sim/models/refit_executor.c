@@ -117,8 +117,8 @@ static void index_rounds(RKey *keys, uint64_t nk, int nunits, int step0, uint64_
  * GPUs', scaled in sw_exec_build so that none is faster than its busiest GPU over the run). Each
  * GPU pair's message thus keeps its own share of the links under max-min sharing: one send per
  * host pair carrying all its ranks' bytes took one share for all of them and made the coarse
- * model 1.8-7.6% slower than the exact one for m2n (-1.1 to +0.9% with a send per rank pair,
- * docs/sim.md "refit's executor at scale"). */
+ * model 1.8-7.6% slower than the exact one for m2n (-1.1 to +0.2% with a send per rank pair; m2n
+ * and p2p within 1.1%, docs/sim.md "refit's executor at scale"). */
 static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *segs,
                            const uint64_t *first, const int *slot_host, int group, int nhosts,
                            double copy_Bps, double launch_s, int step0) {
