@@ -6,29 +6,16 @@ BF16 norms, embedding, router and lm_head, the router's F32 e_score_correction_b
 experts of a layer stacked per projection ([E, out, in], one transfer each, as the bench stacks
 them); layers 0-60 (the MTP layer 61 left out: the bench's count, not verified). 1,687 tensors.
 Shapes from the config (deepseek-ai/DeepSeek-V3 config.json, model/configs/deepseek-v3.json)."""
-import json
-import os
+from fp8_listing import Listing
 
 H, I, MI, E, V = 7168, 18432, 2048, 256, 129280
 QA, KVA, HEADS, NOPE, ROPE, VD = 1536, 512, 128, 128, 64, 128
-LAYERS, DENSE, BLOCK = 61, 3, 128
-
-
-def blocks(n):
-    return (n + BLOCK - 1) // BLOCK
+LAYERS, DENSE = 61, 3
 
 
 def main():
-    t = {}
-
-    def bf16(name, shape):
-        t[name] = {"shape": shape, "dtype": "BF16"}
-
-    def fp8(name, shape):
-        t[name + ".weight"] = {"shape": shape, "dtype": "F8_E4M3"}
-        sc = shape[:-2] + [blocks(shape[-2]), blocks(shape[-1])]
-        t[name + ".weight_scale_inv"] = {"shape": sc, "dtype": "F32"}
-
+    x = Listing()
+    bf16, fp8 = x.bf16, x.fp8
     bf16("model.embed_tokens.weight", [V, H])
     for L in range(LAYERS):
         p = "model.layers.%d." % L
@@ -47,7 +34,7 @@ def main():
             fp8(p + "mlp.down_proj", [H, I])
             continue
         bf16(p + "mlp.gate.weight", [E, H])
-        t[p + "mlp.gate.e_score_correction_bias"] = {"shape": [E], "dtype": "F32"}
+        x.f32(p + "mlp.gate.e_score_correction_bias", [E])
         fp8(p + "mlp.shared_experts.gate_proj", [MI, H])
         fp8(p + "mlp.shared_experts.up_proj", [MI, H])
         fp8(p + "mlp.shared_experts.down_proj", [H, MI])
@@ -56,12 +43,7 @@ def main():
         fp8(p + "mlp.experts.down_proj", [E, H, MI])
     bf16("model.norm.weight", [H])
     bf16("lm_head.weight", [V, H])
-    assert len(t) == 1687, len(t)
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepseek-v3-fp8.json")
-    with open(out, "w") as f:
-        json.dump(t, f, indent=0, sort_keys=True)
-        f.write("\n")
-    print("wrote %s (%d tensors)" % (out, len(t)))
+    x.write("deepseek-v3-fp8.json", 1687)
 
 
 if __name__ == "__main__":

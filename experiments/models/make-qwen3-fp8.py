@@ -10,27 +10,14 @@ experts, stacked per projection [E, out, in] as a listing stacks them). BF16: em
 the MoE router (a plain parameter in Megatron, `quant_config=None` in vLLM) and lm_head.
 Shapes from the configs: experiments/models/qwen3-4b.json (Qwen/Qwen3-4B) and
 model/configs/qwen3-30b-a3b.json (Qwen/Qwen3-30B-A3B). 650 and 915 tensors."""
-import json
-import os
+from fp8_listing import Listing
 
-BLOCK = 128
 VOCAB = 151936
 
 
-def blocks(n):
-    return (n + BLOCK - 1) // BLOCK
-
-
 def listing(layers, hidden, heads, kv_heads, head_dim, ffn=0, experts=0, moe_ffn=0, tied=True):
-    t = {}
-
-    def bf16(name, shape):
-        t[name] = {"shape": shape, "dtype": "BF16"}
-
-    def fp8(name, shape):
-        t[name + ".weight"] = {"shape": shape, "dtype": "F8_E4M3"}
-        t[name + ".weight_scale_inv"] = {
-            "shape": shape[:-2] + [blocks(shape[-2]), blocks(shape[-1])], "dtype": "F32"}
+    x = Listing()
+    bf16, fp8 = x.bf16, x.fp8
 
     bf16("model.embed_tokens.weight", [VOCAB, hidden])
     for L in range(layers):
@@ -55,22 +42,13 @@ def listing(layers, hidden, heads, kv_heads, head_dim, ffn=0, experts=0, moe_ffn
     bf16("model.norm.weight", [hidden])
     if not tied:
         bf16("lm_head.weight", [VOCAB, hidden])
-    return t
-
-
-def write(name, t, count):
-    assert len(t) == count, (name, len(t))
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-    with open(out, "w") as f:
-        json.dump(t, f, indent=0, sort_keys=True)
-        f.write("\n")
-    print("wrote %s (%d tensors)" % (out, len(t)))
+    return x
 
 
 def main():
-    write("qwen3-4b-fp8.json", listing(36, 2560, 32, 8, 128, ffn=9728), 650)
-    write("qwen3-30b-a3b-fp8.json",
-          listing(48, 2048, 32, 4, 128, experts=128, moe_ffn=768, tied=False), 915)
+    listing(36, 2560, 32, 8, 128, ffn=9728).write("qwen3-4b-fp8.json", 650)
+    listing(48, 2048, 32, 4, 128, experts=128, moe_ffn=768, tied=False).write(
+        "qwen3-30b-a3b-fp8.json", 915)
 
 
 if __name__ == "__main__":
