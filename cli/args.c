@@ -96,7 +96,9 @@ static void args_entries(RfArgs *a, GOptionEntry *out) {
       {"spec", 0, 0, G_OPTION_ARG_FILENAME, &a->spec,
        "Raw DTensor spec (JSON, docs/formats.md) instead of model and layouts", "FILE"},
       {"topology", 'T', 0, G_OPTION_ARG_STRING, &a->topology,
-       "Cluster: dgx-h100, gb200-nvl72, gb200-nvl72-800g or a .topo file", "NAME|FILE"},
+       "Cluster: dgx-h100, gb200-nvl72, gb200-nvl72-800g or a .topo file (default: dgx-h100 for "
+       "sim and step; NVLink domains of --domain-size GPUs, no bandwidths, for plan and run)",
+       "NAME|FILE"},
       {"domain-size", 'D', 0, G_OPTION_ARG_CALLBACK, (gpointer)parse_domain_size,
        "GPUs per NVLink domain (default 8, or the topology's)", "N"},
       {"strategy", 's', 0, G_OPTION_ARG_STRING, &a->strategy,

@@ -37,6 +37,10 @@ typedef struct {
 gboolean rf_args_parse(GOptionContext *ctx, int *argc, char ***argv, gboolean positional,
                        GError **error);
 
+/* The cluster of the commands that need bandwidths (refit sim, step and advise) when --topology is
+ * not given; refit plan and run place on NVLink domains of --domain-size GPUs instead. */
+#define RF_DEFAULT_SIM_TOPOLOGY "dgx-h100"
+
 #define RF_ARGS_NENTRIES 17 /* the shared entries, with the terminator */
 
 /* Option group with the entries above; args must outlive the context. */

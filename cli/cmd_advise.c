@@ -733,7 +733,7 @@ static gboolean advise_setup(Ctx *c, RfModel **model, GError **error) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--plot wants a FILE.png, got '%s'", o->plot);
     return FALSE;
   }
-  if (!o->topology) o->topology = g_strdup("dgx-h100");
+  if (!o->topology) o->topology = g_strdup(RF_DEFAULT_SIM_TOPOLOGY);
   RfTopology *topo = rf_topology_load(o->topology, error);
   if (!topo) return FALSE;
   su->mem_bytes = topo->memory_GB * 1e9;

@@ -519,6 +519,7 @@ int rf_cmd_sim(int argc, char **argv) {
   RfSwVariant swv = RF_VARIANT_DEFAULT;
   /* 1. options, all checked before anything is built */
   if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
+  if (!a.topology) a.topology = g_strdup(RF_DEFAULT_SIM_TOPOLOGY); /* bandwidths needed */
   if (!sim_opts_check(o, &e)) goto out;
   if (!rf_software_parse(o->software, o->variant, &sw, &swv, &e)) goto out;
   if (!rf_plan_args_check(&pa, &e)) goto out;

@@ -522,6 +522,7 @@ int rf_cmd_step(int argc, char **argv) {
   char *refit_source = NULL;
   Report r = {0};
   if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;
+  if (!a.topology) a.topology = g_strdup(RF_DEFAULT_SIM_TOPOLOGY); /* bandwidths needed */
   if (workload && !workload_load(workload, &w, &e)) goto out;
   if (rollout >= 0) w.rollout_s = rollout;
   if (train >= 0) w.train_s = train;

@@ -155,5 +155,11 @@ expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \
   "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --placement diagonal
 expect_err "node map negative" "--node-map -1: GPUs per node must be >= 1" \
   "$REFIT" sim -m tiny-moe -t TP2 -i TP2 --node-map -1
+# sim and step need bandwidths: without --topology they simulate dgx-h100 (as advise does)
+expect_ok "sim default topology" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -s p2p -q
+grep -q "^# topology dgx-h100:" "$TMP/out" || bad "sim without --topology does not simulate dgx-h100"
+expect_ok "step default topology" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -s p2p -q --rollout-s 1 \
+  --train-s 1
+grep -q "dgx-h100" "$TMP/out" || bad "step without --topology does not name dgx-h100"
 
 finish
