@@ -36,11 +36,29 @@ static void row_clear(Row *r) {
   for (int i = 0; i < r->stats.ntop; i++)
     g_free(r->stats.top[i].name);
   g_free(r->stats.top);
+  g_free(r->stats.exec_fallback);
   g_clear_error(&r->error);
+}
+
+/* The model that produced the row's figures: the flow model where refit's executor could not be
+ * simulated (RfSimStats.exec_fallback), else the one asked for. */
+static RfSwVariant row_variant(const Row *r) {
+  return r->ok && r->stats.exec_fallback ? RF_VARIANT_DEFAULT : r->variant;
+}
+
+/* The row's model line: what produced its figures and, after a fallback, why. Caller frees. */
+static char *row_model_line(const Row *r, double *oos) {
+  char *line = rf_predict_model_line(r->software, row_variant(r), oos);
+  if (!(r->ok && r->stats.exec_fallback)) return line;
+  char *all = g_strdup_printf("%s; shown because refit's executor was not simulated: %s", line,
+                              r->stats.exec_fallback);
+  g_free(line);
+  return all;
 }
 
 static void copy_stats(RfSimStats *dst, const RfSimStats *src) {
   *dst = *src;
+  dst->exec_fallback = g_strdup(src->exec_fallback);
   dst->top = g_new0(RfSimLink, src->ntop > 0 ? src->ntop : 1);
   for (int i = 0; i < src->ntop; i++) {
     dst->top[i] = src->top[i];
@@ -83,7 +101,7 @@ static void print_row(FILE *f, const Row *r) {
     fprintf(f, "\n## %s  (software %s, %s)\n", rf_strategy_name(r->strategy),
             rf_software_name(r->software), rf_variant_name(r->software, r->variant));
   double oos;
-  g_autofree char *model = rf_predict_model_line(r->software, r->variant, &oos);
+  g_autofree char *model = row_model_line(r, &oos);
   fprintf(f, "#  model: %s\n", model);
   if (r->have_staging && r->software == RF_SOFTWARE_REFIT &&
       rf_variant_resolve(r->software, r->variant) == RF_VARIANT_EXECUTOR) {
@@ -180,10 +198,12 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   rf_json_int(b, "sim_group", r->stats.group);
   rf_json_int(b, "sim_flows", (gint64)r->stats.flows);
   rf_json_str(b, "software", rf_software_name(r->software));
-  rf_json_str(b, "software_variant", rf_variant_name(r->software, r->variant));
+  rf_json_str(b, "software_variant", rf_variant_name(r->software, row_variant(r)));
+  if (r->ok && r->stats.exec_fallback)
+    rf_json_str(b, "executor_not_simulated", r->stats.exec_fallback);
   double oos;
-  g_autofree char *key = rf_predict_model_key(r->software, r->variant);
-  g_autofree char *line = rf_predict_model_line(r->software, r->variant, &oos);
+  g_autofree char *key = rf_predict_model_key(r->software, row_variant(r));
+  g_autofree char *line = row_model_line(r, &oos);
   rf_json_str(b, "predicted_by", key);
   rf_json_str(b, "model_note", line);
   if (oos >= 0) rf_json_num(b, "out_of_sample_error_pct", oos);
@@ -302,18 +322,19 @@ static void print_recovery(const RfCalibration *c, const Row *rows, int nrows) {
 }
 
 static void print_summary(const Row *rows, int nrows) {
-  printf("\n# %-18s %12s %12s %8s  %s\n", "strategy", "predicted(s)", "bound(s)", "ratio",
-         "bound by");
+  printf("\n# %-18s %12s %12s %8s  %-24s %s\n", "strategy", "predicted(s)", "bound(s)", "ratio",
+         "model", "bound by");
   for (int i = 0; i < nrows; i++) {
     const Row *r = &rows[i];
+    g_autofree char *key = rf_predict_model_key(r->software, row_variant(r));
     if (!r->ok) {
-      printf("  %-18s %12s %12s %8s  %s\n", rf_strategy_name(r->strategy), "-", "-", "-",
+      printf("  %-18s %12s %12s %8s  %-24s %s\n", rf_strategy_name(r->strategy), "-", "-", "-", key,
              r->error->message);
       continue;
     }
-    printf("  %-18s %12.5g %12.5g %8.2f  %s\n", rf_strategy_name(r->strategy), r->res.total_s,
+    printf("  %-18s %12.5g %12.5g %8.2f  %-24s %s\n", rf_strategy_name(r->strategy), r->res.total_s,
            r->res.lower_bound_s,
-           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0,
+           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0, key,
            r->res.bound_by ? r->res.bound_by : "-");
   }
 }
@@ -547,6 +568,7 @@ int rf_cmd_sim(int argc, char **argv) {
   so.max_hosts_pairs = o->max_flows;
   so.keep_platform = o->keep;
   so.progress = !a.quiet;
+  so.exec_fallback = !(o->variant && *o->variant); /* the default model, not asked for by name */
   ex = rf_sim_executor_new(&so);
   if (!ex->prepare(ex, pb, &e)) goto out;
   if (neutral && !a.quiet) /* a note, once the topology is known to be usable */

@@ -166,9 +166,10 @@ static gboolean software_runs(RfSoftware sw, RfStrategy st) {
  * pb. A strategy the software does not run, or a plan its limits refuse, gets no row; a refusal
  * is said on stderr unless quiet. *cal_source gets the calibration (first call). */
 static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, RfSwVariant swv,
-                             const gboolean want[RF_STRATEGY_COUNT], gboolean quiet, GArray *rows,
-                             char **cal_source, GError **error) {
+                             gboolean fallback, const gboolean want[RF_STRATEGY_COUNT],
+                             gboolean quiet, GArray *rows, char **cal_source, GError **error) {
   RfSimOptions so = {0};
+  so.exec_fallback = fallback; /* refit's default model: the flow model where it cannot run */
   gboolean neutral = FALSE, ok = FALSE;
   char *src = NULL, *key = rf_predict_model_key(sw, swv);
   if (!rf_calibration_select(&so.calib, calib, pb->topo, &src, &neutral, error)) goto out;
@@ -186,7 +187,14 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
     if (plan) rf_calibration_memory_run_plan(&so.calib, plan, 1, &mr, NULL);
     ok = plan && rf_memory_of_run(plan, &mr, &mem, error) && ex->run(ex, plan, &res, error);
     if (ok) {
-      row_add(rows, sw, swv, (RfStrategy)s, res.total_s, key);
+      const RfSimStats *st = rf_sim_executor_stats(ex);
+      const gboolean flows = st && st->exec_fallback; /* the flow model's figure instead */
+      if (flows && !quiet)
+        g_printerr("refit step: %s: refit's executor was not simulated (%s): the flow model's "
+                   "bound is shown\n",
+                   rf_strategy_name((RfStrategy)s), st->exec_fallback);
+      row_add(rows, sw, flows ? RF_VARIANT_DEFAULT : swv, (RfStrategy)s, res.total_s,
+              flows ? "flows" : key);
       Row *x = &g_array_index(rows, Row, rows->len - 1);
       x->peak = mem.peak_bytes;
       x->weights = mem.weights_bytes;
@@ -450,13 +458,14 @@ static gboolean predict_all(const RfArgs *a, const char *calib, const char *soft
   char *cal = NULL;
   gboolean ok = TRUE;
   if (!software) /* the published software first: NeMo RL's default variant */
-    ok = predict_rows(pb, calib, RF_SOFTWARE_NEMO_RL, RF_VARIANT_DEFAULT, pub, a->quiet, rows, &cal,
-                      error);
-  ok = ok && predict_rows(pb, calib, sw, swv, want, a->quiet, rows, &cal, error);
+    ok = predict_rows(pb, calib, RF_SOFTWARE_NEMO_RL, RF_VARIANT_DEFAULT, FALSE, pub, a->quiet,
+                      rows, &cal, error);
+  const gboolean fallback = !(variant && *variant); /* refit's default model, not asked for */
+  ok = ok && predict_rows(pb, calib, sw, swv, fallback, want, a->quiet, rows, &cal, error);
   if (ok && !software && !has_row(rows, base, base_sw) && base_sw != RF_SOFTWARE_NEMO_RL) {
     gboolean only[RF_STRATEGY_COUNT] = {FALSE}; /* the published software did not predict it */
     only[base] = TRUE;
-    ok = predict_rows(pb, calib, sw, swv, only, a->quiet, rows, &cal, error);
+    ok = predict_rows(pb, calib, sw, swv, fallback, only, a->quiet, rows, &cal, error);
   }
   g_autofree char *which = software
                                ? g_strdup_printf("software %s, variant %s", rf_software_name(sw),

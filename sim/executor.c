@@ -23,6 +23,7 @@ static void stats_clear(RfSimStats *s) {
   for (int i = 0; i < s->ntop; i++)
     g_free(s->top[i].name);
   g_free(s->top);
+  g_free(s->exec_fallback);
   memset(s, 0, sizeof *s);
 }
 
@@ -227,8 +228,22 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     cal.exec_slots = st->staging.slots;
     cal.exec_max_ops = st->staging.max_ops;
   }
-  g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, error);
-  if (!p) return FALSE;
+  GError *e = NULL;
+  g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, &e);
+  /* refit's executor whose schedule is too long to simulate (the one limit its build checks):
+   * the flow model, the plan's bound at calibrated rates, where the caller allows it */
+  g_autofree char *fallback = NULL;
+  if (!p && st->opt.exec_fallback && cal.software == RF_SOFTWARE_REFIT &&
+      cal.variant == RF_VARIANT_EXECUTOR && g_error_matches(e, RF_ERROR, RF_ERROR_LIMIT)) {
+    fallback = g_strdup(e->message);
+    g_clear_error(&e);
+    cal.variant = RF_VARIANT_DEFAULT;
+    p = build_fitting(plan, &cal, st->opt.group, max_flows, &e);
+  }
+  if (!p) {
+    g_propagate_error(error, e);
+    return FALSE;
+  }
   SimOutcome oc;
   p->progress = st->opt.progress;
   p->full_update = g_getenv("REFIT_SIM_REFERENCE") != NULL; /* engine.c: experiments */
@@ -252,6 +267,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     add_step_stages(out, p, &oc);
   add_quantize(st, plan, out);
   fill_stats(st, p, plan->problem);
+  st->stats.exec_fallback = g_steal_pointer(&fallback);
   out->bound_by = bound_by(st, p, out->total_s);
   st->stats.wall_s = (g_get_monotonic_time() - t0) / 1e6;
   return TRUE;

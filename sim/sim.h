@@ -174,6 +174,9 @@ typedef struct {
   gboolean keep_platform; /* keep the generated XML (path printed on stderr) */
   gboolean progress;      /* refit's executor model: a progress line on stderr every 10 s of a
                              simulation longer than 10 s */
+  gboolean exec_fallback; /* refit's executor model as the default: where its schedule has more
+                             groups than one simulation holds, run the flow model (the plan's
+                             bound) instead, and say why (RfSimStats.exec_fallback); FALSE: fail */
 } RfSimOptions;
 
 /* Per-link accounting of a run (for the report). */
@@ -203,6 +206,9 @@ typedef struct {
   /* refit's executor model: the inference memory of the schedule it simulated (by round) */
   gboolean have_exec_mem;
   RfMemory exec_mem;
+  /* refit's executor model was not simulated (RfSimOptions.exec_fallback): why, one line; the
+   * figures are the flow model's. NULL otherwise. */
+  char *exec_fallback;
 } RfSimStats;
 
 /* The SimGrid executor. opt may be NULL (calibration of the problem's topology). */

@@ -30,6 +30,7 @@ static double simulate_stats(const RfPlan *plan, const RfCalibration *cal, int g
     *stats = *rf_sim_executor_stats(ex);
     stats->top = NULL;
     stats->ntop = 0;
+    stats->exec_fallback = NULL; /* owned by the executor */
   }
   ex->destroy(ex);
   return res->total_s;
@@ -393,6 +394,31 @@ static void test_exec_lanes(void) {
   g_assert_false(ex->run(ex, plan, &r, &e));
   g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
   g_clear_error(&e);
+  ex->destroy(ex);
+  /* as the default model (exec_fallback): the flow model's figure, saying why */
+  o.exec_fallback = TRUE;
+  ex = rf_sim_executor_new(&o);
+  g_assert_true(ex->prepare(ex, pb, &e));
+  g_assert_true(ex->run(ex, plan, &r, &e));
+  g_assert_no_error(e);
+  const RfSimStats *st = rf_sim_executor_stats(ex);
+  g_assert_nonnull(st);
+  g_assert_nonnull(strstr(st->exec_fallback, "groups, more than the"));
+  RfCalibration flows = cal;
+  flows.variant = RF_VARIANT_DEFAULT;
+  RfResult rf;
+  g_assert_cmpfloat(fabs(simulate(plan, &flows, 0, &rf) - r.total_s), <=, 1e-12);
+  rf_result_clear(&rf);
+  rf_result_clear(&r);
+  ex->destroy(ex);
+  /* a schedule that fits is the executor's, with no fallback said */
+  cal.exec_staging_bytes = 25e6;
+  o.calib = cal;
+  ex = rf_sim_executor_new(&o);
+  g_assert_true(ex->prepare(ex, pb, &e));
+  g_assert_true(ex->run(ex, plan, &r, &e));
+  g_assert_null(rf_sim_executor_stats(ex)->exec_fallback);
+  rf_result_clear(&r);
   ex->destroy(ex);
   rf_plan_free(plan);
   rf_problem_free(pb);
