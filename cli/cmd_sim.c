@@ -280,8 +280,13 @@ static char *timeline_title(const RfArgs *a, const RfProblem *pb, const Row *row
   else
     g_string_append_printf(t, "%s, train %s -> infer %s", pb->model->name, a->train, a->infer);
   g_string_append_printf(t, ", %s (%d GPUs/domain), ", pb->topo->name, pb->topo->gpus_per_domain);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     g_string_append_printf(t, "%s%s", i ? ", " : "", rf_strategy_name(rows[i].strategy));
+    if (rows[i].software == RF_SOFTWARE_REFIT) { /* which model drew the row */
+      g_autofree char *key = rf_predict_model_key(rows[i].software, row_variant(&rows[i]));
+      g_string_append_printf(t, " [%s]", key);
+    }
+  }
   if (n > 0 && rows[0].software != RF_SOFTWARE_REFIT)
     g_string_append_printf(t, " (software %s, %s)", rf_software_name(rows[0].software),
                            rf_variant_name(rows[0].software, rows[0].variant));

@@ -52,7 +52,7 @@ def main(src, out, title):
     for i, (s, r) in enumerate(lanes):
         a, b = float(r["start_s"]), float(r["end_s"])
         ax.barh(i, max(b - a, 1e-9), left=a, color=color(r["stage"]))
-        ax.text(b, i, " %.3f s" % b, va="center", fontsize=8)
+        ax.text(b, i, " %.4g s" % b, va="center", fontsize=8)
         labels.append("%s: %s" % (s, r["stage"]))
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(labels, fontsize=8)
