@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "datafile.h"
 #include "error.h"
+#include "predict.h"
 #include "report.h"
 #include "sim.h"
 
@@ -19,6 +20,7 @@ typedef struct {
   RfStrategy strategy;
   RfSoftware software; /* columns software, variant (optional; default refit) */
   RfSwVariant variant;
+  gboolean exec_fallback; /* no variant column: refit's default model, flows where it cannot run */
   double measured_s;
   RfProblem *pb; /* borrowed from the problem cache */
   RfPlan *plan;  /* owned */
@@ -97,6 +99,7 @@ static gboolean read_row(const char *path, int ln, GHashTable *h, GArray *rows, 
     const char *swn = g_hash_table_lookup(h, "software");
     const char *var = g_hash_table_lookup(h, "variant");
     GError *se = NULL;
+    m.exec_fallback = !(var && *var); /* the default model, not named: may fall back to flows */
     if (!rf_software_parse(swn && *swn ? swn : "refit", var, &m.software, &m.variant, &se)) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "%s:%d: %s", path, ln, se->message);
       g_error_free(se);
@@ -217,7 +220,7 @@ static gboolean fit_and_report(const char *meas_path, Meas *m, int n,
                                GError **error) {
   RfFitRow *fr = g_new0(RfFitRow, (gsize)MAX(n, 1));
   for (int i = 0; i < n; i++)
-    fr[i] = (RfFitRow){m[i].pb, m[i].plan, &m[i].base, m[i].measured_s};
+    fr[i] = (RfFitRow){m[i].pb, m[i].plan, &m[i].base, m[i].measured_s, m[i].exec_fallback};
   RfFit *f = rf_fit_new(fr, n, keys, nkeys, error);
   g_free(fr);
   if (!f) return FALSE;
@@ -246,10 +249,16 @@ static gboolean fit_and_report(const char *meas_path, Meas *m, int n,
     double r1 = 100 * (p1 - m[i].measured_s) / m[i].measured_s;
     double r2 = 100 * (p2 - m[i].measured_s) / m[i].measured_s;
     e0 += fabs(r0), e1 += fabs(r1), e2 += fabs(r2);
+    /* the model of the row: refit's executor, or the flow model where it could not run */
+    const gboolean flows = rf_fit_fallback(f, i) != NULL;
+    g_autofree char *key =
+        rf_predict_model_key(m[i].software, flows ? RF_VARIANT_DEFAULT : m[i].variant);
+    g_autofree char *why =
+        flows ? g_strdup_printf(" (executor not simulated: %s)", rf_fit_fallback(f, i))
+              : g_strdup("");
     printf("  %-12s %-17s %-17s %9.3f %9.3f %8.1f %9.3f %8.1f %9.3f %8.1f  %s%s%s\n", m[i].topology,
            m[i].model, rf_strategy_name(m[i].strategy), m[i].measured_s, p0, r0, p1, r1, p2, r2,
-           rf_software_name(m[i].software), m[i].software != RF_SOFTWARE_REFIT ? "/" : "",
-           m[i].software != RF_SOFTWARE_REFIT ? rf_variant_name(m[i].software, m[i].variant) : "");
+           m[i].software == RF_SOFTWARE_REFIT ? "refit/" : "", key, why);
   }
   printf("# mean |error|: default %.1f %%, fitted in-sample %.1f %%, leave-one-out %.1f %% "
          "(%ld simulations)\n",

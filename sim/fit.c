@@ -18,7 +18,8 @@ struct RfFit {
   double *deflt;       /* per row: prediction with its base calibration */
   double *base;        /* per row: deflt without the additive keys' terms */
   long sims;
-  GError *error; /* first simulation failure */
+  GError *error;   /* first simulation failure */
+  char **fallback; /* per row: why the flow model stood in for refit's executor, or NULL */
 };
 
 /* Seconds an additive key adds to row i per unit of its value. */
@@ -30,6 +31,7 @@ static double coef(const RfFit *f, int i, const RfCalibrationKey *k) {
 static double simulate(RfFit *f, int i, const RfCalibration *c) {
   RfSimOptions o = {0};
   o.calib = *c;
+  o.exec_fallback = f->rows[i].exec_fallback;
   RfExecutor *ex = rf_sim_executor_new(&o);
   RfResult r;
   GError *e = NULL;
@@ -37,6 +39,8 @@ static double simulate(RfFit *f, int i, const RfCalibration *c) {
   if (ex->prepare(ex, f->rows[i].pb, &e) && ex->run(ex, f->rows[i].plan, &r, &e)) {
     t = r.total_s;
     rf_result_clear(&r);
+    const RfSimStats *st = rf_sim_executor_stats(ex);
+    if (st && st->exec_fallback && !f->fallback[i]) f->fallback[i] = g_strdup(st->exec_fallback);
   }
   if (e && !f->error)
     f->error = e;
@@ -78,6 +82,7 @@ RfFit *rf_fit_new(const RfFitRow *rows, int n, const RfCalibrationKey *const *ke
   f->m2n_tensors = g_new0(double, MAX(n, 1));
   f->deflt = g_new0(double, MAX(n, 1));
   f->base = g_new0(double, MAX(n, 1));
+  f->fallback = g_new0(char *, MAX(n, 1) + 1);
   double *x = g_new0(double, MAX(nkeys, 1));
   gboolean any_sim = f->any_sim;
   f->any_sim = TRUE;
@@ -108,8 +113,15 @@ void rf_fit_free(RfFit *f) {
   g_free(f->m2n_tensors);
   g_free(f->deflt);
   g_free(f->base);
+  for (int i = 0; f->fallback && i < f->n; i++)
+    g_free(f->fallback[i]);
+  g_free(f->fallback);
   g_clear_error(&f->error);
   g_free(f);
+}
+
+const char *rf_fit_fallback(const RfFit *f, int i) {
+  return f->fallback[i];
 }
 
 double rf_fit_default(const RfFit *f, int i) {

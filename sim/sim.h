@@ -227,6 +227,8 @@ typedef struct {
   const RfPlan *plan;        /* borrowed */
   const RfCalibration *base; /* borrowed: the calibration the row starts from */
   double measured_s;         /* > 0 */
+  gboolean exec_fallback;    /* refit's executor as the default model: the flow model where its
+                                schedule is too long to simulate (RfSimOptions.exec_fallback) */
 } RfFitRow;
 
 typedef struct RfFit RfFit;
@@ -246,6 +248,9 @@ void rf_fit_run(RfFit *f, const gboolean *use, int iters, double *x);
 double rf_fit_predict(RfFit *f, int i, const double *x);
 /* Simulations run so far. */
 long rf_fit_simulations(const RfFit *f);
+/* Why row i was predicted by the flow model instead of refit's executor (RfFitRow.exec_fallback;
+ * its first simulation), NULL when it was not. Owned by the fit. */
+const char *rf_fit_fallback(const RfFit *f, int i);
 /* The first simulation failure during rf_fit_run / rf_fit_predict, NULL when none. Owned. */
 const GError *rf_fit_error(const RfFit *f);
 

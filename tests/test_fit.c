@@ -5,6 +5,7 @@
  * re-simulates only for keys that are not additive, and refuses keys it cannot fit. */
 #include <glib.h>
 #include <math.h>
+#include <string.h>
 
 #include "error.h"
 #include "golden.h"
@@ -63,7 +64,7 @@ static void test_additive_recovers(void) {
   RfPlan *plan[2] = {copy_plan(1, n[0]), copy_plan(1, n[1])};
   RfFitRow rows[2];
   for (int i = 0; i < 2; i++)
-    rows[i] = (RfFitRow){plan[i]->problem, plan[i], &cal, golden_s(n[i], 1) + 3.25};
+    rows[i] = (RfFitRow){plan[i]->problem, plan[i], &cal, golden_s(n[i], 1) + 3.25, FALSE};
   const RfCalibrationKey *keys[] = {key("refit.fixed_s")};
   g_assert_true(keys[0]->additive);
   GError *e = NULL;
@@ -92,7 +93,7 @@ static void test_simulated_recovers(void) {
   RfCalibration cal;
   golden_calib(&cal);
   RfPlan *plan = copy_plan(1, 50000000);
-  RfFitRow row = {plan->problem, plan, &cal, golden_s(50000000, 0.6)};
+  RfFitRow row = {plan->problem, plan, &cal, golden_s(50000000, 0.6), FALSE};
   const RfCalibrationKey *keys[] = {key("efficiency.nic")};
   g_assert_false(keys[0]->additive);
   GError *e = NULL;
@@ -118,7 +119,7 @@ static void test_bounds(void) {
   const double t = golden_s(50000000, 1);
   const double measured[2] = {t / 2, t + 100}, want[2] = {keys[0]->fit_lo, keys[0]->fit_hi};
   for (int side = 0; side < 2; side++) {
-    RfFitRow row = {plan->problem, plan, &cal, measured[side]};
+    RfFitRow row = {plan->problem, plan, &cal, measured[side], FALSE};
     GError *e = NULL;
     RfFit *f = rf_fit_new(&row, 1, keys, 1, &e);
     g_assert_no_error(e);
@@ -152,9 +153,10 @@ static void test_two_keys_and_use(void) {
   golden_calib(&cal);
   RfPlan *plan[2] = {copy_plan(1, 50000000), copy_plan(40, 1000)};
   const RfCalibrationKey *keys[] = {key("refit.fixed_s"), key("m2n.tensor_overhead_s")};
-  RfFitRow rows[3] = {{plan[0]->problem, plan[0], &cal, golden_s(50000000, 1) + 1e-3 + 1e-4},
-                      {plan[1]->problem, plan[1], &cal, golden_s(40000, 1) + 1e-3 + 40 * 1e-4},
-                      {plan[0]->problem, plan[0], &cal, 1000.0}};
+  RfFitRow rows[3] = {
+      {plan[0]->problem, plan[0], &cal, golden_s(50000000, 1) + 1e-3 + 1e-4, FALSE},
+      {plan[1]->problem, plan[1], &cal, golden_s(40000, 1) + 1e-3 + 40 * 1e-4, FALSE},
+      {plan[0]->problem, plan[0], &cal, 1000.0, FALSE}};
   GError *e = NULL;
   RfFit *f = rf_fit_new(rows, 3, keys, 2, &e);
   g_assert_no_error(e);
@@ -184,7 +186,7 @@ static void test_refuses(void) {
   RfCalibration cal;
   golden_calib(&cal);
   RfPlan *plan = copy_plan(1, 1000);
-  RfFitRow row = {plan->problem, plan, &cal, 1.0};
+  RfFitRow row = {plan->problem, plan, &cal, 1.0, FALSE};
   const char *names[] = {"nemo.streams", "efficiency.nvlink"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
     const RfCalibrationKey *keys[] = {key(names[i])};
@@ -199,6 +201,32 @@ static void test_refuses(void) {
   rf_calibration_clear(&cal);
 }
 
+/* A row predicted by refit's executor whose schedule has more groups than one simulation holds
+ * (100 MB in 64-byte groups): with exec_fallback (no variant named) the fit runs on the flow
+ * model's figure and says why; without it the fit is refused with the limit. */
+static void test_executor_fallback(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_REFIT;
+  cal.variant = RF_VARIANT_EXECUTOR;
+  cal.exec_staging_bytes = 64;
+  RfPlan *plan = copy_plan(1, 50000000);
+  const RfCalibrationKey *keys[] = {key("refit.fixed_s")};
+  RfFitRow row = {plan->problem, plan, &cal, 1.0, TRUE};
+  GError *e = NULL;
+  RfFit *f = rf_fit_new(&row, 1, keys, 1, &e);
+  g_assert_no_error(e);
+  g_assert_nonnull(strstr(rf_fit_fallback(f, 0), "groups, more than the"));
+  g_assert_cmpfloat(fabs(rf_fit_default(f, 0) - golden_s(50000000, 1)), <, 1e-4);
+  rf_fit_free(f);
+  row.exec_fallback = FALSE;
+  g_assert_null(rf_fit_new(&row, 1, keys, 1, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+  g_clear_error(&e);
+  free_plan(plan);
+  rf_calibration_clear(&cal);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/fit/additive/recovers", test_additive_recovers);
@@ -206,5 +234,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/fit/bounds", test_bounds);
   g_test_add_func("/fit/two-keys/use", test_two_keys_and_use);
   g_test_add_func("/fit/refuses", test_refuses);
+  g_test_add_func("/fit/executor-fallback", test_executor_fallback);
   return g_test_run();
 }
