@@ -73,13 +73,15 @@ ROWS = [
         "0.59 s on Qwen3-30B rows only: what it is for a dense Qwen3-4B on 8 + 8 GPUs", "v10"),
     row(V30, "m2n", DIRECT, 3.83774, "m2n.plan_s", (None, 2e-3),
         "v0.1 host cost per call (fitted on the RING row c31): what DIRECT's would be", "v30"),
-    row(V30, "m2n", DIRECT, 3.83774, "m2n.direct_chunk_bytes", (None, 64 * 2**20),
-        "DIRECT's credit-ring fill per call (chunk / NIC + network latency; code default 1 MiB)",
+    row(V30, "m2n", DIRECT, 3.83774, "efficiency.nic", (0.3, None),
+        "NIC rate of DIRECT's puts (every source to every destination replica: 64 peers per "
+        "NIC; the RING row c31 fits at 0.94): what it would be, per byte, not per call",
         "v30"),
     row(V32, "m2n", DIRECT, 2.17516, "m2n.plan_s", (None, 2e-3),
         "v0.1 host cost per call (fitted on the RING row c31): what DIRECT's would be", "v32"),
-    row(V32, "m2n", DIRECT, 2.17516, "m2n.direct_chunk_bytes", (None, 64 * 2**20),
-        "DIRECT's credit-ring fill per call (chunk / NIC + network latency; code default 1 MiB)",
+    row(V32, "m2n", DIRECT, 2.17516, "efficiency.nic", (0.3, None),
+        "NIC rate of DIRECT's puts (every source to every destination replica: 64 peers per "
+        "NIC; the RING row c31 fits at 0.94): what it would be, per byte, not per call",
         "v32"),
 ]
 

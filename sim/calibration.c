@@ -29,7 +29,6 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->m2n_direct_max_targets = 64;
   c->m2n_staging_max_bytes = 2147483648.0;
   c->m2n_ring_chunk_bytes = 262144.0;
-  c->m2n_direct_chunk_bytes = 1048576.0;
   /* refit run's defaults: staging bound, lanes and operation bound chosen for each plan
    * (rf_calibration_staging, model/plan/staging.h), in every command that predicts or counts */
   c->exec_staging_bytes = 0;
@@ -169,7 +168,6 @@ static const RfCalibrationKey KEYS[] = {
      FALSE},
     {"m2n", "staging_max_bytes", RF_CAL_REAL, FIELD(m2n_staging_max_bytes), 1, 1e15, 0, 0, FALSE},
     {"m2n", "ring_chunk_bytes", RF_CAL_REAL, FIELD(m2n_ring_chunk_bytes), 1, 1e12, 0, 0, FALSE},
-    {"m2n", "direct_chunk_bytes", RF_CAL_REAL, FIELD(m2n_direct_chunk_bytes), 1, 1e12, 0, 0, FALSE},
     {"copy", "ce_row_half_bytes", RF_CAL_REAL, FIELD(ce_row_half_bytes), 0, 1e12, 0, 0, FALSE},
     /* elastic recovery (sim/recovery.c) */
     {"recovery", "init_small_ranks", RF_CAL_REAL, FIELD(recovery_init_small_ranks), 0, 1e9, 0, 0,

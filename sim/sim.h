@@ -101,7 +101,6 @@ typedef struct {
   int m2n_direct_max_sources, m2n_direct_max_targets; /* DIRECT plan limits */
   double m2n_staging_max_bytes;                       /* largest PACK staging bucket */
   double m2n_ring_chunk_bytes;                        /* v0.1 RING forwarding granularity */
-  double m2n_direct_chunk_bytes;                      /* DIRECT credit chunk */
   double ce_row_half_bytes; /* copy-engine strided copy: row size at half the copy rate */
   /* elastic recovery (sim/recovery.c): communicator init time at two published scales (0: no
    * figure, the destroy-and-recreate cost is unavailable) and the cost of a shrink relative to

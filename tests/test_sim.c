@@ -824,6 +824,39 @@ static void test_sw_ring_pieces_own_leaders(void) {
   rf_calibration_clear(&cal);
 }
 
+/* DIRECT (NCCL Xfer v0.1 at 4532497), one call: 200 MB sharded over GPUs 0 and 1 (100 MB each)
+ * to two replicas on GPUs 2 and 3. The single source replica serves both destination replicas
+ * (UNIFORM load balance, reshard_loadbalance.cc getTargetRepRange), so each source puts its
+ * 100 MB piece to both (reshard_prepare.cc prepareDirectReshardParams): 200 MB over each 10 GB/s
+ * NIC, 20 ms + 6 us of NIC + switch latency, after the call's two barriers (0.1 ms each). The
+ * kernel posts its puts without a credit window (reshard_user_window.cu l.358-407): no fill
+ * time per call, so the time is exactly that. */
+static void test_sw_direct_every_replica(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_NCCL_M2N;
+  cal.variant = RF_VARIANT_DIRECT;
+  cal.m2n_barrier_s = 1e-4;
+  const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[100000000],\"dtype\":\"bf16\","
+                     "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                     "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 2), &e);
+  g_assert_no_error(e);
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  RfResult r;
+  assert_rel(simulate(plan, &cal, 1, &r), 2e-4 + 2e8 / 10e9 + 6e-6);
+  rf_result_clear(&r);
+  /* RING on the same call: one piece per replica, fanned out over NVLink: half DIRECT's NIC time */
+  cal.variant = RF_VARIANT_RING_V01;
+  assert_rel(simulate(plan, &cal, 1, &r), 2e-4 + 1e8 / 10e9 + 6e-6);
+  rf_result_clear(&r);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
 /* The Python fallback without destination replicas (xferdtensor_python.py: no active replica
  * group, so the generic exact path, _build_exact_plan): every destination box comes from the
  * first holder of the source region (holders[0]), not round-robin over the replicas. One FFN
@@ -984,6 +1017,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/lsa_team_gcd", test_sw_lsa_team);
   g_test_add_func("/sim/software/ring_leader_rule", test_sw_ring_leader_rule);
   g_test_add_func("/sim/software/ring_pieces_own_leaders", test_sw_ring_pieces_own_leaders);
+  g_test_add_func("/sim/software/direct_every_replica", test_sw_direct_every_replica);
   g_test_add_func("/sim/software/fallback_first_holder", test_sw_fallback_first_holder);
   g_test_add_func("/sim/software/nccl_op_host", test_sw_nccl_op_host);
   g_test_add_func("/sim/recovery/recreate_vs_shrink", test_recovery_cost);

@@ -553,8 +553,9 @@ static void call_costs(const Call *k, SwCall *c) {
     c->latency_s += 2 * cal->m2n_barrier_s;
   else if (k->tr == SW_PYTHON_FALLBACK)
     c->latency_s += cal->message_latency_s; /* the grouped send / recv */
-  if (k->tr == SW_M2N_DIRECT) /* the credit ring fills with one chunk before data streams */
-    c->latency_s += cal->m2n_direct_chunk_bytes / k->nic_Bps + k->net_lat;
+  /* DIRECT (NCCL Xfer v0.1 at 4532497, reshard_user_window.cu l.358-407) has no credit window:
+   * lane 0 of warp 0 of each CTA posts every put of every target without waiting, so nothing
+   * per call beyond the two barriers; the flows carry its bytes (shard_sources) */
   /* the fallback's group costs per operation of its busiest rank */
   if (k->tr == SW_PYTHON_FALLBACK) c->latency_s += busiest(k->p2p) * cal->nemo_p2p_op_s;
   /* host side per NCCL operation NeMo RL issues from Python (nccl4py send / recv / broadcast /

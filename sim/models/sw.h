@@ -35,7 +35,7 @@ typedef enum {
   SW_PYTHON_FALLBACK, /* NeMo RL xferdtensor_python: striped grouped send/recv + all-gather */
   SW_M2N_PACK,        /* NCCL M2N PACK: CE pack, put, whole-slice store-and-forward, CE unpack */
   SW_M2N_RING_V01,    /* NCCL Xfer v0.1 RING: zero copy, 256 KiB chunk pipelined forwarding */
-  SW_M2N_DIRECT,      /* NCCL M2N DIRECT: every source puts to every destination, 1 MiB chunks */
+  SW_M2N_DIRECT,      /* NCCL Xfer v0.1 DIRECT: every source puts to every destination replica */
   SW_GOLDEN, /* NeMo RL xferdtensor_golden: each unique source shard broadcast to the communicator
               */
 } SwTransport;
