@@ -160,7 +160,10 @@ static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
   if (soft >= 0.4 * total_s)
     return g_strdup_printf("software time %.3g s (%.0f%%, %s); busiest link %s %.0f%%", soft,
                            100 * soft / total_s,
-                           st->calib.export_host_overlap && p->export_host_s > 0
+                           st->calib.software != RF_SOFTWARE_REFIT
+                               ? "the calls' host and latency costs, the host running ahead of "
+                                 "the stream where the code does"
+                           : st->calib.export_host_overlap && p->export_host_s > 0
                                ? "the export's host time overlapping its transfers"
                                : "in series with transfers",
                            top, 100 * busy / total_s);
