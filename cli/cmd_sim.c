@@ -1,4 +1,5 @@
 /* `refit sim`: predict the refit time of one or more strategies and explain it. */
+#include "advise_pool.h"
 #include "args.h"
 #include "commands.h"
 #include "error.h"
@@ -344,66 +345,204 @@ static void print_summary(const Row *rows, int nrows) {
   }
 }
 
-/* One row per strategy: plan, simulate. A failed row keeps its error; with one strategy it is
- * the command's error (FALSE). */
-static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
-                              RfSoftware sw, RfSwVariant swv, const RfCalibration *cal,
-                              const RfStrategy *strategies, int ns, Row *rows, GError **error) {
+/* One strategy's row: plan, memory, simulate (r->strategy, software and variant set). A failure
+ * stays in r->error. */
+static void simulate_row(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
+                         const RfCalibration *cal, gboolean several, Row *r) {
   /* refit's executor builds refit run's schedule and counts its memory itself: its memory line
    * is the executor's (the same count, of that schedule), checked after the run, also where
    * rf_memory_of_run would only estimate it from the plan's stages (a plan too large to schedule
    * for the count alone), so that one run gives one memory answer; the staging chosen here is
    * handed to it (one choice, one schedule build per plan) */
-  const gboolean exec =
-      sw == RF_SOFTWARE_REFIT && rf_variant_resolve(sw, swv) == RF_VARIANT_EXECUTOR;
+  const gboolean exec = r->software == RF_SOFTWARE_REFIT &&
+                        rf_variant_resolve(r->software, r->variant) == RF_VARIANT_EXECUTOR;
+  RfPlan *plan = rf_plan_args_build(pa, pb, r->strategy, several, &r->error);
+  if (plan) {
+    r->plan = plan->stats;
+  }
+  /* refit run's staging bound, lanes and operation bound for this plan (chosen where the
+   * options left them 0), then the memory model (model/plan/memory.h) of the software as the
+   * calibration runs it */
+  RfMemoryRun mr;
+  if (plan) {
+    rf_calibration_memory_run_plan(cal, plan, pa->double_bank ? 2 : 1, &mr, &r->staging);
+    r->have_staging = TRUE;
+    rf_sim_executor_use_staging(ex, exec ? &r->staging : NULL);
+  }
+  /* the memory line from the executor's run */
+  const gboolean after = plan && exec;
+  if (plan && !after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
+    rf_plan_free(plan);
+    plan = NULL;
+  }
+  if (plan && !after && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
+    rf_plan_free(plan);
+    plan = NULL;
+    g_prefix_error(&r->error, "%s: ", rf_strategy_name(r->strategy));
+  }
+  if (plan) {
+    if (ex->run(ex, plan, &r->res, &r->error)) {
+      r->ok = TRUE;
+      copy_stats(&r->stats, rf_sim_executor_stats(ex));
+      /* the executor model built refit run's schedule: the same count, of that schedule */
+      if (r->stats.have_exec_mem && !mr.bucket_bytes) {
+        r->mem = r->stats.exec_mem;
+        rf_memory_set_banks(&r->mem, mr.banks);
+      } else if (after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
+        r->ok = FALSE;
+      }
+      if (after && r->ok && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
+        r->ok = FALSE;
+        g_prefix_error(&r->error, "%s: ", rf_strategy_name(r->strategy));
+      }
+    }
+    rf_plan_free(plan);
+  }
+}
+
+/* A row as plain data, for a forked worker to send back (sim/advise/advise_pool.h): its strings
+ * cut to the fields' sizes, its stages and busiest links to the arrays'. */
+#define PACK_STAGES 64
+#define PACK_TOP 8
+typedef struct {
+  gboolean ok, have_staging;
+  int err_code;
+  char err[1024];
+  RfPlanStats plan;
+  RfMemory mem;
+  RfStaging staging;
+  double total_s, min_s, max_s, lower_bound_s;
+  int nstages;
+  struct {
+    char name[48];
+    double start_s, end_s;
+    uint64_t bytes;
+  } stages[PACK_STAGES];
+  char bound_by[512];
+  RfSimStats stats; /* its pointers cleared: top and exec_fallback below */
+  struct {
+    char name[64];
+    double bytes, bandwidth_Bps, busy_s;
+  } top[PACK_TOP];
+  char exec_fallback[512];
+} PackedRow;
+
+static void row_pack(const Row *r, PackedRow *k) {
+  memset(k, 0, sizeof *k);
+  k->ok = r->ok;
+  k->have_staging = r->have_staging;
+  if (r->error) {
+    k->err_code = r->error->code;
+    g_strlcpy(k->err, r->error->message, sizeof k->err);
+  }
+  k->plan = r->plan;
+  k->mem = r->mem;
+  k->staging = r->staging;
+  k->total_s = r->res.total_s, k->min_s = r->res.min_s, k->max_s = r->res.max_s;
+  k->lower_bound_s = r->res.lower_bound_s;
+  k->nstages = MIN(r->res.nstages, PACK_STAGES);
+  for (int i = 0; i < k->nstages; i++) {
+    g_strlcpy(k->stages[i].name, r->res.stages[i].name, sizeof k->stages[i].name);
+    k->stages[i].start_s = r->res.stages[i].start_s;
+    k->stages[i].end_s = r->res.stages[i].end_s;
+    k->stages[i].bytes = r->res.stages[i].bytes;
+  }
+  if (r->res.bound_by) g_strlcpy(k->bound_by, r->res.bound_by, sizeof k->bound_by);
+  k->stats = r->stats;
+  k->stats.top = NULL;
+  k->stats.exec_fallback = NULL;
+  k->stats.ntop = MIN(r->stats.ntop, PACK_TOP);
+  for (int i = 0; i < k->stats.ntop; i++) {
+    g_strlcpy(k->top[i].name, r->stats.top[i].name, sizeof k->top[i].name);
+    k->top[i].bytes = r->stats.top[i].bytes;
+    k->top[i].bandwidth_Bps = r->stats.top[i].bandwidth_Bps;
+    k->top[i].busy_s = r->stats.top[i].busy_s;
+  }
+  if (r->stats.exec_fallback)
+    g_strlcpy(k->exec_fallback, r->stats.exec_fallback, sizeof k->exec_fallback);
+}
+
+/* Into r (strategy, software and variant set, the rest empty). */
+static void row_unpack(const PackedRow *k, Row *r) {
+  r->ok = k->ok;
+  r->have_staging = k->have_staging;
+  if (!k->ok)
+    r->error = g_error_new_literal(RF_ERROR, k->err_code ? k->err_code : RF_ERROR_IO, k->err);
+  r->plan = k->plan;
+  r->mem = k->mem;
+  r->staging = k->staging;
+  r->res.executor = g_strdup("sim");
+  r->res.strategy = r->strategy;
+  r->res.total_s = k->total_s, r->res.min_s = k->min_s, r->res.max_s = k->max_s;
+  r->res.lower_bound_s = k->lower_bound_s;
+  for (int i = 0; i < k->nstages; i++)
+    rf_result_add_stage(&r->res, k->stages[i].name, k->stages[i].start_s, k->stages[i].end_s,
+                        k->stages[i].bytes);
+  if (k->bound_by[0]) r->res.bound_by = g_strdup(k->bound_by);
+  r->stats = k->stats;
+  r->stats.top = g_new0(RfSimLink, k->stats.ntop > 0 ? k->stats.ntop : 1);
+  for (int i = 0; i < k->stats.ntop; i++)
+    r->stats.top[i] = (RfSimLink){g_strdup(k->top[i].name), k->top[i].bytes,
+                                  k->top[i].bandwidth_Bps, k->top[i].busy_s};
+  r->stats.exec_fallback = k->exec_fallback[0] ? g_strdup(k->exec_fallback) : NULL;
+}
+
+typedef struct {
+  const RfPlanArgs *pa;
+  const RfProblem *pb;
+  RfExecutor *ex;
+  const RfCalibration *cal;
+  Row *rows;
+  int ns;
+} RowJob;
+
+/* A forked worker's row (advise_pool.h RfPoolFn). */
+static void row_worker(int item, void *result, void *ud) {
+  RowJob *j = ud;
+  Row r = j->rows[item]; /* strategy, software, variant */
+  simulate_row(j->pa, j->pb, j->ex, j->cal, j->ns > 1, &r);
+  row_pack(&r, result);
+  row_clear(&r);
+}
+
+/* One row per strategy: plan, simulate; with jobs > 1 up to jobs rows at once, each in a forked
+ * worker (the same figures: a row's work never depends on another's). A failed row keeps its
+ * error; with one strategy it is the command's error (FALSE). */
+static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *ex,
+                              RfSoftware sw, RfSwVariant swv, const RfCalibration *cal,
+                              const RfStrategy *strategies, int ns, int jobs, Row *rows,
+                              GError **error) {
+  for (int i = 0; i < ns; i++) {
+    rows[i].strategy = strategies[i];
+    rows[i].software = sw;
+    rows[i].variant = swv;
+  }
+  if (jobs > 1 && ns > 1) {
+    RowJob j = {pa, pb, ex, cal, rows, ns};
+    RfPool *pool = rf_pool_new(MIN(jobs, ns), sizeof(PackedRow), row_worker, &j);
+    PackedRow *k = g_new0(PackedRow, 1);
+    int next = 0, left = ns;
+    gboolean ok = TRUE;
+    while (ok && left > 0) {
+      while (next < ns && !rf_pool_full(pool))
+        if (!(ok = rf_pool_spawn(pool, next++, error))) break;
+      if (!ok) break;
+      GError *died = NULL;
+      int item = rf_pool_wait(pool, k, &died);
+      if (item < 0) break;
+      left--;
+      if (died)
+        rows[item].error = died;
+      else
+        row_unpack(k, &rows[item]);
+    }
+    g_free(k);
+    rf_pool_free(pool);
+    return ok;
+  }
   for (int i = 0; i < ns; i++) {
     Row *r = &rows[i];
-    r->strategy = strategies[i];
-    r->software = sw;
-    r->variant = swv;
-    RfPlan *plan = rf_plan_args_build(pa, pb, strategies[i], ns > 1, &r->error);
-    if (plan) {
-      r->plan = plan->stats;
-    }
-    /* refit run's staging bound, lanes and operation bound for this plan (chosen where the
-     * options left them 0), then the memory model (model/plan/memory.h) of the software as the
-     * calibration runs it */
-    RfMemoryRun mr;
-    if (plan) {
-      rf_calibration_memory_run_plan(cal, plan, pa->double_bank ? 2 : 1, &mr, &r->staging);
-      r->have_staging = TRUE;
-      rf_sim_executor_use_staging(ex, exec ? &r->staging : NULL);
-    }
-    /* the memory line from the executor's run */
-    const gboolean after = plan && exec;
-    if (plan && !after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
-      rf_plan_free(plan);
-      plan = NULL;
-    }
-    if (plan && !after && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
-      rf_plan_free(plan);
-      plan = NULL;
-      g_prefix_error(&r->error, "%s: ", rf_strategy_name(strategies[i]));
-    }
-    if (plan) {
-      if (ex->run(ex, plan, &r->res, &r->error)) {
-        r->ok = TRUE;
-        copy_stats(&r->stats, rf_sim_executor_stats(ex));
-        /* the executor model built refit run's schedule: the same count, of that schedule */
-        if (r->stats.have_exec_mem && !mr.bucket_bytes) {
-          r->mem = r->stats.exec_mem;
-          rf_memory_set_banks(&r->mem, mr.banks);
-        } else if (after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
-          r->ok = FALSE;
-        }
-        if (after && r->ok &&
-            !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {
-          r->ok = FALSE;
-          g_prefix_error(&r->error, "%s: ", rf_strategy_name(strategies[i]));
-        }
-      }
-      rf_plan_free(plan);
-    }
+    simulate_row(pa, pb, ex, cal, ns > 1, r);
     if (!r->ok && ns == 1) {
       g_propagate_error(error, r->error);
       r->error = NULL;
@@ -416,12 +555,12 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
 /* refit sim's own options (the shared ones are RfArgs and RfPlanArgs). */
 typedef struct {
   char *calib_path, *timeline, *software, *variant;
-  int group, max_flows, exec_slots, exec_max_ops;
+  int group, max_flows, exec_slots, exec_max_ops, jobs;
   double exec_staging_mib;
   gboolean keep, overlap, sequential, exec_staged;
 } SimOpts;
 
-#define SIM_NENTRIES 14 /* with the terminator */
+#define SIM_NENTRIES 15 /* with the terminator */
 
 /* The option entries of o's fields, with its defaults set. */
 static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
@@ -444,6 +583,11 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
       {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &o->sequential,
        "Hybrid: run m2n, then gather-broadcast", NULL},
       {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &o->keep, "Keep the generated SimGrid XML", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs,
+       "Strategies simulated at once, each in a process of its own (default 0: one per CPU, at "
+       "most one per strategy; 1: one after another in this process); the figures do not "
+       "depend on it",
+       "N"},
       {"software", 0, 0, G_OPTION_ARG_STRING, &o->software,
        "Model the published software instead of refit's executor: refit (default), nemo-rl "
        "(hybrid, gather-broadcast), nccl-m2n (m2n); docs/sim.md",
@@ -475,6 +619,10 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
 
 /* Every option of o checked before anything is built. */
 static gboolean sim_opts_check(const SimOpts *o, GError **e) {
+  if (o->jobs < 0 || o->jobs > 256) {
+    g_set_error(e, RF_ERROR, RF_ERROR_INPUT, "--jobs must be in 0..256 (0: one per CPU)");
+    return FALSE;
+  }
   if (o->group < 0 || o->max_flows < 0) {
     g_set_error(e, RF_ERROR, RF_ERROR_INPUT, "--group and --max-flows must be >= 0");
     return FALSE;
@@ -581,7 +729,8 @@ int rf_cmd_sim(int argc, char **argv) {
                "no software latency)\n",
                pb->topo->name);
   rows = g_new0(Row, ns);
-  if (!simulate_rows(&pa, pb, ex, sw, swv, &cal, strategies, ns, rows, &e)) goto out;
+  const int jobs = o->jobs > 0 ? o->jobs : (int)g_get_num_processors();
+  if (!simulate_rows(&pa, pb, ex, sw, swv, &cal, strategies, ns, jobs, rows, &e)) goto out;
   for (int i = 0; pb->nlost > 0 && i < ns; i++) {
     rows[i].lost = TRUE;
     rf_recovery_cost(pb, rows[i].strategy, &cal, &rows[i].rec);

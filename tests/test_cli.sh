@@ -155,6 +155,13 @@ expect_err "placement unknown" "--placement: unknown placement 'diagonal'" \
   "$REFIT" plan -m tiny-moe -t TP2 -i TP2 --placement diagonal
 expect_err "node map negative" "--node-map -1: GPUs per node must be >= 1" \
   "$REFIT" sim -m tiny-moe -t TP2 -i TP2 --node-map -1
+# strategies simulated in forked workers (--jobs) give the figures of one process
+expect_ok "sim jobs 1" "$REFIT" sim -m tiny-mla -t TP2xPP2xEP2 -i TP2xDP2xEP4 -s all --json -q -j 1
+cp "$TMP/out" "$TMP/jobs1.json"
+expect_ok "sim jobs 3" "$REFIT" sim -m tiny-mla -t TP2xPP2xEP2 -i TP2xDP2xEP4 -s all --json -q -j 3
+cmp -s "$TMP/out" "$TMP/jobs1.json" || bad "sim --jobs 3 predicts otherwise than --jobs 1"
+expect_err "sim jobs negative" "--jobs must be in 0..256" \
+  "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -j -1
 # sim and step need bandwidths: without --topology they simulate dgx-h100 (as advise does)
 expect_ok "sim default topology" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -s p2p -q
 grep -q "^# topology dgx-h100:" "$TMP/out" || bad "sim without --topology does not simulate dgx-h100"
