@@ -679,6 +679,29 @@ static void test_sw_slot_shared_by_five(void) {
   rf_calibration_clear(&cal);
 }
 
+/* n BF16 elements sharded over GPUs 0 and 1 (S0) to GPUs 2 and 3, each a full replica, on the
+ * golden cluster with NVLink domains of domain GPUs, planned by strategy. Free with
+ * free_sharded. */
+static RfPlan *sharded_to_replicas(int64_t n, int domain, RfStrategy strategy) {
+  g_autofree char *json = g_strdup_printf(
+      "{\"tensors\":[{\"name\":\"w\",\"shape\":[%" G_GINT64_FORMAT "],\"dtype\":\"bf16\","
+      "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+      "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}",
+      n);
+  GError *e = NULL;
+  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", domain), &e);
+  g_assert_no_error(e);
+  RfPlan *plan = rf_plan_build(pb, strategy, NULL, &e);
+  g_assert_no_error(e);
+  return plan;
+}
+
+static void free_sharded(RfPlan *plan) {
+  RfProblem *pb = (RfProblem *)plan->problem;
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 /* The export's host time against its GPU time (export.host_overlap). 100 MB sharded over GPUs 0
  * and 1 (each gathers the other's half, the export's transfers) broadcast to GPUs 2 and 3, one
  * GPU per domain, in five 20 MB buckets: the middle step (the last four fifths of the export)
@@ -686,14 +709,7 @@ static void test_sw_slot_shared_by_five(void) {
  * (pace0). With host time H per tensor (one tensor here), overlapped (no host sync per tensor,
  * one per buffer) it is 4/5 max(H, G); in series (a sync per tensor) 4/5 (H + G). */
 static void test_export_host_overlap(void) {
-  const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[50000000],\"dtype\":\"bf16\","
-                     "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
-                     "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}";
-  GError *e = NULL;
-  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 1), &e);
-  g_assert_no_error(e);
-  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_GATHER_BROADCAST, NULL, &e);
-  g_assert_no_error(e);
+  RfPlan *plan = sharded_to_replicas(50000000, 1, RF_STRATEGY_GATHER_BROADCAST);
   RfCalibration cal;
   golden_calib(&cal);
   cal.gpu_memory_bytes = 1e9; /* 2%: 20 MB buckets, five of them */
@@ -726,8 +742,7 @@ static void test_export_host_overlap(void) {
     }
   }
   rf_calibration_clear(&cal);
-  rf_plan_free(plan);
-  rf_problem_free(pb);
+  free_sharded(plan);
 }
 
 /* Twelve PP stages on twelve streams, each a call of 10 ms of kernel time (four barriers of
@@ -808,19 +823,11 @@ static void test_sw_ring_pieces_own_leaders(void) {
   golden_calib(&cal);
   cal.software = RF_SOFTWARE_NCCL_M2N;
   cal.variant = RF_VARIANT_RING_V01;
-  const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[100000000],\"dtype\":\"bf16\","
-                     "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
-                     "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}";
-  GError *e = NULL;
-  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 2), &e);
-  g_assert_no_error(e);
-  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
-  g_assert_no_error(e);
+  RfPlan *plan = sharded_to_replicas(100000000, 2, RF_STRATEGY_M2N);
   RfResult r;
   assert_rel(simulate(plan, &cal, 1, &r), 1e8 / 10e9 + 6e-6);
   rf_result_clear(&r);
-  rf_plan_free(plan);
-  rf_problem_free(pb);
+  free_sharded(plan);
   rf_calibration_clear(&cal);
 }
 
@@ -837,14 +844,7 @@ static void test_sw_direct_every_replica(void) {
   cal.software = RF_SOFTWARE_NCCL_M2N;
   cal.variant = RF_VARIANT_DIRECT;
   cal.m2n_barrier_s = 1e-4;
-  const char *json = "{\"tensors\":[{\"name\":\"w\",\"shape\":[100000000],\"dtype\":\"bf16\","
-                     "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
-                     "\"dst\":{\"mesh\":[2],\"ranks\":[2,3],\"placements\":[\"R\"]}}]}";
-  GError *e = NULL;
-  RfProblem *pb = rf_problem_new_spec(json, -1, load_topo("golden.topo", 2), &e);
-  g_assert_no_error(e);
-  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
-  g_assert_no_error(e);
+  RfPlan *plan = sharded_to_replicas(100000000, 2, RF_STRATEGY_M2N);
   RfResult r;
   assert_rel(simulate(plan, &cal, 1, &r), 2e-4 + 2e8 / 10e9 + 6e-6);
   rf_result_clear(&r);
@@ -852,8 +852,7 @@ static void test_sw_direct_every_replica(void) {
   cal.variant = RF_VARIANT_RING_V01;
   assert_rel(simulate(plan, &cal, 1, &r), 2e-4 + 1e8 / 10e9 + 6e-6);
   rf_result_clear(&r);
-  rf_plan_free(plan);
-  rf_problem_free(pb);
+  free_sharded(plan);
   rf_calibration_clear(&cal);
 }
 
