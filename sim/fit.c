@@ -32,6 +32,10 @@ static double simulate(RfFit *f, int i, const RfCalibration *c) {
   RfSimOptions o = {0};
   o.calib = *c;
   o.exec_fallback = f->rows[i].exec_fallback;
+  /* a row the flow model stood in for keeps that model for the whole search (one model per row,
+   * so the objective does not jump between models as a key moves the chosen staging), and
+   * skips rebuilding a schedule of millions of groups (seconds) at every step to learn it */
+  if (f->fallback[i]) o.calib.variant = RF_VARIANT_DEFAULT;
   RfExecutor *ex = rf_sim_executor_new(&o);
   RfResult r;
   GError *e = NULL;
