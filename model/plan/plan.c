@@ -836,7 +836,7 @@ static void counts_to_starts(uint32_t *cnt, uint64_t mask) {
 
 /* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of piece - p0 (pc)
  * or of the local key; FALSE (and nothing written) when every transfer has the same digit. */
-#define LOCAL_DIGIT 11
+#define LOCAL_DIGIT 12
 static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
                          gboolean pc, int s, int w, uint32_t *cnt) {
   const uint64_t mask = (UINT64_C(1) << w) - 1;
@@ -853,7 +853,7 @@ static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const
 }
 
 /* Stable LSD radix sort of v[0..n) by (local key, piece): by the pbits of piece - p0, then by
- * the lbits of the local key, in passes of at most LOCAL_DIGIT bits (2048 buckets: the written
+ * the lbits of the local key, in passes of at most LOCAL_DIGIT bits (4096 buckets: the written
  * streams stay in cache), between v and out. Returns v or out, whichever holds the sorted run. */
 static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
                               int pbits, int lbits, uint32_t *cnt) {
@@ -880,7 +880,7 @@ static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const Lo
                         int pbits, int lbits, int ibits, uint64_t *key, uint64_t *kout,
                         uint32_t *cnt) {
   const int bits = pbits + lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
-  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 40 bits in 4 of 10 */
+  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 35 bits in 3 of 12 */
   const uint64_t mask = (UINT64_C(1) << dw) - 1;
   memset(cnt, 0, (sizeof(uint32_t) * passes) << dw);
   gboolean sorted = TRUE;
