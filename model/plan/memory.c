@@ -111,12 +111,25 @@ void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
 }
 
 #define DIFF_BUDGET (1u << 22) /* entries of the dense arrays below: 32 MiB of int64 */
-#define LAST_BUDGET (1u << 25) /* entries of the dense (rank, part) array: 128 MiB of int32 */
+#define LAST_BUDGET (1u << 25) /* entries of the dense (rank, part) array: 32 or 128 MiB */
 
 /* Live-byte changes by stage of a block of inference ranks, dense: the peak of a rank's holding
  * is the largest prefix sum over its stages (and 0). The same as sorting its events by stage,
  * frees first: within one stage the live bytes fall, then rise to the stage's prefix sum. Blocks
  * keep the array within DIFF_BUDGET entries whatever the number of stages. */
+
+/* The dense (rank, part) -> last send stage + 1 array: a byte an entry where every value fits
+ * (plans of up to 255 stages: a quarter of the fresh pages and of the cache it takes), else 4. */
+static inline int last_get(const void *row, uint32_t part, gboolean narrow) {
+  return narrow ? ((const uint8_t *)row)[part] : ((const int32_t *)row)[part];
+}
+
+static inline void last_raise(void *row, uint32_t part, gboolean narrow, int v) {
+  if (narrow)
+    ((uint8_t *)row)[part] = (uint8_t)MAX(((uint8_t *)row)[part], v);
+  else
+    ((int32_t *)row)[part] = MAX(((int32_t *)row)[part], v);
+}
 
 /* What plan->derived holds: the peak holding of each inference rank by the plan's stages (index
  * in pb->dst.ranks), which no staging bound or number of lanes changes. */
@@ -163,14 +176,16 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
   const uint64_t width = (uint64_t)max_stage + 2; /* stages 0 .. last + 1 */
   const int block = (int)MAX(1, MIN((uint64_t)pb->dst.nranks, DIFF_BUDGET / width));
   const gboolean dense = (uint64_t)block * nparts <= LAST_BUDGET;
-  int32_t *last_dense = dense ? rf_big_alloc(sizeof(int32_t) * ((size_t)block * nparts + 1)) : NULL;
+  const gboolean narrow = width <= 256; /* stage + 1 <= width - 1 fits a byte */
+  const size_t lsize = narrow ? 1 : sizeof(int32_t);
+  char *last_dense = dense ? rf_big_alloc(lsize * ((size_t)block * nparts + 1)) : NULL;
   RfU64Map last_send; /* (rank, part) -> stage + 1, where the dense array would pass LAST_BUDGET */
   int64_t *diff = rf_big_alloc(sizeof(int64_t) * (size_t)block * width);
   for (int b0 = 0; b0 < pb->dst.nranks; b0 += block) {
     const int b1 = MIN(b0 + block, pb->dst.nranks);
     memset(diff, 0, sizeof(int64_t) * (size_t)(b1 - b0) * width);
     if (dense)
-      memset(last_dense, 0, sizeof(int32_t) * (size_t)(b1 - b0) * nparts);
+      memset(last_dense, 0, lsize * (size_t)(b1 - b0) * nparts);
     else
       rf_u64map_init(&last_send, 1024, FALSE);
     /* message by message (from the last): one (stage, src, dst) for all of its transfers */
@@ -179,15 +194,15 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
       const int ds = dst_index[g->src], d = dst_index[g->dst], stage = g->stage;
       const gboolean sends = ds >= b0 && ds < b1, gets = d >= b0 && d < b1;
       if (!sends && !gets) continue;
-      int32_t *lsend = dense && sends ? last_dense + (size_t)(ds - b0) * nparts : NULL;
-      const int32_t *lget = dense && gets ? last_dense + (size_t)(d - b0) * nparts : NULL;
+      char *lsend = dense && sends ? last_dense + lsize * (size_t)(ds - b0) * nparts : NULL;
+      const char *lget = dense && gets ? last_dense + lsize * (size_t)(d - b0) * nparts : NULL;
       int64_t *drow = gets ? diff + (size_t)(d - b0) * width : NULL;
       for (uint64_t i = (uint64_t)g->first + g->count; i-- > g->first;) {
         const RfTransfer *x = &plan->xfers[i];
         const uint32_t part = ppart[x->piece];
         if (sends) {
           if (dense) {
-            lsend[part] = MAX(lsend[part], stage + 1);
+            last_raise(lsend, part, narrow, stage + 1);
           } else {
             const uint64_t k = GPOINTER_TO_SIZE(rank_part(g->src, part));
             const int32_t l = rf_u64map_get(&last_send, k, 0);
@@ -196,7 +211,7 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
         }
         if (!gets) continue;
         int last =
-            (dense ? lget[part]
+            (dense ? last_get(lget, part, narrow)
                    : rf_u64map_get(&last_send, GPOINTER_TO_SIZE(rank_part(g->dst, part)), 0)) -
             1;
         if (last <= stage && !(x->flags & RF_XFER_RELAY)) continue;

@@ -796,11 +796,6 @@ static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, cons
 
 /* ---- sort, messages, stats ------------------------------------------------------------ */
 
-/* (stage, src, dst) packed into one integer, order-preserving: rb bits per rank id. */
-static inline uint64_t xkey(const RfTransfer *t, int rb) {
-  return ((((uint64_t)t->stage << rb) | (uint32_t)t->src) << rb) | (uint32_t)t->dst;
-}
-
 /* Bits that hold every value in 0..n-1 (at least 1). */
 static int bits_for(uint64_t n) {
   int b = 1;
@@ -841,7 +836,7 @@ static void counts_to_starts(uint32_t *cnt, uint64_t mask) {
 
 /* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of piece - p0 (pc)
  * or of the local key; FALSE (and nothing written) when every transfer has the same digit. */
-#define LOCAL_DIGIT 11
+#define LOCAL_DIGIT 12
 static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
                          gboolean pc, int s, int w, uint32_t *cnt) {
   const uint64_t mask = (UINT64_C(1) << w) - 1;
@@ -858,7 +853,7 @@ static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const
 }
 
 /* Stable LSD radix sort of v[0..n) by (local key, piece): by the pbits of piece - p0, then by
- * the lbits of the local key, in passes of at most LOCAL_DIGIT bits (2048 buckets: the written
+ * the lbits of the local key, in passes of at most LOCAL_DIGIT bits (4096 buckets: the written
  * streams stay in cache), between v and out. Returns v or out, whichever holds the sorted run. */
 static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
                               int pbits, int lbits, uint32_t *cnt) {
@@ -885,7 +880,7 @@ static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const Lo
                         int pbits, int lbits, int ibits, uint64_t *key, uint64_t *kout,
                         uint32_t *cnt) {
   const int bits = pbits + lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
-  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 40 bits in 4 of 10 */
+  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 35 bits in 3 of 12 */
   const uint64_t mask = (UINT64_C(1) << dw) - 1;
   memset(cnt, 0, (sizeof(uint32_t) * passes) << dw);
   gboolean sorted = TRUE;
@@ -914,57 +909,102 @@ static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const Lo
   memcpy(v, scratch, sizeof(RfTransfer) * n);
 }
 
-/* Messages and per-rank byte counts, gathered as the sorted transfers are walked in order. */
+/* Messages and per-rank byte counts, gathered as the sorted transfers are walked in order. The
+ * byte counts are added once per stretch of a message's transfers of one phase and class (network
+ * or not), not once per transfer: the same integer sums, at a tenth of the scattered updates. */
 typedef struct {
   RfPlan *plan;
   int rb, nslot;
   const uint64_t *pbytes; /* per piece */
   RfBigVec msgs;
   uint64_t nm;
-  uint64_t last;       /* key of the last transfer walked */
-  uint64_t *tx, *rx;   /* network bytes per rank x slot: each phase, and all (RF_PHASE_COUNT) */
-  uint64_t *vtx, *vrx; /* NVLink bytes per rank */
+  uint64_t last;        /* the second word (xword) of the last transfer walked, masked */
+  uint64_t used_mask;   /* xword's bits that hold fields (not the padding bit) */
+  uint64_t tag_mask;    /* of those, the phase and flags: the rest is (stage, src, dst) */
+  uint64_t acc;         /* bytes of the open stretch */
+  const RfTransfer *at; /* a transfer of the open stretch (NULL: none open) */
+  uint64_t *tx, *rx;    /* network bytes per rank x slot: each phase, and all (RF_PHASE_COUNT) */
+  uint64_t *vtx, *vrx;  /* NVLink bytes per rank */
 } Group;
 
+/* The 64 bits after a transfer's piece: its ranks, stage, phase and flags (bit-fields). */
+static inline uint64_t xword(const RfTransfer *t) {
+  uint64_t w;
+  memcpy(&w, (const char *)t + sizeof(uint32_t), sizeof w);
+  return w;
+}
+
+/* The bits of xword() that hold fields (tag FALSE) or the phase and the flags (tag TRUE): the
+ * bit-fields' layout is the compiler's, and the word's padding bit is left undefined. */
+static uint64_t xword_mask(gboolean tag) {
+  RfTransfer t;
+  memset(&t, 0, sizeof t);
+  t.phase = 7;
+  t.flags = 3;
+  if (!tag) {
+    t.src = t.dst = -1;
+    t.stage = 65535;
+  }
+  return xword(&t);
+}
+
+/* Add the open stretch's bytes to the plan's statistics and the per-rank counts. */
+static void group_flush(Group *g) {
+  const RfTransfer *t = g->at;
+  if (!t) return;
+  RfPlanStats *st = &g->plan->stats;
+  const uint64_t by = g->acc;
+  const int nslot = g->nslot;
+  if (t->flags & RF_XFER_NET) {
+    st->network_bytes += by;
+    st->phase_network_bytes[t->phase] += by;
+    g->tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
+    g->rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
+    g->tx[(size_t)t->src * nslot + t->phase] += by;
+    g->rx[(size_t)t->dst * nslot + t->phase] += by;
+  } else if (t->src != t->dst) {
+    st->nvlink_bytes += by;
+    g->vtx[t->src] += by;
+    g->vrx[t->dst] += by;
+  }
+  g->at = NULL;
+  g->acc = 0;
+}
+
 /* Walk the sorted transfers [b0, b0 + m) (following those walked before): their messages and
- * bytes. */
+ * bytes. A message is a run of equal (stage, src, dst): xword() without the tag bits. */
 static void group_run(Group *g, uint64_t b0, uint64_t m) {
   RfPlan *plan = g->plan;
-  RfPlanStats *st = &plan->stats;
-  const int nslot = g->nslot;
   RfMessage *msg = g->nm ? (RfMessage *)g->msgs.p + g->nm - 1 : NULL;
+  uint64_t acc = g->acc;
   for (uint64_t i = b0; i < b0 + m; i++) {
     const RfTransfer *t = &plan->xfers[i];
-    const uint64_t by = g->pbytes[t->piece], key = xkey(t, g->rb);
-    if (!msg || key != g->last) {
-      if (sizeof(RfMessage) * (g->nm + 1) > g->msgs.room)
-        rf_bigvec_room(&g->msgs, sizeof(RfMessage) * (g->nm + 1));
-      msg = (RfMessage *)g->msgs.p + g->nm;
-      g->nm++;
-      memset(msg, 0, sizeof *msg);
-      msg->stage = t->stage;
-      msg->phase = t->phase;
-      msg->flags = t->flags & RF_XFER_NET;
-      msg->src = t->src;
-      msg->dst = t->dst;
-      msg->first = (uint32_t)i;
-      g->last = key;
+    const uint64_t by = g->pbytes[t->piece], w = xword(t) & g->used_mask;
+    if (G_UNLIKELY(w != g->last || !g->at)) {
+      g->acc = acc;
+      group_flush(g);
+      acc = 0;
+      g->at = t;
+      if (!msg || ((w ^ g->last) & ~g->tag_mask)) {
+        if (sizeof(RfMessage) * (g->nm + 1) > g->msgs.room)
+          rf_bigvec_room(&g->msgs, sizeof(RfMessage) * (g->nm + 1));
+        msg = (RfMessage *)g->msgs.p + g->nm;
+        g->nm++;
+        memset(msg, 0, sizeof *msg);
+        msg->stage = t->stage;
+        msg->phase = t->phase;
+        msg->flags = t->flags & RF_XFER_NET;
+        msg->src = t->src;
+        msg->dst = t->dst;
+        msg->first = (uint32_t)i;
+      }
+      g->last = w;
     }
+    acc += by;
     msg->bytes += by;
     msg->count++;
-    if (t->flags & RF_XFER_NET) {
-      st->network_bytes += by;
-      st->phase_network_bytes[t->phase] += by;
-      g->tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
-      g->rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
-      g->tx[(size_t)t->src * nslot + t->phase] += by;
-      g->rx[(size_t)t->dst * nslot + t->phase] += by;
-    } else if (t->src != t->dst) {
-      st->nvlink_bytes += by;
-      g->vtx[t->src] += by;
-      g->vrx[t->dst] += by;
-    }
   }
+  g->acc = acc;
 }
 
 /* Sort the planned transfers in place by (stage, src, dst) and stable, which is by (stage, src,
@@ -1170,6 +1210,8 @@ static void finish(RfPlan *plan, XferVec *x) {
   g.plan = plan;
   g.rb = bits_for((uint64_t)pb->nranks);
   g.nslot = RF_PHASE_COUNT + 1;
+  g.used_mask = xword_mask(FALSE);
+  g.tag_mask = xword_mask(TRUE);
   /* piece sizes in a compact array: the sorted transfers visit pieces in no useful order */
   uint64_t *pbytes = rf_big_alloc(sizeof(uint64_t) * (plan->npieces ? plan->npieces : 1));
   for (uint32_t k = 0; k < plan->npieces; k++)
@@ -1184,6 +1226,7 @@ static void finish(RfPlan *plan, XferVec *x) {
   uint64_t *vtx = g.vtx = g_new0(uint64_t, pb->nranks), *vrx = g.vrx = g_new0(uint64_t, pb->nranks);
   plan->xfers = x->t;
   if (x->n) sort_group(x, &g, plan->nstages);
+  group_flush(&g);
   plan->xfers = x->n ? rf_bigvec_take(&x->v, sizeof(RfTransfer) * x->n) : NULL;
   x->t = NULL;
   plan->nmsgs = g.nm;
