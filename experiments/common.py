@@ -25,6 +25,22 @@ class Table:
             f.write("\n".join(self.lines) + "\n")
 
 
+def pyplot(png):
+    """matplotlib.pyplot with the Agg backend, or None (and one line on stderr) where this Python
+    cannot import matplotlib: the PNG is then not written and the run goes on. Debian's
+    python3-matplotlib is /usr/bin/python3's; a `python3` earlier on PATH may lack it."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("%s: %s cannot import matplotlib: %s not written (run it with /usr/bin/python3, "
+              "Debian python3-matplotlib)" % (os.path.basename(sys.argv[0]), sys.executable, png),
+              file=sys.stderr)
+        return None
+    return plt
+
+
 def write_csv(path, rows):
     """Rows (dicts with the same keys) as a CSV file with a header."""
     with open(path, "w", newline="") as f:

@@ -38,7 +38,7 @@ import textwrap
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, write_csv  # noqa: E402
+from common import ROOT, Table, add_refit_args, pyplot, refit_path, write_csv  # noqa: E402
 
 PUBLISHED = os.path.join(ROOT, "experiments", "peers-published.csv")
 KIMI_K2 = os.path.join("experiments", "models", "kimi-k2.json")
@@ -151,9 +151,9 @@ def kimi_k3(refit, t):
 
 
 def plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot(path)
+    if plt is None:
+        return False
     labels = ["%s\n%s\n%s\n-> %s" % (textwrap.fill(r["system"], 16), r["model"],
                                      r["transport_short"],
                                      r["infer_layout"].replace("xDP", "\nxDP")) for r in rows]
@@ -174,6 +174,7 @@ def plot(rows, path):
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def main():
@@ -192,8 +193,7 @@ def main():
         for r in rows:
             for k in ("published_s", "refit_s", "physical_bound_s"):
                 r[k] = float(r[k])
-        plot(rows, a.plot or os.path.join(a.out, "peers.png"))
-        return
+        sys.exit(0 if plot(rows, a.plot or os.path.join(a.out, "peers.png")) else 1)
     refit = refit_path(a)
     os.makedirs(a.out, exist_ok=True)
     with open(PUBLISHED) as f:

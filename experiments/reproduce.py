@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, write_csv  # noqa: E402
+from common import ROOT, Table, add_refit_args, pyplot, refit_path, write_csv  # noqa: E402
 
 TABLE = os.path.join(ROOT, "experiments", "reported-refit.csv")
 VARIANTS = ["python-fallback", "m2n-pack"]
@@ -147,7 +147,8 @@ def main():
     csv_path = os.path.join(a.out, "reproduce.csv")
     write_csv(csv_path, out_rows)
     png = os.path.join(a.out, "reproduce.png")
-    plot(out_rows, png)
+    if not plot(out_rows, png):
+        png = "(no PNG)"
     report.save()
     if a.json:
         print(json.dumps({"rows": out_rows}, indent=1))
@@ -155,9 +156,9 @@ def main():
 
 
 def plot(rows, png):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot(png)
+    if plt is None:
+        return False
     labels = ["%s\n%s\n%s" % (r["platform"], r["model"], r["strategy"]) for r in rows]
     x = range(len(rows))
     w = 0.38
@@ -182,6 +183,7 @@ def plot(rows, png):
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=120)
+    return True
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, add_refit_args, refit_path, sim, write_csv  # noqa: E402
+from common import ROOT, add_refit_args, pyplot, refit_path, sim, write_csv  # noqa: E402
 
 
 def main():
@@ -52,14 +52,15 @@ def main():
     path = os.path.join(a.out, "sweep.csv")
     write_csv(path, rows)
     png = os.path.join(a.out, "sweep.png")
-    plot(rows, tps, doms, strats, png, a)
+    if not plot(rows, tps, doms, strats, png, a):
+        png = "(no PNG)"
     print("# wrote %s and %s" % (path, png))
 
 
 def plot(rows, tps, doms, strats, png, a):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot(png)
+    if plt is None:
+        return False
     fig, axes = plt.subplots(1, len(strats), figsize=(4.0 * len(strats) + 1.0, 4.0), squeeze=False,
                              constrained_layout=True)
     grids = {s: [[next(r["predicted_s"] for r in rows if r["strategy"] == s and r["tp"] == tp and
@@ -87,6 +88,7 @@ def plot(rows, tps, doms, strats, png, a):
     fig.colorbar(im, ax=list(axes[0]), label="predicted refit time (s)")
     fig.suptitle("%s %s -> TPxDP on %d GPUs, %s links" % (a.model, a.train, a.gpus, a.topology))
     fig.savefig(png, dpi=110, bbox_inches="tight")
+    return True
 
 
 if __name__ == "__main__":
