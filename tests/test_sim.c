@@ -404,6 +404,8 @@ static void test_exec_lanes(void) {
   const RfSimStats *st = rf_sim_executor_stats(ex);
   g_assert_nonnull(st);
   g_assert_nonnull(strstr(st->exec_fallback, "groups, more than the"));
+  /* refused by the schedule's lower bound, before it was built */
+  g_assert_nonnull(strstr(st->exec_fallback, "has at least"));
   RfCalibration flows = cal;
   flows.variant = RF_VARIANT_DEFAULT;
   RfResult rf;

@@ -1003,19 +1003,83 @@ static RfSchedule *schedule_new(const RfPlan *plan, int nranks, uint64_t room, u
   return s;
 }
 
+/* A round's staging room (the bound, aligned down), the segment size and the operation bound
+ * (RF_SCHEDULE_AUTO_OPS resolved) of a schedule of these arguments; FALSE when one is out of
+ * range. */
+static gboolean schedule_sizes(const RfPlan *plan, int nranks, uint64_t staging_bytes,
+                               gboolean pipelined, uint64_t *room, uint64_t *B, int *max_ops) {
+  *room = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
+  /* pipelined: segments of a quarter of the room (at least one aligned unit) */
+  *B = pipelined ? MAX(RF_SCHEDULE_ALIGN,
+                       *room / RF_SCHEDULE_CUTS / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN)
+                 : *room;
+  if (*max_ops == RF_SCHEDULE_AUTO_OPS) *max_ops = rf_schedule_max_ops(plan, pipelined);
+  return *room > 0 && *max_ops >= 2 && nranks >= 1;
+}
+
+/* What one rank's segments of a stage (staged) or of the whole schedule (pipelined) take: aligned
+ * staging bytes sent and received per link class (staged: all in class 0), and operations. */
+typedef struct {
+  uint64_t send[2], recv[2], ops;
+} RankLoad;
+
+static uint64_t div_up(uint64_t a, uint64_t b) {
+  return a / b + (a % b != 0);
+}
+
+/* The rounds rank load l needs at least: a round holds at most room[c] staging bytes of each
+ * direction and class and max_ops operations of the rank. */
+static uint64_t load_rounds(const RankLoad *l, const uint64_t room[2], int max_ops) {
+  uint64_t n = div_up(l->ops, (uint64_t)max_ops);
+  for (int c = 0; c < 2; c++)
+    n = MAX(n, MAX(div_up(l->send[c], room[c]), div_up(l->recv[c], room[c])));
+  return n;
+}
+
+uint64_t rf_schedule_rounds_lower_bound(const RfPlan *plan, int nranks, uint64_t staging_bytes,
+                                        int max_ops, unsigned flags) {
+  const gboolean pipelined = (flags & RF_SCHEDULE_PIPELINED) != 0;
+  uint64_t room, B;
+  if (!schedule_sizes(plan, nranks, staging_bytes, pipelined, &room, &B, &max_ops)) return 0;
+  const uint64_t rooms[2] = {room, pipelined ? room * rf_schedule_nvlink_share(plan) : room};
+  g_autofree RankLoad *ld = g_new0(RankLoad, nranks);
+  uint64_t total = 0, stage_max = 0, stage_first = 0;
+  for (uint64_t m = 0; m <= plan->nmsgs; m++) {
+    const RfMessage *msg = m < plan->nmsgs ? &plan->msgs[m] : NULL;
+    if (msg && (msg->src < 0 || msg->src >= nranks || msg->dst < 0 || msg->dst >= nranks))
+      return 0; /* rf_schedule_build refuses it */
+    if (msg && m && msg->stage < plan->msgs[m - 1].stage) return 0;
+    /* staged: rounds never span stages, so the stages' bounds add up */
+    if (!pipelined && (!msg || (m && msg->stage != plan->msgs[m - 1].stage))) {
+      total += stage_max;
+      stage_max = 0;
+      for (; stage_first < m; stage_first++) {
+        ld[plan->msgs[stage_first].src] = (RankLoad){0};
+        ld[plan->msgs[stage_first].dst] = (RankLoad){0};
+      }
+    }
+    if (!msg) break;
+    /* its segments: whole ones of B bytes and an aligned tail; an operation at each end */
+    const uint64_t nseg = div_up(msg->bytes, B);
+    const uint64_t bytes = msg->bytes / B * B + align_up(msg->bytes % B, RF_SCHEDULE_ALIGN);
+    const int c = pipelined && !(msg->flags & RF_XFER_NET);
+    RankLoad *a = &ld[msg->src], *z = &ld[msg->dst];
+    a->send[c] += bytes;
+    a->ops += nseg;
+    z->recv[c] += bytes;
+    z->ops += nseg;
+    stage_max = MAX(stage_max, MAX(load_rounds(a, rooms, max_ops), load_rounds(z, rooms, max_ops)));
+  }
+  return pipelined ? stage_max : total;
+}
+
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
                               int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error) {
   const gboolean pipelined = (flags & RF_SCHEDULE_PIPELINED) != 0;
   const gboolean sizes_only = (flags & RF_SCHEDULE_SIZES_ONLY) && !pipelined;
-  const uint64_t room = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
-  /* pipelined: segments of a quarter of the room (at least one aligned unit) */
-  const uint64_t B =
-      pipelined
-          ? MAX(RF_SCHEDULE_ALIGN, room / RF_SCHEDULE_CUTS / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN)
-          : room;
-  if (max_ops == RF_SCHEDULE_AUTO_OPS) max_ops = rf_schedule_max_ops(plan, pipelined);
-  if (room == 0 || max_ops < 2 || nranks < 1) {
+  uint64_t room, B;
+  if (!schedule_sizes(plan, nranks, staging_bytes, pipelined, &room, &B, &max_ops)) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "schedule: staging bound %" G_GUINT64_FORMAT
                 " B is below one %u B segment, or fewer than 2 operations per round",

@@ -106,6 +106,15 @@ typedef void (*RfScheduleProgress)(uint64_t done, uint64_t total, void *ud);
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
                               int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error);
+/* A lower bound on the nrounds rf_schedule_build would give with the same arguments, from one pass
+ * over the messages (time linear in them, memory a few words per rank; no segment is placed):
+ * every round holds at most the staging room of each rank, direction and link class and max_ops
+ * operations of each rank, so a rank's aligned segment bytes and segments take at least that
+ * many rounds; staged, the stages' bounds add up (rounds never span stages). 0 where
+ * rf_schedule_build would fail. Lets a caller refuse a schedule too long for it without building
+ * it (millions of rounds take seconds and GBs). */
+uint64_t rf_schedule_rounds_lower_bound(const RfPlan *plan, int nranks, uint64_t staging_bytes,
+                                        int max_ops, unsigned flags);
 /* Pipelined rounds: the NVLink room of a round, in staging bounds (above); 1 without a
  * topology. */
 uint64_t rf_schedule_nvlink_share(const RfPlan *plan);

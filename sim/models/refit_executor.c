@@ -305,10 +305,22 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   const RfProblem *pb = plan->problem;
   RfStaging st; /* staging bound and lanes as refit run chooses them (0: chosen) */
   rf_calibration_staging(cal, plan, &st);
-  g_autoptr(RfSchedule) s = rf_schedule_build(
-      plan, pb->nranks, st.staging_bytes, st.max_ops, st.slots,
-      !cal->exec_staged && rf_schedule_pipelines(plan) ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL,
-      error);
+  const unsigned flags =
+      !cal->exec_staged && rf_schedule_pipelines(plan) ? RF_SCHEDULE_PIPELINED : 0;
+  /* refused before it is built where even its lower bound is too long: building tens of
+   * millions of groups only to refuse them took seconds (docs/sim.md) */
+  const uint64_t at_least =
+      rf_schedule_rounds_lower_bound(plan, pb->nranks, st.staging_bytes, st.max_ops, flags);
+  if (at_least + 1 > SIM_MAX_STEPS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                "sim: the executor's schedule has at least %" G_GUINT64_FORMAT
+                " groups, more than the %d steps one simulation holds; give a larger staging "
+                "bound (--staging-mib)",
+                at_least, SIM_MAX_STEPS - 1);
+    return FALSE;
+  }
+  g_autoptr(RfSchedule) s = rf_schedule_build(plan, pb->nranks, st.staging_bytes, st.max_ops,
+                                              st.slots, flags, NULL, NULL, error);
   if (!s) return FALSE;
   if (s->nrounds + 1 > SIM_MAX_STEPS) {
     g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
