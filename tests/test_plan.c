@@ -598,6 +598,43 @@ static void test_transfer_fields(void) {
   g_assert_cmpint(v[0].src + v[0].dst + v[0].stage + v[2].src + v[2].piece + v[2].flags, ==, 0);
 }
 
+/* The hybrid's reshard set is NeMo RL's bulk path: FFN projection weights only. An FP8 listing's
+ * `*_scale_inv` siblings, FFN ones included, go by gather-broadcast (the misc path:
+ * megatron_policy_worker.py _task_is_misc at e40aa046e), as do attention weights. */
+static void test_hybrid_fp8_scales(void) {
+  g_autofree char *path = g_strdup_printf("%s/tests/data/sim/fp8-ffn.json", rf_data_dir());
+  GError *e = NULL;
+  RfProblem *pb = preset(path, "TP2", "TP1xDP2", 2, &e);
+  g_assert_no_error(e);
+  const RfModel *m = pb->model;
+  int reshard = 0;
+  for (uint32_t i = 0; i < m->ntensors; i++) {
+    const RfTensor *t = &m->tensors[i];
+    gboolean want = g_str_has_suffix(t->name, "mlp.down_proj.weight");
+    g_assert_cmpint(rf_tensor_in_reshard_set(t), ==, want);
+    reshard += want;
+  }
+  g_assert_cmpint(reshard, ==, 1);
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_HYBRID, NULL, &e);
+  g_assert_no_error(e);
+  uint64_t bulk = 0, misc = 0;
+  for (uint64_t x = 0; x < plan->nxfers; x++) {
+    const RfTransfer *tr = &plan->xfers[x];
+    const RfPiece *pc = &plan->pieces[tr->piece];
+    const RfTensor *t = &m->tensors[m->parts[pc->part].tensor];
+    gboolean gb = tr->phase == RF_PHASE_EXPORT || tr->phase == RF_PHASE_BROADCAST;
+    g_assert_cmpint(gb, ==, !rf_tensor_in_reshard_set(t));
+    if (gb)
+      misc += pc->bytes;
+    else
+      bulk += pc->bytes;
+  }
+  g_assert_cmpuint(bulk, >, 0);
+  g_assert_cmpuint(misc, >, 0);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/plan/transfer_fields", test_transfer_fields);
@@ -619,5 +656,6 @@ int main(int argc, char **argv) {
   }
   g_test_add_func("/plan/dump_json", test_dump_json);
   g_test_add_func("/plan/transfer_limit", test_transfer_limit);
+  g_test_add_func("/plan/known/hybrid_fp8_scales", test_hybrid_fp8_scales);
   return g_test_run();
 }

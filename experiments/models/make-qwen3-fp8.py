@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write experiments/models/qwen3-4b-fp8.json and qwen3-30b-a3b-fp8.json: the tensor listings of
 Qwen3-4B and Qwen3-30B-A3B as NeMo RL's FP8 -> FP8 refit moves them (docs/measurements.md, rows
-v33 and e34-e36): the trainer keeps Transformer Engine blockwise FP8 parameters
+v33 and v36-v38): the trainer keeps Transformer Engine blockwise FP8 parameters
 (`fp8_cfg.fp8_param=true`, `fp8_recipe=blockwise`) and Megatron-Bridge's `build_export_fp8_tasks`
 exports every FP8 weight as its E4M3 data plus an F32 `_scale_inv` sibling per 128x128 block
 (NVIDIA-NeMo/RL bf68d87 and e40aa046e `megatron_policy_worker.py` `_build_refit_conversion_tasks`).

@@ -99,6 +99,10 @@ gboolean rf_kind_is_ffn(RfKind k) {
          k == RF_KIND_EXPERT_GATE || k == RF_KIND_EXPERT_UP || k == RF_KIND_EXPERT_DOWN;
 }
 
+gboolean rf_tensor_in_reshard_set(const RfTensor *t) {
+  return rf_kind_is_ffn(t->kind) && !t->mtp && !g_str_has_suffix(t->name, "_scale_inv");
+}
+
 /* Kind of a tensor in a plain listing, from its checkpoint name. */
 RfKind rf_kind_from_name(const char *n, int ndim) {
   static const struct {

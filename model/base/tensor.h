@@ -101,7 +101,12 @@ const char *rf_kind_name(RfKind k);
 /* Kind of a tensor from its checkpoint name alone (listings, checkpoint tensors no config names).
  */
 RfKind rf_kind_from_name(const char *name, int ndim);
-gboolean rf_kind_is_ffn(RfKind k); /* dense + routed expert gate/up/down: the hybrid reshard set */
+gboolean rf_kind_is_ffn(RfKind k); /* dense + routed expert gate/up/down */
+/* The hybrid's reshard set (NeMo RL's bulk path, nemo_rl/weight_sync/nccl_reshard_utils.py
+ * is_nccl_reshard_param at e40aa046e): FFN projection weights outside the MTP block; a
+ * `*_scale_inv` sibling of one (FP8 blockwise) takes the gather-broadcast (misc) path, as
+ * megatron_policy_worker.py _task_is_misc sends it. */
+gboolean rf_tensor_in_reshard_set(const RfTensor *t);
 
 /* TRUE for a tensor the inference side stores quantized: a 2-D projection weight (3-D for
  * stacked experts) named "*.weight" whose kind is an attention / MLP / expert / MTP projection.

@@ -1288,7 +1288,7 @@ static void build_parts(Builder *b, const Chains *ch, gboolean m2n_hier) {
     shards_init(&D, dp);
     RfStrategy st = b->strategy;
     if (st == RF_STRATEGY_HYBRID)
-      st = rf_kind_is_ffn(t->kind) && !t->mtp ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
+      st = rf_tensor_in_reshard_set(t) ? RF_STRATEGY_M2N : RF_STRATEGY_GATHER_BROADCAST;
     /* The export all-gathers every shard on every source rank: quadratic in the mesh size.
      * Refuse before emitting what cannot fit. */
     uint64_t export_min = (uint64_t)MAX(S.n - 1, 0) * (uint64_t)pb->src.nranks +

@@ -113,7 +113,7 @@ gboolean sw_stages_add_calls(SwStage *stages, const int *slot, const SimProtos *
   for (uint32_t i = 0; i < pb->model->nparts; i++) {
     const RfTensor *t = &pb->model->tensors[pb->model->parts[i].tensor];
     if (!pb->src.place[i].mesh || !pb->dst.place[i].mesh) continue;
-    if (!every_part && !(rf_kind_is_ffn(t->kind) && !t->mtp)) continue;
+    if (!every_part && !rf_tensor_in_reshard_set(t)) continue;
     memset(c.pre_bytes, 0, sizeof(double) * (ngpus > 0 ? ngpus : 1));
     memset(c.post_bytes, 0, sizeof(double) * (ngpus > 0 ? ngpus : 1));
     if (!sw_call_build(pb, cal, tr, i, &c, error)) {
