@@ -598,6 +598,33 @@ static void test_transfer_fields(void) {
   g_assert_cmpint(v[0].src + v[0].dst + v[0].stage + v[2].src + v[2].piece + v[2].flags, ==, 0);
 }
 
+/* A piece's box is defined data past its part's dims (0 there): the planner's boxes come from
+ * rf_box_intersect, which writes only ndim bounds, so a piece copied whole would carry whatever
+ * the rest of the caller's box held into anything that compares or hashes whole boxes. */
+static void test_piece_boxes_defined(void) {
+  const char *js = "{\"tensors\":[{\"name\":\"w\",\"shape\":[10,7],\"dtype\":\"bf16\","
+                   "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                   "\"dst\":{\"mesh\":[2,2],\"ranks\":[8,9,10,11],\"placements\":[\"R\",\"S1\"]}},"
+                   "{\"name\":\"b\",\"shape\":[9],\"dtype\":\"fp32\","
+                   "\"src\":{\"mesh\":[4],\"ranks\":[0,1,2,3],\"placements\":[\"S0\"]},"
+                   "\"dst\":{\"mesh\":[2],\"ranks\":[12,13],\"placements\":[\"S0\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = spec_problem(js, 4, &e);
+  g_assert_no_error(e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_cmpuint(plan->npieces, >, 0);
+    for (uint32_t k = 0; k < plan->npieces; k++) {
+      const RfPiece *pc = &plan->pieces[k];
+      for (int d = pb->model->parts[pc->part].ndim; d < RF_MAX_DIMS; d++)
+        g_assert_true(pc->box.lo[d] == 0 && pc->box.hi[d] == 0);
+    }
+    rf_plan_free(plan);
+  }
+  rf_problem_free(pb);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/plan/transfer_fields", test_transfer_fields);
@@ -619,5 +646,6 @@ int main(int argc, char **argv) {
   }
   g_test_add_func("/plan/dump_json", test_dump_json);
   g_test_add_func("/plan/transfer_limit", test_transfer_limit);
+  g_test_add_func("/plan/piece_boxes_defined", test_piece_boxes_defined);
   return g_test_run();
 }

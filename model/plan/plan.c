@@ -157,12 +157,18 @@ static void over_limit(Builder *b, const char *what, const char *why) {
   b->failed = TRUE;
 }
 
+/* A new piece: the first ndim bounds of box (rf_box_intersect writes no more: the rest of a
+ * caller's box may be uninitialized), the others 0, so that a piece is fully defined data. */
 static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
   const RfModel *m = b->pb->model;
+  const int nd = m->parts[part].ndim;
   RfPiece p = {0};
   p.part = part;
-  p.box = *box;
-  p.bytes = (uint64_t)rf_box_volume(box, m->parts[part].ndim) *
+  for (int d = 0; d < nd; d++) {
+    p.box.lo[d] = box->lo[d];
+    p.box.hi[d] = box->hi[d];
+  }
+  p.bytes = (uint64_t)rf_box_volume(box, nd) *
             (uint64_t)rf_dtype_size(m->tensors[m->parts[part].tensor].dtype);
   PieceVec *v = &b->pieces;
   if (v->n == v->cap) {
