@@ -1089,10 +1089,17 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
     sum += k;
     if (c < ncell) maxc = MAX(maxc, ccount[c]);
   }
-  /* src_of[s]: the block that goes to place s (a cell's blocks keep their order); fill: the
-   * transfers held at place s once there */
-  uint32_t *src_of = g_new(uint32_t, nblk + 1), *next = g_memdup2(cblk, sizeof(uint32_t) * ncell);
-  uint16_t *fill = g_new(uint16_t, nblk + 1);
+  /* The sort's arrays in one block: from RF_BIG_MIN_BYTES on its pages are huge, a fault each
+   * where a thousand 4 KiB faults cost more on a virtual machine (issue 26). pkey: a run's packed
+   * keys, twice; A: a cell's transfers; src_of[s]: the block that goes to place s (a cell's
+   * blocks keep their order); fill: the transfers held at place s once there. */
+  const size_t o_A = 2 * sizeof(uint64_t) * maxc, o_src = o_A + sizeof(RfTransfer) * maxc;
+  const size_t o_fill = o_src + sizeof(uint32_t) * (nblk + 1);
+  char *arena = rf_big_alloc(o_fill + sizeof(uint16_t) * (nblk + 1));
+  uint64_t *pkey = (uint64_t *)arena;
+  RfTransfer *A = (RfTransfer *)(arena + o_A);
+  uint32_t *src_of = (uint32_t *)(arena + o_src), *next = g_memdup2(cblk, sizeof(uint32_t) * ncell);
+  uint16_t *fill = (uint16_t *)(arena + o_fill);
   for (uint64_t j = 0; j < nblk; j++) {
     const uint32_t s = next[x->bcell[j]]++;
     src_of[s] = (uint32_t)j;
@@ -1121,11 +1128,8 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
     }
   }
   g_free(held);
-  g_free(src_of);
-  RfTransfer *A = rf_big_alloc(sizeof(RfTransfer) * maxc);
   uint32_t *cnt = g_new(uint32_t, LOCAL_PASSES << LOCAL_DIGIT);
   uint64_t *dcnt = g_new(uint64_t, (size_t)1 << MSD_MAX_BITS);
-  uint64_t *pkey = NULL, pcap = 0;
   const int shift = x->cell_shift, lbits = shift + g->rb;
   uint64_t b0 = 0;
   for (uint64_t c = 0; c < ncell; c++) {
@@ -1147,27 +1151,20 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
       w += fill[s];
     }
     g_assert(w == m);
-    uint64_t nrun = 1, maxr = m;
+    uint64_t nrun = 1;
     if (hb > 0) {
       nrun = (uint64_t)1 << hb;
       memset(dcnt, 0, sizeof(uint64_t) * nrun);
       for (uint64_t i = 0; i < m; i++)
         dcnt[lkey(&in[i], &key) >> sh]++;
       uint64_t at = 0;
-      maxr = 0;
       for (uint64_t d = 0; d < nrun; d++) {
         const uint64_t k = dcnt[d];
         dcnt[d] = at;
         at += k;
-        maxr = MAX(maxr, k);
       }
       for (uint64_t i = 0; i < m; i++)
         A[dcnt[lkey(&in[i], &key) >> sh]++] = in[i]; /* dcnt[d]: the end of run d */
-    }
-    if (2 * maxr > pcap) {
-      g_free(pkey);
-      pcap = 2 * maxr;
-      pkey = rf_big_alloc(sizeof(uint64_t) * pcap);
     }
     for (uint64_t d = 0, r0 = 0; d < nrun; d++) { /* each run from A to its place */
       const uint64_t r1 = hb > 0 ? dcnt[d] : m, len = r1 - r0;
@@ -1175,7 +1172,7 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
       RfTransfer *to = v + b0 + r0;
       const int ibits = bits_for(len);
       if (sh + ibits <= 64) {
-        sort_packed(A + r0, to, len, &key, sh, ibits, pkey, pkey + maxr, cnt);
+        sort_packed(A + r0, to, len, &key, sh, ibits, pkey, pkey + maxc, cnt);
       } else {
         RfTransfer *r = sort_local(A + r0, to, len, &key, sh, cnt);
         if (r != to) memcpy(to, r, sizeof(RfTransfer) * len);
@@ -1186,11 +1183,9 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
     b0 += m;
   }
   g_assert(b0 == n);
-  g_free(pkey);
   g_free(dcnt);
   g_free(cnt);
-  g_free(A);
-  g_free(fill);
+  g_free(arena);
   g_free(cblk);
   g_free(ccount);
 }
