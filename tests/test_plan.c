@@ -635,6 +635,92 @@ static void test_hybrid_fp8_scales(void) {
   rf_problem_free(pb);
 }
 
+/* A piece's box is defined data past its part's dims (0 there): the planner's boxes come from
+ * rf_box_intersect, which writes only ndim bounds, so a piece copied whole would carry whatever
+ * the rest of the caller's box held into anything that compares or hashes whole boxes. */
+static void test_piece_boxes_defined(void) {
+  const char *js = "{\"tensors\":[{\"name\":\"w\",\"shape\":[10,7],\"dtype\":\"bf16\","
+                   "\"src\":{\"mesh\":[2],\"ranks\":[0,1],\"placements\":[\"S0\"]},"
+                   "\"dst\":{\"mesh\":[2,2],\"ranks\":[8,9,10,11],\"placements\":[\"R\",\"S1\"]}},"
+                   "{\"name\":\"b\",\"shape\":[9],\"dtype\":\"fp32\","
+                   "\"src\":{\"mesh\":[4],\"ranks\":[0,1,2,3],\"placements\":[\"S0\"]},"
+                   "\"dst\":{\"mesh\":[2],\"ranks\":[12,13],\"placements\":[\"S0\"]}}]}";
+  GError *e = NULL;
+  RfProblem *pb = spec_problem(js, 4, &e);
+  g_assert_no_error(e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+    g_assert_no_error(e);
+    g_assert_cmpuint(plan->npieces, >, 0);
+    for (uint32_t k = 0; k < plan->npieces; k++) {
+      const RfPiece *pc = &plan->pieces[k];
+      for (int d = pb->model->parts[pc->part].ndim; d < RF_MAX_DIMS; d++)
+        g_assert_true(pc->box.lo[d] == 0 && pc->box.hi[d] == 0);
+    }
+    rf_plan_free(plan);
+  }
+  rf_problem_free(pb);
+}
+
+/* Every plan's transfers in (stage, src, dst, piece) order, messages partitioning them, and every
+ * piece's box defined past its part's dims (0): on a spec of many ranks and tensors, whose
+ * gather-broadcast chains run to hundreds of stages (the planner's cells merge as stages grow,
+ * and cells fill several blocks, some partly: plan.c's XferVec). */
+static void test_sorted_many_stages(void) {
+  GString *js = g_string_new("{\"tensors\":[");
+  for (int t = 0; t < 12; t++) {
+    g_string_append_printf(js, "%s{\"name\":\"w%d\",\"shape\":[%d,%d],\"dtype\":\"bf16\",",
+                           t ? "," : "", t, 256, 3 + t % 4);
+    g_string_append(js, "\"src\":{\"mesh\":[128],\"ranks\":[");
+    for (int r = 0; r < 128; r++)
+      g_string_append_printf(js, "%s%d", r ? "," : "", r);
+    g_string_append_printf(js, "],\"placements\":[\"S%d\"]},\"dst\":{\"mesh\":[4,32],\"ranks\":[",
+                           t % 2);
+    for (int r = 0; r < 128; r++)
+      g_string_append_printf(js, "%s%d", r ? "," : "", 128 + (r * 37) % 128);
+    g_string_append(js, "],\"placements\":[\"R\",\"S0\"]}}");
+  }
+  g_string_append(js, "]}");
+  GError *e = NULL;
+  RfProblem *pb = spec_problem(js->str, 8, &e);
+  g_assert_no_error(e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+    g_assert_no_error(e);
+    if (s == RF_STRATEGY_GATHER_BROADCAST) g_assert_cmpint(plan->nstages, >, 200);
+    for (uint64_t i = 1; i < plan->nxfers; i++) {
+      const RfTransfer *a = &plan->xfers[i - 1], *b = &plan->xfers[i];
+      const int64_t ka[4] = {a->stage, a->src, a->dst, a->piece};
+      const int64_t kb[4] = {b->stage, b->src, b->dst, b->piece};
+      int d = 0;
+      while (d < 3 && ka[d] == kb[d])
+        d++;
+      if (ka[d] >= kb[d])
+        g_error("%s: transfers %llu and %llu out of order", rf_strategy_name(s),
+                (unsigned long long)i - 1, (unsigned long long)i);
+    }
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < plan->nmsgs; i++) {
+      const RfMessage *g = &plan->msgs[i];
+      g_assert_cmpuint(g->first, ==, n);
+      for (uint64_t t = g->first; t < (uint64_t)g->first + g->count; t++)
+        g_assert_true(plan->xfers[t].stage == g->stage && plan->xfers[t].src == g->src &&
+                      plan->xfers[t].dst == g->dst);
+      n += g->count;
+    }
+    g_assert_cmpuint(n, ==, plan->nxfers);
+    for (uint32_t k = 0; k < plan->npieces; k++) {
+      const RfPiece *pc = &plan->pieces[k];
+      for (int d = pb->model->parts[pc->part].ndim; d < RF_MAX_DIMS; d++)
+        g_assert_true(pc->box.lo[d] == 0 && pc->box.hi[d] == 0);
+    }
+    if (!rf_plan_verify(plan, &e)) g_error("%s: %s", rf_strategy_name(s), e->message);
+    rf_plan_free(plan);
+  }
+  rf_problem_free(pb);
+  g_string_free(js, TRUE);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/plan/transfer_fields", test_transfer_fields);
@@ -657,5 +743,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/plan/dump_json", test_dump_json);
   g_test_add_func("/plan/transfer_limit", test_transfer_limit);
   g_test_add_func("/plan/known/hybrid_fp8_scales", test_hybrid_fp8_scales);
+  g_test_add_func("/plan/piece_boxes_defined", test_piece_boxes_defined);
+  g_test_add_func("/plan/sorted_many_stages", test_sorted_many_stages);
   return g_test_run();
 }

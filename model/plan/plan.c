@@ -35,74 +35,127 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
   return FALSE;
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 /* ---- growable arrays of plain structs ------------------------------------------------- */
 
 /* Transfers as they are planned, in one array that never moves once large (RfBigVec: its
- * pages are written once, by the planner, and sorted in place), and the sort's histogram
- * counted on the way: transfers per cell (stage, src >> cell_shift), cell_w cells a stage, at
- * most CELL_BUDGET cells in all. Fine cells (Kimi K3 4096 -> 4096: 2 ranks a cell) let the sort
- * cut runs small enough for the cache. */
-#define CELL_BUDGET (1u << 18)
+ * pages are written once, by the planner, and sorted in place), already distributed by cell
+ * (stage, src >> cell_shift; cell_w cells a stage, at most CELL_BUDGET in all): each cell fills
+ * blocks of XBLOCK transfers of its own, taken from the array's end as they are needed (IPS4o's
+ * blocks, written while planning), so that the sort moves whole blocks, not transfers, and a
+ * cell's transfers stay in the order they were planned in (the sort needs no tie-break on the
+ * piece). Few cells keep the planner's writes in few streams (64 a stage: Kimi K3 4096 -> 4096,
+ * 17 stages, writes into 1,088 blocks at a time); the sort cuts each cell into runs small
+ * enough for the cache. A cell's last block is partly filled, and so are those open when cells
+ * merge (xvec_stages): XVEC_MAX_ROOM bounds the room they leave unused. */
+#define CELL_BUDGET (1u << 11)
+#define CELL_W_BITS 6   /* at most 64 cells a stage */
+#define XBLOCK 256      /* transfers a block: 3 KiB */
+#define MSD_MAX_BITS 12 /* runs a cell is cut into: at most 4096 */
 typedef struct {
   RfBigVec v;
-  RfTransfer *t;    /* v.p */
-  uint64_t n, room; /* transfers held, and room for */
-  uint32_t *cell;   /* cell_stages x cell_w */
+  RfTransfer *t;       /* v.p */
+  uint64_t n;          /* transfers held */
+  uint64_t used, room; /* transfers of room the blocks take, and room for */
+  uint32_t *open;      /* per cell: its next free place (a multiple of XBLOCK: no open block) */
+  uint32_t *bcell;     /* per block: its cell */
+  uint16_t *bfill;     /* per block: the transfers it holds */
+  uint64_t nblk, blk_cap;
   int cell_shift, cell_w, cell_stages;
 } XferVec;
 
-static inline RfTransfer *xat(const XferVec *x, uint64_t i) {
-  return &x->t[i];
-}
+G_STATIC_ASSERT(XBLOCK <= 65535 && (XBLOCK & (XBLOCK - 1)) == 0);
+
+/* Room the blocks may take: the transfers, a partly filled block per cell at the end (at most
+ * MAX_STAGE + 1 cells, one a stage, past CELL_BUDGET stages), and those closed when cells merge
+ * (xvec_stages: at most CELL_W_BITS times, CELL_BUDGET cells each). */
+#define XVEC_MAX_ROOM                                                                              \
+  (RF_PLAN_MAX_TRANSFERS + (uint64_t)(MAX_STAGE + 1 + (CELL_W_BITS + 1) * CELL_BUDGET) * XBLOCK)
 
 static void xvec_init(XferVec *x, int rank_bits) {
   memset(x, 0, sizeof *x);
-  x->v.max = sizeof(RfTransfer) * RF_PLAN_MAX_TRANSFERS;
-  x->cell_shift = MAX(0, rank_bits - 12); /* at most 4096 cells a stage (fewer: xvec_grow) */
+  x->v.max = sizeof(RfTransfer) * XVEC_MAX_ROOM;
+  x->cell_shift = MAX(0, rank_bits - CELL_W_BITS); /* fewer past CELL_BUDGET: xvec_stages */
   x->cell_w = 1 << (rank_bits - x->cell_shift);
 }
 
 /* Forget every transfer, keeping their room. */
 static void xvec_reset(XferVec *x) {
-  x->n = 0;
-  if (x->cell) memset(x->cell, 0, sizeof(uint32_t) * x->cell_stages * x->cell_w);
+  x->n = x->used = x->nblk = 0;
+  if (x->open) memset(x->open, 0, sizeof(uint32_t) * x->cell_stages * x->cell_w);
 }
 
 static void xvec_clear(XferVec *x) {
   rf_bigvec_clear(&x->v);
-  g_free(x->cell);
+  g_free(x->open);
+  g_free(x->bcell);
+  g_free(x->bfill);
   memset(x, 0, sizeof *x);
 }
 
-static void xvec_grow(XferVec *x, int stage) {
-  if (x->n == x->room) {
-    x->t = rf_bigvec_room(&x->v, sizeof(RfTransfer) * (x->n + 1));
-    x->room = x->v.room / sizeof(RfTransfer);
+/* Close every open block (their fill counted); cells then open new ones as they need them. */
+static void xvec_close(XferVec *x) {
+  const size_t ncell = (size_t)x->cell_stages * x->cell_w;
+  for (size_t c = 0; c < ncell; c++) {
+    const uint32_t at = x->open[c];
+    if (at % XBLOCK) x->bfill[at / XBLOCK] = (uint16_t)(at % XBLOCK);
+    x->open[c] = 0;
   }
-  if (stage >= x->cell_stages) {
-    int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
-    /* Many stages (gather-broadcast chains): coarser cells, each the sum of two, so that the
-     * histogram and the sort's arrays per cell stay small. */
+}
+
+/* Cells for stages up to stage. Many stages (gather-broadcast chains): coarser cells, each two
+ * merged into one, so that the cells and the sort's arrays per cell stay small. */
+static void xvec_stages(XferVec *x, int stage) {
+  const int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
+  if ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1) {
+    if (x->open) xvec_close(x);
     while ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1) {
-      const int w = x->cell_w / 2;
-      for (size_t s = 0; s < (size_t)x->cell_stages; s++)
-        for (int c = 0; c < w; c++)
-          x->cell[s * w + c] = x->cell[s * x->cell_w + 2 * c] + x->cell[s * x->cell_w + 2 * c + 1];
-      x->cell_w = w;
+      const uint32_t w = (uint32_t)x->cell_w;
+      for (uint64_t j = 0; j < x->nblk; j++)
+        x->bcell[j] = x->bcell[j] / w * (w / 2) + x->bcell[j] % w / 2;
+      x->cell_w /= 2;
       x->cell_shift++;
     }
-    x->cell = g_renew(uint32_t, x->cell, (size_t)ns * x->cell_w);
-    memset(x->cell + (size_t)x->cell_stages * x->cell_w, 0,
-           sizeof(uint32_t) * (size_t)(ns - x->cell_stages) * x->cell_w);
-    x->cell_stages = ns;
   }
+  /* the cells of the stages before (all closed if they merged) keep their places */
+  const size_t from = (size_t)x->cell_stages * x->cell_w, to = (size_t)ns * x->cell_w;
+  x->open = g_renew(uint32_t, x->open, to);
+  memset(x->open + from, 0, sizeof(uint32_t) * (to - from));
+  x->cell_stages = ns;
+}
+
+/* A new block for cell c at the array's end: its first place. */
+static uint32_t xvec_block(XferVec *x, size_t c) {
+  if (x->used + XBLOCK > x->room) {
+    x->t = rf_bigvec_room(&x->v, sizeof(RfTransfer) * (x->used + XBLOCK));
+    x->room = x->v.room / sizeof(RfTransfer);
+  }
+  if (x->nblk == x->blk_cap) {
+    x->blk_cap = MAX(1024, 2 * x->blk_cap);
+    x->bcell = g_renew(uint32_t, x->bcell, x->blk_cap);
+    x->bfill = g_renew(uint16_t, x->bfill, x->blk_cap);
+  }
+  x->bcell[x->nblk] = (uint32_t)c;
+  x->bfill[x->nblk++] = XBLOCK; /* until closed partly filled */
+  const uint32_t at = (uint32_t)x->used;
+  x->used += XBLOCK;
+  return at;
 }
 
 static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                          uint8_t flags) {
-  if (G_UNLIKELY(x->n == x->room || stage >= x->cell_stages)) xvec_grow(x, stage);
-  *xat(x, x->n++) = (RfTransfer){piece, src, dst, (uint32_t)stage, (uint32_t)phase, flags};
-  x->cell[(size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift)]++;
+  if (G_UNLIKELY(stage >= x->cell_stages)) xvec_stages(x, stage);
+  const size_t c = (size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift);
+  uint32_t at = x->open[c];
+  if (G_UNLIKELY(at % XBLOCK == 0)) at = xvec_block(x, c);
+  x->t[at] = (RfTransfer){piece, src, dst, (uint32_t)stage, (uint32_t)phase, flags};
+  x->open[c] = at + 1;
+  x->n++;
 }
 
 /* Pieces as they are planned, like the transfers in one RfBigVec: written once on fresh pages,
@@ -126,6 +179,7 @@ typedef struct {
   PieceVec pieces;
   XferVec x;
   int max_stage;
+  int since_stage; /* the last stage of the transfers planned since it was set to -1 */
   int bcast_channels;
   RfStrategy strategy;
   int *domain; /* per global rank: its NVLink domain (a division saved per lookup) */
@@ -157,12 +211,18 @@ static void over_limit(Builder *b, const char *what, const char *why) {
   b->failed = TRUE;
 }
 
+/* A new piece: the first ndim bounds of box (rf_box_intersect writes no more: the rest of a
+ * caller's box may be uninitialized), the others 0, so that a piece is fully defined data. */
 static uint32_t add_piece(Builder *b, uint32_t part, const RfBox *box) {
   const RfModel *m = b->pb->model;
+  const int nd = m->parts[part].ndim;
   RfPiece p = {0};
   p.part = part;
-  p.box = *box;
-  p.bytes = (uint64_t)rf_box_volume(box, m->parts[part].ndim) *
+  for (int d = 0; d < nd; d++) {
+    p.box.lo[d] = box->lo[d];
+    p.box.hi[d] = box->hi[d];
+  }
+  p.bytes = (uint64_t)rf_box_volume(box, nd) *
             (uint64_t)rf_dtype_size(m->tensors[m->parts[part].tensor].dtype);
   PieceVec *v = &b->pieces;
   if (v->n == v->cap) {
@@ -205,6 +265,7 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
     return;
   }
   if (stage > b->max_stage) b->max_stage = stage;
+  if (stage > b->since_stage) b->since_stage = stage;
   xpush(&b->x, piece, src, dst, stage, phase, net_flag(b, src, dst) | (relay ? RF_XFER_RELAY : 0));
 }
 
@@ -758,9 +819,10 @@ static void gb_export(Builder *b, uint32_t pi, const Shards *S) {
   g_free(outside);
 }
 
-/* Broadcast of part pi along the chains, once its export (transfers from first_xfer on) is
- * complete: the part split into chunks along dim 0, one per chain. */
-static void gb_broadcast(Builder *b, uint32_t pi, uint64_t first_xfer, const Chains *ch) {
+/* Broadcast of part pi along the chains, once its export (the transfers planned since
+ * b->since_stage was set to -1) is complete: the part split into chunks along dim 0, one per
+ * chain. */
+static void gb_broadcast(Builder *b, uint32_t pi, const Chains *ch) {
   const RfModel *m = b->pb->model;
   const RfPart *part = &m->parts[pi];
   int nd = part->ndim;
@@ -768,9 +830,7 @@ static void gb_broadcast(Builder *b, uint32_t pi, uint64_t first_xfer, const Cha
   int nch = (int)MIN((int64_t)ch->nchains, MAX(1, (int64_t)(bytes >> 22))); /* >= 4 MiB a chain */
   if (nch > part->shape[0]) nch = (int)part->shape[0];
   /* The broadcast of this part starts once its export is complete. */
-  int first_stage = 0;
-  for (uint64_t i = first_xfer; i < b->x.n; i++)
-    first_stage = MAX(first_stage, xat(&b->x, i)->stage + 1);
+  const int first_stage = b->since_stage + 1;
   for (int c = 0; c < nch; c++) {
     RfBox box;
     rf_box_full(&box, part->shape, nd);
@@ -789,9 +849,9 @@ static void gb_broadcast(Builder *b, uint32_t pi, uint64_t first_xfer, const Cha
 }
 
 static void plan_gather_broadcast(Builder *b, uint32_t pi, const Shards *S, const Chains *ch) {
-  uint64_t first_xfer = b->x.n;
+  b->since_stage = -1;
   gb_export(b, pi, S);
-  if (!b->failed) gb_broadcast(b, pi, first_xfer, ch);
+  if (!b->failed) gb_broadcast(b, pi, ch);
 }
 
 /* ---- sort, messages, stats ------------------------------------------------------------ */
@@ -804,24 +864,17 @@ static int bits_for(uint64_t n) {
   return b;
 }
 
-/* The key of a transfer inside a bucket of cells starting at cell c0: (cell - c0, the low bits
+/* The key of a transfer inside cells from c0 on (sort_group: one cell): (cell - c0, the low bits
  * of src, dst), ordered as (stage, src, dst). */
 typedef struct {
   int rb, shift, cw;
   uint64_t c0;
-  uint32_t p0; /* the bucket's lowest piece */
 } LocalKey;
 
 static inline uint64_t lkey(const RfTransfer *t, const LocalKey *k) {
   const uint64_t src = (uint32_t)t->src, cell = (uint64_t)t->stage * k->cw + (src >> k->shift);
   const uint64_t low = src & ((UINT64_C(1) << k->shift) - 1);
   return ((((cell - k->c0) << k->shift) | low) << k->rb) | (uint32_t)t->dst;
-}
-
-/* (local key, piece) order: a before b? */
-static inline gboolean lkey_le(const RfTransfer *a, const RfTransfer *b, const LocalKey *k) {
-  const uint64_t x = lkey(a, k), y = lkey(b, k);
-  return x < y || (x == y && a->piece <= b->piece);
 }
 
 /* Counts of the digits 0..mask into their first output positions (exclusive prefix sums). */
@@ -834,13 +887,13 @@ static void counts_to_starts(uint32_t *cnt, uint64_t mask) {
   }
 }
 
-/* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of piece - p0 (pc)
- * or of the local key; FALSE (and nothing written) when every transfer has the same digit. */
+/* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of the local key;
+ * FALSE (and nothing written) when every transfer has the same digit. */
 #define LOCAL_DIGIT 12
-static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
-                         gboolean pc, int s, int w, uint32_t *cnt) {
+static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k, int s,
+                         int w, uint32_t *cnt) {
   const uint64_t mask = (UINT64_C(1) << w) - 1;
-#define DIGIT(t) (((pc ? (uint64_t)((t)->piece - k->p0) : lkey((t), k)) >> s) & mask)
+#define DIGIT(t) ((lkey((t), k) >> s) & mask)
   memset(cnt, 0, sizeof(uint32_t) << w);
   for (uint64_t i = 0; i < n; i++)
     cnt[DIGIT(&v[i])]++;
@@ -852,46 +905,46 @@ static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const
   return TRUE;
 }
 
-/* Stable LSD radix sort of v[0..n) by (local key, piece): by the pbits of piece - p0, then by
- * the lbits of the local key, in passes of at most LOCAL_DIGIT bits (4096 buckets: the written
- * streams stay in cache), between v and out. Returns v or out, whichever holds the sorted run. */
+/* Stable LSD radix sort of v[0..n) by the lbits of the local key, in passes of at most
+ * LOCAL_DIGIT bits (4096 buckets: the written streams stay in cache), between v and out. Returns
+ * v or out, whichever holds the sorted run. */
 static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
-                              int pbits, int lbits, uint32_t *cnt) {
-  for (int pc = 1; pc >= 0; pc--) {
-    const int bits = pc ? pbits : lbits;
-    for (int s = 0; s < bits; s += LOCAL_DIGIT)
-      if (lsd_pass(v, out, n, k, pc, s, MIN(LOCAL_DIGIT, bits - s), cnt)) {
-        RfTransfer *t = v;
-        v = out;
-        out = t;
-      }
-  }
+                              int lbits, uint32_t *cnt) {
+  for (int s = 0; s < lbits; s += LOCAL_DIGIT)
+    if (lsd_pass(v, out, n, k, s, MIN(LOCAL_DIGIT, lbits - s), cnt)) {
+      RfTransfer *t = v;
+      v = out;
+      out = t;
+    }
   return v;
 }
 
-/* sort_local through packed keys, where (local key, piece, index in the run) fit 64 bits:
- * ((local key << pbits | piece - p0) << ibits | index) for every transfer, an LSD sort of those
- * (8 bytes each, the digit a shift away) over their upper pbits + lbits bits, and one gather of
- * the transfers by the index in the low bits. The keys are made and every digit counted in one
- * pass, which also finds a run already in order (its keys ascending): then nothing moves. key
- * and kout hold n each; cnt holds LOCAL_PASSES << LOCAL_DIGIT counts. */
+/* sort_local of v[0..n) into out, through packed keys where (local key, index in the run) fit
+ * 64 bits: (local key << ibits | index) for every transfer, an LSD sort of those (8 bytes each,
+ * the digit a shift away) over their upper lbits bits, and one gather of the transfers into out
+ * by the index in the low bits. The keys are made and every digit counted in one pass, which
+ * also finds a run already in order (its keys ascending). key and kout hold n each; cnt holds
+ * LOCAL_PASSES << LOCAL_DIGIT counts. */
 #define LOCAL_PASSES 6 /* 64 bits in digits of at most LOCAL_DIGIT */
-static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const LocalKey *k,
-                        int pbits, int lbits, int ibits, uint64_t *key, uint64_t *kout,
-                        uint32_t *cnt) {
-  const int bits = pbits + lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
-  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 35 bits in 3 of 12 */
+static void sort_packed(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
+                        int lbits, int ibits, uint64_t *key, uint64_t *kout, uint32_t *cnt) {
+  const int bits = lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
+  const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 17 bits in 2 of 9 */
   const uint64_t mask = (UINT64_C(1) << dw) - 1;
   memset(cnt, 0, (sizeof(uint32_t) * passes) << dw);
   gboolean sorted = TRUE;
+  const uint64_t lmask = (UINT64_C(1) << lbits) - 1; /* lbits < 64 */
   for (uint64_t i = 0; i < n; i++) {
-    const uint64_t q = (((lkey(&v[i], k) << pbits) | (uint64_t)(v[i].piece - k->p0)) << ibits) | i;
+    const uint64_t q = ((lkey(&v[i], k) & lmask) << ibits) | i;
     key[i] = q;
     sorted &= i == 0 || key[i - 1] < q;
     for (int p = 0; p < passes; p++)
       cnt[((size_t)p << dw) + ((q >> (ibits + p * dw)) & mask)]++;
   }
-  if (sorted) return;
+  if (sorted) {
+    memcpy(out, v, sizeof(RfTransfer) * n);
+    return;
+  }
   for (int p = 0; p < passes; p++) {
     const int sh = ibits + p * dw;
     uint32_t *c = cnt + ((size_t)p << dw);
@@ -905,8 +958,7 @@ static void sort_packed(RfTransfer *v, RfTransfer *scratch, uint64_t n, const Lo
   }
   const uint64_t imask = (UINT64_C(1) << ibits) - 1;
   for (uint64_t i = 0; i < n; i++)
-    scratch[i] = v[key[i] & imask];
-  memcpy(v, scratch, sizeof(RfTransfer) * n);
+    out[i] = v[key[i] & imask];
 }
 
 /* Messages and per-rank byte counts, gathered as the sorted transfers are walked in order. The
@@ -1009,96 +1061,133 @@ static void group_run(Group *g, uint64_t b0, uint64_t m) {
 
 /* Sort the planned transfers in place by (stage, src, dst) and stable, which is by (stage, src,
  * dst, piece): transfers are planned in order of their pieces, and the transfers of one message
- * keep the order they were planned in. MSD then LSD: the cells counted while planning are
- * grouped into runs of about n / 4096 transfers; an in-place permutation (American flag sort)
- * moves every transfer into its run (few written streams: the caches and the TLB hold them),
- * then each run, small enough to stay in cache, is sorted by its local key and piece, and walked
- * for its messages while it is there. Memory is read and written about twice, and no second
- * array of the transfers is ever made. */
+ * keep the order they were planned in. MSD then LSD, stable throughout: the planner left them in
+ * blocks of one cell each (XferVec); the blocks are permuted, whole, into cell order (in place,
+ * along the permutation's cycles: a move is one copy of a block). Then cell by cell: its blocks
+ * are gathered down to the cell's place, distributed by the upper bits of their local key into
+ * runs of about n / 4096 transfers (small enough for the cache) in a scratch array, each run
+ * sorted by the rest of its key back to its place, and the cell walked for its messages. A
+ * cell's place ends before the next cell's blocks start (a cell's blocks hold at least its
+ * transfers), so cells are written in order over blocks already read. */
 static void sort_group(XferVec *x, Group *g, int nstages) {
-  const uint64_t n = x->n;
+  const uint64_t n = x->n, nblk = x->nblk;
   RfTransfer *v = x->t;
+  xvec_close(x);
   const uint64_t ncell = (uint64_t)nstages * x->cell_w, target = MAX(n >> 12, 1024);
-  uint32_t *bucket_of = g_new(uint32_t, ncell);
-  uint64_t *bstart = g_new(uint64_t, ncell + 1), *bcell = g_new(uint64_t, ncell + 1);
-  uint64_t nb = 0, acc = 0, sum = 0;
-  for (uint64_t c = 0; c < ncell; c++) {
-    if (c == 0 || acc >= target) {
-      bstart[nb] = sum;
-      bcell[nb++] = c;
-      acc = 0;
-    }
-    bucket_of[c] = (uint32_t)(nb - 1);
-    acc += x->cell[c];
-    sum += x->cell[c];
+  /* per cell: its transfers, then its first block in cell order */
+  uint64_t *ccount = g_new0(uint64_t, ncell);
+  uint32_t *cblk = g_new0(uint32_t, ncell + 1);
+  for (uint64_t j = 0; j < nblk; j++) {
+    ccount[x->bcell[j]] += x->bfill[j];
+    cblk[x->bcell[j]]++;
   }
-  bstart[nb] = n;
-  bcell[nb] = ncell;
-  /* The permutation, in sweeps (ska_sort's American flag sort): head[k] is the first place of
-   * run k not yet holding one of its transfers. A sweep of run k moves each transfer in
-   * [head[k], its end) to the head of its own run, taking back the transfer there; each move
-   * puts one transfer in place, and the moves of one sweep are independent, so the memory
-   * system overlaps them (following one cycle at a time would wait on each miss). Sweeps repeat
-   * over the unfinished runs until one is left, whose transfers are then all its own. */
-  uint64_t *head = g_memdup2(bstart, sizeof(uint64_t) * nb);
-  uint32_t *todo = g_new(uint32_t, nb), ntodo = 0;
-  for (uint64_t k = 0; k < nb; k++)
-    if (bstart[k + 1] > bstart[k]) todo[ntodo++] = (uint32_t)k;
-  const int cw = x->cell_w, shift = x->cell_shift;
-#define BUCKET(t) bucket_of[(uint64_t)(t).stage * cw + ((uint32_t)(t).src >> shift)]
-  while (ntodo > 1) {
-    uint32_t w = 0;
-    for (uint32_t j = 0; j < ntodo; j++) {
-      const uint32_t k = todo[j];
-      const uint64_t e = bstart[k + 1];
-      for (uint64_t i = head[k]; i < e; i++) {
-        const uint64_t to = head[BUCKET(v[i])]++;
-        const RfTransfer t = v[i];
-        v[i] = v[to];
-        v[to] = t;
+  uint32_t sum = 0;
+  uint64_t maxc = 1;
+  for (uint64_t c = 0; c <= ncell; c++) {
+    const uint32_t k = c < ncell ? cblk[c] : 0;
+    cblk[c] = sum;
+    sum += k;
+    if (c < ncell) maxc = MAX(maxc, ccount[c]);
+  }
+  /* The sort's arrays in one block: from RF_BIG_MIN_BYTES on its pages are huge, a fault each
+   * where a thousand 4 KiB faults cost more on a virtual machine (issue 26). pkey: a run's packed
+   * keys, twice; A: a cell's transfers; src_of[s]: the block that goes to place s (a cell's
+   * blocks keep their order); fill: the transfers held at place s once there. */
+  const size_t o_A = 2 * sizeof(uint64_t) * maxc, o_src = o_A + sizeof(RfTransfer) * maxc;
+  const size_t o_fill = o_src + sizeof(uint32_t) * (nblk + 1);
+  char *arena = rf_big_alloc(o_fill + sizeof(uint16_t) * (nblk + 1));
+  uint64_t *pkey = (uint64_t *)arena;
+  RfTransfer *A = (RfTransfer *)(arena + o_A);
+  uint32_t *src_of = (uint32_t *)(arena + o_src), *next = g_memdup2(cblk, sizeof(uint32_t) * ncell);
+  uint16_t *fill = (uint16_t *)(arena + o_fill);
+  for (uint64_t j = 0; j < nblk; j++) {
+    const uint32_t s = next[x->bcell[j]]++;
+    src_of[s] = (uint32_t)j;
+    fill[s] = x->bfill[j];
+  }
+  g_free(next);
+  /* the permutation, cycle by cycle: a place is filled from its block's place, which is then
+   * filled in turn, until the cycle closes on the first block (held aside) */
+  RfTransfer *held = g_new(RfTransfer, XBLOCK);
+  for (uint64_t s0 = 0; s0 < nblk; s0++) {
+    if (src_of[s0] == s0) continue; /* in place, or moved */
+    memcpy(held, v + s0 * XBLOCK, sizeof(RfTransfer) * XBLOCK);
+    for (uint64_t s = s0;;) {
+      const uint64_t f = src_of[s];
+      src_of[s] = (uint32_t)s;
+      if (f == s0) {
+        memcpy(v + s * XBLOCK, held, sizeof(RfTransfer) * XBLOCK);
+        break;
       }
-      if (head[k] < e) todo[w++] = k;
+      /* the cycle's moves wait on each other: start on the next block's first lines now */
+      const char *nx = (const char *)(v + (uint64_t)src_of[f] * XBLOCK);
+      for (int l = 0; l < 8; l++)
+        PREFETCH(nx + 64 * l);
+      memcpy(v + s * XBLOCK, v + f * XBLOCK, sizeof(RfTransfer) * XBLOCK);
+      s = f;
     }
-    ntodo = w;
   }
-#undef BUCKET
-  g_free(todo);
-  g_free(head);
-  g_free(bucket_of);
-  uint64_t maxb = 0;
-  for (uint64_t k = 0; k < nb; k++)
-    maxb = MAX(maxb, bstart[k + 1] - bstart[k]);
-  RfTransfer *scratch = rf_big_alloc(sizeof(RfTransfer) * MAX(maxb, 1));
+  g_free(held);
   uint32_t *cnt = g_new(uint32_t, LOCAL_PASSES << LOCAL_DIGIT);
-  uint64_t *pkey = rf_big_alloc(2 * sizeof(uint64_t) * MAX(maxb, 1));
-  for (uint64_t k = 0; k < nb; k++) {
-    const uint64_t b0 = bstart[k], m = bstart[k + 1] - b0;
+  uint64_t *dcnt = g_new(uint64_t, (size_t)1 << MSD_MAX_BITS);
+  const int shift = x->cell_shift, lbits = shift + g->rb;
+  uint64_t b0 = 0;
+  for (uint64_t c = 0; c < ncell; c++) {
+    const uint64_t m = ccount[c];
     if (m == 0) continue;
-    LocalKey key = {g->rb, shift, cw, bcell[k], UINT32_MAX};
-    uint32_t p1 = 0;
-    for (uint64_t i = b0; i < b0 + m; i++) {
-      key.p0 = MIN(key.p0, v[i].piece);
-      p1 = MAX(p1, v[i].piece);
+    const LocalKey key = {g->rb, shift, x->cell_w, c};
+    /* runs: the upper hb bits of the local key (src's upper bits first) */
+    int hb = 0;
+    while (hb < MIN(lbits, MSD_MAX_BITS) && (m >> hb) > target)
+      hb++;
+    const int sh = lbits - hb;
+    /* the cell's transfers, one after the other: into A (one run), else at the cell's place
+     * (moved down: a block's place is never below where its transfers go) to be distributed
+     * into A by run */
+    RfTransfer *in = hb > 0 ? v + b0 : A;
+    uint64_t w = 0;
+    for (uint64_t s = cblk[c]; s < cblk[c + 1]; s++) {
+      memmove(in + w, v + s * XBLOCK, sizeof(RfTransfer) * fill[s]);
+      w += fill[s];
     }
-    const int pbits = p1 > key.p0 ? bits_for((uint64_t)p1 - key.p0 + 1) : 0;
-    const int lbits = bits_for(bcell[k + 1] - bcell[k]) + shift + g->rb;
-    const int ibits = bits_for(m);
-    if (pbits + lbits + ibits <= 64) {
-      sort_packed(v + b0, scratch, m, &key, pbits, lbits, ibits, pkey, pkey + maxb, cnt);
-    } else {
-      gboolean sorted = TRUE;
-      for (uint64_t i = b0 + 1; i < b0 + m && sorted; i++)
-        sorted = lkey_le(&v[i - 1], &v[i], &key);
-      RfTransfer *r = sorted ? v + b0 : sort_local(v + b0, scratch, m, &key, pbits, lbits, cnt);
-      if (r != v + b0) memcpy(v + b0, r, sizeof(RfTransfer) * m);
+    g_assert(w == m);
+    uint64_t nrun = 1;
+    if (hb > 0) {
+      nrun = (uint64_t)1 << hb;
+      memset(dcnt, 0, sizeof(uint64_t) * nrun);
+      for (uint64_t i = 0; i < m; i++)
+        dcnt[lkey(&in[i], &key) >> sh]++;
+      uint64_t at = 0;
+      for (uint64_t d = 0; d < nrun; d++) {
+        const uint64_t k = dcnt[d];
+        dcnt[d] = at;
+        at += k;
+      }
+      for (uint64_t i = 0; i < m; i++)
+        A[dcnt[lkey(&in[i], &key) >> sh]++] = in[i]; /* dcnt[d]: the end of run d */
+    }
+    for (uint64_t d = 0, r0 = 0; d < nrun; d++) { /* each run from A to its place */
+      const uint64_t r1 = hb > 0 ? dcnt[d] : m, len = r1 - r0;
+      if (len == 0) continue;
+      RfTransfer *to = v + b0 + r0;
+      const int ibits = bits_for(len);
+      if (sh + ibits <= 64) {
+        sort_packed(A + r0, to, len, &key, sh, ibits, pkey, pkey + maxc, cnt);
+      } else {
+        RfTransfer *r = sort_local(A + r0, to, len, &key, sh, cnt);
+        if (r != to) memcpy(to, r, sizeof(RfTransfer) * len);
+      }
+      r0 = r1;
     }
     group_run(g, b0, m);
+    b0 += m;
   }
+  g_assert(b0 == n);
+  g_free(dcnt);
   g_free(cnt);
-  g_free(pkey);
-  g_free(scratch);
-  g_free(bstart);
-  g_free(bcell);
+  g_free(arena);
+  g_free(cblk);
+  g_free(ccount);
 }
 
 /* A fresh mark for the arrays a and b of n entries (forgetting every old mark when it wraps). */

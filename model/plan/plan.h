@@ -40,7 +40,8 @@ enum {
 typedef struct {
   uint32_t part;
   uint32_t pad_;
-  RfBox box; /* global coordinates of the part (add seg_off along seg_dim for the tensor) */
+  RfBox box; /* global coordinates of the part (add seg_off along seg_dim for the tensor); the
+                bounds past the part's ndim are 0 */
   uint64_t bytes;
 } RfPiece;
 
