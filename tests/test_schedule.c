@@ -68,24 +68,33 @@ static void ref_first_fit(const RfMessage *msgs, uint64_t nmsgs, int nstages, in
   g_array_free(ops, TRUE);
 }
 
+/* nmsgs random messages among n ranks in stage order over up to nstages stages: whole segments of
+ * B bytes (min_whole to 11 of them, over 1 to 3), a tail, or a message smaller than one segment;
+ * self-sends; with net, half of them cross domains. Caller frees. */
+static RfMessage *random_msgs(GRand *r, int n, int nstages, uint64_t nmsgs, uint64_t B,
+                              gboolean net, int min_whole) {
+  RfMessage *msgs = g_new0(RfMessage, nmsgs);
+  int stage = 0;
+  for (uint64_t m = 0; m < nmsgs; m++) {
+    if (m && g_rand_int_range(r, 0, 8) == 0 && stage + 1 < nstages) stage++;
+    msgs[m].stage = (uint16_t)stage;
+    msgs[m].src = g_rand_int_range(r, 0, n);
+    msgs[m].dst = g_rand_int_range(r, 0, 4) == 0 ? msgs[m].src : g_rand_int_range(r, 0, n);
+    if (net) msgs[m].flags = g_rand_boolean(r) ? RF_XFER_NET : 0;
+    msgs[m].bytes =
+        (uint64_t)g_rand_int_range(r, min_whole, 12) * B / (uint64_t)g_rand_int_range(r, 1, 4) +
+        (uint64_t)g_rand_int_range(r, 0, 3) * 17;
+  }
+  return msgs;
+}
+
 static void test_schedule_first_fit(void) {
   GRand *r = g_rand_new_with_seed(20260611);
   for (int iter = 0; iter < 300; iter++) {
     const int n = g_rand_int_range(r, 1, 7), nstages = g_rand_int_range(r, 1, 4);
     const uint64_t B = RF_SCHEDULE_ALIGN * (uint64_t)g_rand_int_range(r, 1, 9);
     uint64_t nmsgs = (uint64_t)g_rand_int_range(r, 1, 40);
-    RfMessage *msgs = g_new0(RfMessage, nmsgs);
-    int stage = 0;
-    for (uint64_t m = 0; m < nmsgs; m++) {
-      if (m && g_rand_int_range(r, 0, 8) == 0 && stage + 1 < nstages) stage++;
-      msgs[m].stage = (uint16_t)stage;
-      msgs[m].src = g_rand_int_range(r, 0, n);
-      msgs[m].dst = g_rand_int_range(r, 0, 4) == 0 ? msgs[m].src : g_rand_int_range(r, 0, n);
-      /* whole segments, a tail, or a message smaller than one segment */
-      msgs[m].bytes =
-          (uint64_t)g_rand_int_range(r, 1, 12) * B / (uint64_t)g_rand_int_range(r, 1, 4) +
-          (uint64_t)g_rand_int_range(r, 0, 3) * 17;
-    }
+    RfMessage *msgs = random_msgs(r, n, nstages, nmsgs, B, FALSE, 1);
     RfPlan plan = {0};
     plan.msgs = msgs;
     plan.nmsgs = nmsgs;
@@ -463,18 +472,7 @@ static void test_schedule_lower_bound(void) {
     const int n = g_rand_int_range(r, 1, 7), nstages = g_rand_int_range(r, 1, 4);
     const uint64_t B = RF_SCHEDULE_ALIGN * (uint64_t)g_rand_int_range(r, 1, 33);
     const uint64_t nmsgs = (uint64_t)g_rand_int_range(r, 1, 60);
-    RfMessage *msgs = g_new0(RfMessage, nmsgs);
-    int stage = 0;
-    for (uint64_t m = 0; m < nmsgs; m++) {
-      if (m && g_rand_int_range(r, 0, 8) == 0 && stage + 1 < nstages) stage++;
-      msgs[m].stage = (uint16_t)stage;
-      msgs[m].src = g_rand_int_range(r, 0, n);
-      msgs[m].dst = g_rand_int_range(r, 0, 4) == 0 ? msgs[m].src : g_rand_int_range(r, 0, n);
-      msgs[m].flags = g_rand_boolean(r) ? RF_XFER_NET : 0;
-      msgs[m].bytes =
-          (uint64_t)g_rand_int_range(r, 0, 12) * B / (uint64_t)g_rand_int_range(r, 1, 4) +
-          (uint64_t)g_rand_int_range(r, 0, 3) * 17;
-    }
+    RfMessage *msgs = random_msgs(r, n, nstages, nmsgs, B, TRUE, 0);
     RfPlan plan = {0};
     plan.msgs = msgs;
     plan.nmsgs = nmsgs;
