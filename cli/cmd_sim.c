@@ -93,6 +93,9 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
   rf_args_print_node_map(f, a, pb);
   g_autofree char *quant = rf_quant_describe(pb);
   if (quant) fprintf(f, "# quant: %s\n", quant);
+  if (c->exec_lane_comms)
+    fprintf(f, "# executor: each lane's groups on a communicator and stream of its own "
+               "(--lane-comms): a rank's groups on different lanes run at once\n");
 }
 
 static void print_row(FILE *f, const Row *r) {
@@ -557,10 +560,10 @@ typedef struct {
   char *calib_path, *timeline, *software, *variant;
   int group, max_flows, exec_slots, exec_max_ops, jobs;
   double exec_staging_mib;
-  gboolean keep, overlap, sequential, exec_staged;
+  gboolean keep, overlap, sequential, exec_staged, exec_lane_comms;
 } SimOpts;
 
-#define SIM_NENTRIES 15 /* with the terminator */
+#define SIM_NENTRIES 16 /* with the terminator */
 
 /* The option entries of o's fields, with its defaults set. */
 static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
@@ -613,6 +616,11 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "N"},
       {"staged", 0, 0, G_OPTION_ARG_NONE, &o->exec_staged,
        "refit executor variant: refit run --staged (m2n's stages one after another)", NULL},
+      {"lane-comms", 0, 0, G_OPTION_ARG_NONE, &o->exec_lane_comms,
+       "refit executor variant: refit run --lane-comms (each staging lane's groups on a "
+       "communicator and stream of its own, so a rank's groups on different lanes run at once; "
+       "default: one communication stream, a rank's groups one after another)",
+       NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   memcpy(out, entries, sizeof entries);
 }
@@ -711,6 +719,7 @@ int rf_cmd_sim(int argc, char **argv) {
   cal.exec_max_ops = o->exec_max_ops;
   cal.exec_slots = o->exec_slots;
   cal.exec_staged = o->exec_staged;
+  cal.exec_lane_comms = o->exec_lane_comms;
   cal.exec_banks = pa.double_bank ? 2 : 1;
   if (o->overlap) cal.hybrid_overlap = TRUE;
   if (o->sequential) cal.hybrid_overlap = FALSE;

@@ -282,16 +282,18 @@ static void rank_actor(int argc, char **argv) {
     case RF_SOP_POST: {
       const SimExecRound *r = &R[cur[lane]];
       /* the host enqueues the group (while the groups before it still move); on the one
-       * communication stream it starts when the rank's groups before it are done */
+       * communication stream it starts when the rank's groups before it are done; with a
+       * communicator and stream per lane (lane_comms) at once (its own lane's group before it
+       * was waited before the lane was packed again) */
       if (e->launch_s > 0) owed += e->launch_s;
       pay(&owed);
-      for (uint64_t m = moving; m; m &= m - 1) {
+      for (uint64_t m = e->lane_comms ? 0 : moving; m; m &= m - 1) {
         const int l = __builtin_ctzll(m);
         sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
         g_array_set_size(comms[l], 0);
         done_at[l] = simgrid_get_clock();
       }
-      moving = 0;
+      if (!e->lane_comms) moving = 0;
       double now = simgrid_get_clock();
       posted[lane] = now;
       if (!S.out.step_start_s[r->step] || now < S.out.step_start_s[r->step])

@@ -72,6 +72,9 @@ typedef struct {
   RfSchedOp *prog;      /* every rank's program */
   double launch_s;      /* host time to post one group */
   double setup_s;       /* per refit, before the first operation (calibration fixed_s) */
+  gboolean lane_comms;  /* refit run --lane-comms: each lane's groups on a communicator and
+                         * stream of its own (a rank's groups on different lanes at once); FALSE:
+                         * one communication stream, a rank's groups one after another */
 } SimExec;
 
 typedef struct {

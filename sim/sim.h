@@ -78,8 +78,9 @@ typedef struct {
   /* refit's executor (the executor variant): refit run's --staging-mib, --max-ops, --slots */
   double exec_staging_bytes;
   int exec_max_ops, exec_slots;
-  gboolean exec_staged; /* refit run --staged: no pipelining across plan stages */
-  int exec_banks;       /* weight banks the staging choice counts (refit run --double-bank: 2) */
+  gboolean exec_staged;     /* refit run --staged: no pipelining across plan stages */
+  gboolean exec_lane_comms; /* refit run --lane-comms: lanes on communicators of their own */
+  int exec_banks; /* weight banks the staging choice counts (refit run --double-bank: 2) */
   /* refit's executor, per operation of real/'s CUDA backend (file keys [executor]) */
   double exec_kernel_launch_s; /* host launch of one copy kernel (pack, unpack) */
   double exec_event_record_s;  /* one cudaEventRecord */

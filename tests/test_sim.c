@@ -350,7 +350,9 @@ static void test_sw_pack_put_unpack(void) {
  * the one communication stream), the NIC never idles: the first pack and post, 10 ms of transfers,
  * the last unpack, within a few latencies. The pipelined schedule cuts each group into four 6.25 MB
  * segments, four messages sharing the NIC at once: the same time within 1.5% (SimGrid's sharing of
- * concurrent flows). */
+ * concurrent flows). Two lanes on communicators of their own (--lane-comms): a group starts when
+ * posted, beside the other lane's group in flight, whose bytes keep the NIC busy through its
+ * latency: the NIC idles for two latencies (the first group's and one hand-over), not four. */
 static void test_exec_lanes(void) {
   RfCalibration cal;
   golden_calib(&cal);
@@ -378,6 +380,13 @@ static void test_exec_lanes(void) {
   g_assert_cmpfloat(t2, >=, p + L + 1e-2 + p);
   g_assert_cmpfloat(t2, <=, p + L + 1e-2 + p + 4 * 6e-6 + 1e-6);
   rf_result_clear(&r);
+  cal.exec_lane_comms = TRUE;
+  double tc = simulate(plan, &cal, 0, &r);
+  g_assert_cmpfloat(tc, >=, p + L + 1e-2 + p);
+  g_assert_cmpfloat(tc, <=, p + L + 1e-2 + p + 2 * 6e-6 + 1e-7);
+  g_assert_cmpfloat(tc, <, t2 - 6e-6);
+  rf_result_clear(&r);
+  cal.exec_lane_comms = FALSE;
   cal.exec_staged = FALSE;
   for (int slots = 1; slots <= 2; slots++) {
     cal.exec_slots = slots;

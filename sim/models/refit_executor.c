@@ -12,7 +12,11 @@
  *   the receives of the round (a mailbox per rank and round, so a round matches only its own
  *   messages). The groups of a rank run one after another, as
  *   NCCL groups on real/'s one communication stream do: round r's transfers start when the
- *   rank's rounds before it are done; the copies of other lanes overlap them;
+ *   rank's rounds before it are done; the copies of other lanes overlap them. With a
+ *   communicator and stream per lane (refit run --lane-comms, cal->exec_lane_comms) the groups of
+ *   different lanes run at once: round r's transfers start when it is posted (its lane's group
+ *   before it was waited before the lane was packed again), sharing the links with the groups of
+ *   the other lanes still in flight;
  * - WAIT r: until the round's sends and receives are done;
  * - UNPACK r: a stream wait on the group (`executor.stream_wait_s`), a kernel launch and the copy
  *   of the bytes it received, at the device copy rate.
@@ -404,6 +408,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
     sim_group_scales(p, ngpus, exec_load, load);
   }
   p->exec->setup_s = cal->fixed_s;
+  p->exec->lane_comms = cal->exec_lane_comms;
   rf_memory_of_schedule(plan, s, &p->exec_mem);
   return TRUE;
 }
