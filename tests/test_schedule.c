@@ -407,7 +407,7 @@ static void test_staging_choose(void) {
   GError *e = NULL;
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
   g_assert_no_error(e);
-  RfStagingCosts c = {22.1e-6, 0.94, 1};
+  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE};
   RfStaging st;
   /* 16 x 22.1 us x 47 GB/s = 16.6 MB: 16 MiB */
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
@@ -416,6 +416,13 @@ static void test_staging_choose(void) {
   g_assert_cmpint(st.max_ops, ==, rf_schedule_max_ops(plan, TRUE));
   g_assert_true(st.chose_staging && st.chose_slots && st.chose_ops);
   g_assert_cmpuint(st.budget_bytes, >, 0);
+  c.lane_comms = TRUE; /* lanes on communicators of their own: more of them in flight */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpint(st.slots, ==, RF_STAGING_LANES_CONCURRENT);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  rf_staging_choose(plan, &c, TRUE, 0, 3, RF_SCHEDULE_AUTO_OPS, &st); /* given: kept */
+  g_assert_cmpint(st.slots, ==, 3);
+  c.lane_comms = FALSE;
   rf_staging_choose(plan, &c, TRUE, UINT64_C(5) << 20, 3, 7, &st);
   g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(5) << 20);
   g_assert_cmpint(st.slots, ==, 3);
@@ -440,6 +447,18 @@ static void test_staging_choose(void) {
   char *line = rf_staging_describe(&st);
   g_assert_nonnull(strstr(line, "staging 4 MiB"));
   g_free(line);
+  c.lane_comms = TRUE; /* concurrent lanes come down first, then the same cuts */
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MIN_BYTES);
+  g_assert_cmpint(st.slots, ==, 1);
+  /* room for two lanes of 16 MiB (both directions, the network bound and the NVLink share),
+   * not four: two lanes at the full bound */
+  const double two = 2.0 * 2 * (16 << 20) * (1 + (double)rf_schedule_nvlink_share(plan));
+  t->memory_GB = ((double)(w.peak_bytes - w.staging_bytes) + 2 * two + 1e6) / 1e9;
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpint(st.slots, ==, RF_STAGING_LANES);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  c.lane_comms = FALSE;
   t->memory_GB = (double)w.weights_bytes / 2e9; /* not even the weights: no cut, it cannot help */
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);

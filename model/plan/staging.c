@@ -59,7 +59,9 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   out->chose_slots = slots == 0;
   out->chose_ops = max_ops == RF_SCHEDULE_AUTO_OPS;
   out->max_ops = out->chose_ops ? rf_schedule_max_ops(plan, pipelined) : max_ops;
-  out->slots = out->chose_slots ? RF_STAGING_LANES : slots;
+  out->slots = !out->chose_slots ? slots
+               : c->lane_comms   ? RF_STAGING_LANES_CONCURRENT
+                                 : RF_STAGING_LANES;
   out->staging_bytes = out->chose_staging ? bdp_bytes(plan, c) : staging_bytes;
   const uint64_t share = pipelined ? rf_schedule_nvlink_share(plan) : 0;
   const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
@@ -79,6 +81,11 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
     return;
   }
   gboolean cut = FALSE;
+  while (out->chose_slots && out->slots > RF_STAGING_LANES &&
+         footprint(out->staging_bytes, out->slots, share) > out->budget_bytes) {
+    out->slots = MAX(out->slots / 2, RF_STAGING_LANES);
+    cut = TRUE;
+  }
   while (out->chose_staging && out->staging_bytes > RF_STAGING_MIN_BYTES &&
          footprint(out->staging_bytes, out->slots, share) > out->budget_bytes) {
     out->staging_bytes /= 2;

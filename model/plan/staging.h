@@ -10,7 +10,12 @@
  *            groups pay their size in fill, drain and imbalance, smaller ones their fixed cost
  *            (experiments/results/executor_parts.txt: the sweep on qwen3-235b / DGX H100);
  *   lanes    RF_STAGING_LANES groups in flight (1 lane leaves the pack and unpack in series with
- *            the transfers, 4 hold more staging and fill worse: the same results);
+ *            the transfers, 4 hold more staging and fill worse: the same results); with lanes on
+ *            communicators of their own (refit run --lane-comms: a rank's groups on different
+ *            lanes run at once) RF_STAGING_LANES_CONCURRENT, so that a group's latency hides
+ *            behind the bytes of the others in flight (simulated m2n on the four reported
+ *            configurations, docs/real.md: 2 lanes 1.11-1.17x the network bound, 4 lanes
+ *            1.09-1.14x, 6 lanes within 0.3% of 4);
  *   memory   the staging a rank can hold, lanes x both directions x (one bound over the network
  *            + the NVLink share of a pipelined round), within RF_STAGING_BUDGET_FRACTION of the
  *            memory left on the fullest inference GPU after its weights (x banks) and its
@@ -18,6 +23,7 @@
  *            refit run's schedule at the default bound, rf_memory_of_run): else the bound halves
  *            down to the minimum, then one lane (not where the weights and holding alone
  *            exceed the GPU: smaller groups would only be slower, and the memory check reports);
+ *            concurrent lanes first come down to RF_STAGING_LANES;
  *   ops      rf_schedule_max_ops() of the plan.
  * A value given on the command line is kept as given. */
 #ifndef RF_STAGING_H
@@ -32,6 +38,7 @@
 #define RF_STAGING_MIN_BYTES (UINT64_C(4) << 20)
 #define RF_STAGING_MAX_BYTES (UINT64_C(256) << 20)
 #define RF_STAGING_LANES 2
+#define RF_STAGING_LANES_CONCURRENT 4
 #define RF_STAGING_BUDGET_FRACTION 0.5 /* the rest: NCCL's buffers, the CUDA context, lists */
 
 /* What the choice depends on besides the plan (the calibration of the topology). */
@@ -39,6 +46,7 @@ typedef struct {
   double group_s;        /* fixed cost of one group: host post + NCCL latency + copy launches */
   double nic_efficiency; /* the calibrated share of the NICs' line rate */
   int banks;             /* weight banks of the inference GPU: 1 in place, 2 --double-bank */
+  gboolean lane_comms;   /* lanes on communicators of their own (refit run --lane-comms) */
 } RfStagingCosts;
 
 typedef struct {

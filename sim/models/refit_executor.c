@@ -277,6 +277,7 @@ void rf_calibration_staging_costs(const RfCalibration *cal, RfStagingCosts *out)
   out->group_s = exec_post_s(cal) + 2 * cal->exec_kernel_launch_s; /* post, pack, unpack */
   out->nic_efficiency = cal->nic_efficiency;
   out->banks = MAX(cal->exec_banks, 1);
+  out->lane_comms = cal->exec_lane_comms;
 }
 
 void rf_calibration_staging(const RfCalibration *cal, const RfPlan *plan, RfStaging *out) {
