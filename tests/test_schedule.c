@@ -416,12 +416,16 @@ static void test_staging_choose(void) {
   g_assert_cmpint(st.max_ops, ==, rf_schedule_max_ops(plan, TRUE));
   g_assert_true(st.chose_staging && st.chose_slots && st.chose_ops);
   g_assert_cmpuint(st.budget_bytes, >, 0);
-  c.lane_comms = TRUE; /* lanes on communicators of their own: more of them in flight */
+  /* lanes on communicators of their own: more of them in flight, each group sharing the NICs with
+   * the others: 16.6 MB / 4 = 4.2 MB: 4 MiB; 3 lanes given: 5.5 MB, 4 MiB */
+  c.lane_comms = TRUE;
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpint(st.slots, ==, RF_STAGING_LANES_CONCURRENT);
-  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(4) << 20);
+  g_assert_nonnull(strstr(st.why, "other lanes"));
   rf_staging_choose(plan, &c, TRUE, 0, 3, RF_SCHEDULE_AUTO_OPS, &st); /* given: kept */
   g_assert_cmpint(st.slots, ==, 3);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(4) << 20);
   c.lane_comms = FALSE;
   rf_staging_choose(plan, &c, TRUE, UINT64_C(5) << 20, 3, 7, &st);
   g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(5) << 20);
@@ -451,13 +455,13 @@ static void test_staging_choose(void) {
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MIN_BYTES);
   g_assert_cmpint(st.slots, ==, 1);
-  /* room for two lanes of 16 MiB (both directions, the network bound and the NVLink share),
-   * not four: two lanes at the full bound */
-  const double two = 2.0 * 2 * (16 << 20) * (1 + (double)rf_schedule_nvlink_share(plan));
+  /* room for two lanes of 4 MiB (both directions, the network bound and the NVLink share),
+   * not four: two lanes at the bound */
+  const double two = 2.0 * 2 * (4 << 20) * (1 + (double)rf_schedule_nvlink_share(plan));
   t->memory_GB = ((double)(w.peak_bytes - w.staging_bytes) + 2 * two + 1e6) / 1e9;
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpint(st.slots, ==, RF_STAGING_LANES);
-  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(16) << 20);
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(4) << 20);
   c.lane_comms = FALSE;
   t->memory_GB = (double)w.weights_bytes / 2e9; /* not even the weights: no cut, it cannot help */
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);

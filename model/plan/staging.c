@@ -13,13 +13,15 @@ static uint64_t footprint(uint64_t b, int slots, uint64_t share) {
   return (uint64_t)slots * 2 * b * (1 + share);
 }
 
-/* The bandwidth-delay rule: group_s x the NIC rate x the ratio, to a power of two MiB. */
-static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c) {
+/* The bandwidth-delay rule: group_s x the NIC rate x the ratio / the lanes that move at once (a
+ * group sharing the NICs with lanes - 1 others takes lanes times as long on them), to a power of
+ * two MiB. */
+static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c, int lanes) {
   const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
   if (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)) return RF_SCHEDULE_DEFAULT_STAGING_BYTES;
   const double rate = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
                       (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
-  const double want = RF_STAGING_COST_RATIO * c->group_s * rate;
+  const double want = RF_STAGING_COST_RATIO * c->group_s * rate / MAX(lanes, 1);
   const double mib = exp2(round(log2(MAX(want, 1.0) / 1048576.0)));
   const uint64_t b = (uint64_t)mib << 20;
   return CLAMP(b, RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES);
@@ -62,15 +64,17 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   out->slots = !out->chose_slots ? slots
                : c->lane_comms   ? RF_STAGING_LANES_CONCURRENT
                                  : RF_STAGING_LANES;
-  out->staging_bytes = out->chose_staging ? bdp_bytes(plan, c) : staging_bytes;
+  const int moving = c->lane_comms ? out->slots : 1; /* groups of a rank moving at once */
+  out->staging_bytes = out->chose_staging ? bdp_bytes(plan, c, moving) : staging_bytes;
   const uint64_t share = pipelined ? rf_schedule_nvlink_share(plan) : 0;
   const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
   if (out->chose_staging && (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)))
     g_strlcpy(out->why, "the default: no NIC rate or per-group cost to weigh", sizeof out->why);
   else if (out->chose_staging)
     g_snprintf(out->why, sizeof out->why,
-               "a group's fixed cost %.3g us = 1/%.0f of its time on the NICs", c->group_s * 1e6,
-               RF_STAGING_COST_RATIO);
+               "a group's fixed cost %.3g us = 1/%.0f of its time on the NICs%s", c->group_s * 1e6,
+               RF_STAGING_COST_RATIO,
+               moving > 1 ? ", beside the other lanes' groups moving at once" : "");
   else
     g_strlcpy(out->why, "given", sizeof out->why);
   if (!out->chose_staging && !out->chose_slots) return;
