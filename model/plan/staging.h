@@ -16,8 +16,8 @@
  *            communicators of their own (refit run --lane-comms: a rank's groups on different
  *            lanes run at once) RF_STAGING_LANES_CONCURRENT, so that a group's latency hides
  *            behind the bytes of the others in flight (simulated m2n on the four reported
- *            configurations, docs/real.md: 2 lanes 1.11-1.17x the network bound, 4 lanes
- *            1.09-1.14x, 6 lanes within 0.3% of 4);
+ *            configurations, docs/sim.md: 4 lanes of 4 MiB 1.08-1.11x the network bound, one
+ *            stream 1.13-1.16x; 2 lanes at once 1.11-1.17x);
  *   memory   the staging a rank can hold, lanes x both directions x (one bound over the network
  *            + the NVLink share of a pipelined round), within RF_STAGING_BUDGET_FRACTION of the
  *            memory left on the fullest inference GPU after its weights (x banks) and its
