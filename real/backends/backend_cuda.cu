@@ -24,8 +24,8 @@
  *   once fit on the GPU: p2p groups use a few blocks each (one or two per channel), a few lanes
  *   of them beside the copy kernels fit. The copy kernels run at a lower priority than every
  *   communication stream, so they never hold the SMs an NCCL kernel waits for.
- * Nothing here depends on NCCL_LAUNCH_ORDER_IMPLICIT (an environment variable of NCCL >= 2.26
- * that orders launches across communicators by host order; not in nccl.h here, 2.28.9).
+ * Nothing here depends on NCCL_LAUNCH_ORDER_IMPLICIT (an NCCL environment variable of NCCL >= 2.26,
+ * not a symbol of nccl.h: 2.28.9 here has none by that name).
  *
  * Compiled only when CUDA and NCCL are found (real/CMakeLists.txt). */
 #include <cuda_runtime.h>
