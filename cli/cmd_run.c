@@ -23,6 +23,7 @@ typedef struct {
   uint64_t nxfers;
   RfResult res;
   RfRealSpread spread; /* copied: min_s / max_s owned here */
+  gboolean lane_comms; /* --lane-comms */
 } Row;
 
 static void row_clear(Row *r) {
@@ -57,6 +58,7 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   /* the first strategy's (model/plan/staging.h); a row whose choice differs prints its own */
   g_autofree char *st = staging ? rf_staging_describe(staging) : NULL;
   printf("# %s", st ? st : "staging, lanes and operation bound: no strategy planned");
+  if (o->lane_comms) printf(", each lane's groups on a communicator and stream of its own");
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; not counted: NCCL's own "
            "buffers (communicator, channels, proxy), the CUDA context, the copy lists\n");
@@ -184,6 +186,7 @@ static void json_row(JsonBuilder *b, int idx, const void *rows) {
   rf_json_int(b, "staging_bytes", (gint64)r->spread.staging_bytes);
   rf_json_int(b, "staging_bound_bytes", (gint64)r->spread.staging.staging_bytes);
   rf_json_int(b, "lanes", r->spread.staging.slots);
+  rf_json_bool(b, "lane_comms", r->lane_comms);
   rf_json_int(b, "max_ops", r->spread.staging.max_ops);
   rf_json_int(b, "source_bytes", (gint64)r->spread.src_bytes);
   rf_json_int(b, "destination_bytes", (gint64)r->spread.dst_bytes);
@@ -306,6 +309,14 @@ static gboolean check_options(RunCmd *c, GError **error) {
   }
   o->staging_bytes = (uint64_t)(c->staging_mib * 1048576.0);
   if (o->plan_only) o->local = TRUE;
+  /* --local moves a round by device copies once every rank posted it: no communicator, no group
+   * in flight; --memory moves nothing */
+  if (o->lane_comms && o->local) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--lane-comms gives each staging lane a communicator of its own: it needs MPI "
+                "(one process per rank), not --local or --memory");
+    return FALSE;
+  }
   return TRUE;
 }
 
@@ -395,6 +406,7 @@ static int run_rows(RunCmd *c, RfExecutor *ex, Row *rows) {
   for (int i = 0; i < c->ns; i++) {
     Row *r = &rows[i];
     r->strategy = c->strategies[i];
+    r->lane_comms = c->o.lane_comms;
     GError *pe = NULL;
     RfPlan *plan = rf_plan_build(c->pb, c->strategies[i], NULL, &r->error);
     if (!plan) continue;
@@ -492,6 +504,12 @@ int rf_cmd_run(int argc, char **argv) {
        "unpacking overlap the transfers (default 0: chosen, 2 where the memory allows; 1: one "
        "group at a time)",
        "N"},
+      {"lane-comms", 0, 0, G_OPTION_ARG_NONE, &o->lane_comms,
+       "Each staging lane's groups on a communicator and stream of its own (cuda: a communicator "
+       "split from the world's per lane; host --emulate-network: a group waits only for its own "
+       "lane), so that a rank's groups on different lanes run at the same time. Default off: one "
+       "communicator, groups one after another. Needs MPI (not --local or --memory)",
+       NULL},
       {"double-bank", 0, 0, G_OPTION_ARG_NONE, &o->double_bank,
        "Destinations twice: the refit writes a second weight bank, swapped in once every rank "
        "verified it (generation may go on meanwhile). Default: in place, one bank written while "

@@ -111,7 +111,8 @@ static gboolean open_device(RealState *st, GError *precheck, GError **error) {
                      .device = b->local_rank,
                      .timeout_s = st->opt.timeout_s,
                      .init_timeout_s = MAX(st->opt.timeout_s, RF_REAL_INIT_TIMEOUT_S),
-                     .op_delay_s = st->opt.op_delay_s};
+                     .op_delay_s = st->opt.op_delay_s,
+                     .lane_comms = st->opt.lane_comms && !st->opt.local};
   /* Elastic recovery: the lost ranks stay in the MPI world (idle, they take part in the engine's
    * bookkeeping collectives) but not in the data communicator. */
   if (!st->opt.local && st->pb->nlost) {
@@ -909,6 +910,16 @@ static gboolean real_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErr
   if (st->opt.plan_only) {
     ok = TRUE;
     goto out;
+  }
+  /* --lane-comms: a communicator per lane, made by every rank here (the lane count is the
+   * schedule's, the same on every rank, and every rank passed world_sizes' collective above) */
+  if (st->opt.lane_comms && !st->opt.local && st->ops->lanes) {
+    RfRealStatus s = st->ops->lanes(st->dev, st->sched->slots);
+    if (s != RF_REAL_OK) {
+      rf_real_set_err(error, rf_real_status_code(s), "rank %d: lane communicators (%d lanes): %s",
+                      st->me, st->sched->slots, rf_real_status_string(s));
+      goto abort;
+    }
   }
   /* stage ends of every timed refit (iters <= RF_REAL_MAX_ITERS) */
   ends = g_new0(double, (size_t)MAX(1, st->opt.iters) * MAX(1, nst));

@@ -25,6 +25,10 @@ typedef struct {
                            * default): rf_schedule_max_ops of the plan */
   int slots;              /* staging lanes: groups a rank keeps in flight (1: one at a time);
                            * 0: chosen */
+  gboolean lane_comms;    /* each lane's groups on a communicator and stream of its own (cuda;
+                           * host: the emulated network starts a group after its own lane's
+                           * previous group only); FALSE: one communicator, groups in post order.
+                           * Ignored with local (no communicator) */
   RfStagingCosts costs;   /* what the choice weighs (refit run: the topology's calibration) */
   gboolean staged;        /* m2n / p2p too: one plan stage after another (no pipelining) */
   gboolean double_bank;   /* destinations twice: the refit writes a second bank, swapped in after

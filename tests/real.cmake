@@ -6,7 +6,8 @@ if(TARGET refit_real)
 
   # MPI runs of `refit run`: one process per rank, host backend, every strategy.
   set(_real_sh ${CMAKE_CURRENT_SOURCE_DIR}/test_real.sh)
-  foreach(mode mpi-spec mpi-model mpi-layouts mpi-lanes errors advise)
+  foreach(mode mpi-spec mpi-model mpi-layouts mpi-lanes mpi-lane-comms emulated-lane-comms errors
+               advise)
     add_test(NAME real_${mode}
              COMMAND ${_real_sh} ${mode} $<TARGET_FILE:refit> $<TARGET_FILE:test_real> ${MPIEXEC_EXECUTABLE})
   endforeach()
@@ -15,10 +16,10 @@ if(TARGET refit_real)
            COMMAND ${_real_sh} cuda $<TARGET_FILE:refit> $<TARGET_FILE:test_real> ${MPIEXEC_EXECUTABLE})
   set_tests_properties(real_cuda PROPERTIES SKIP_RETURN_CODE 77)
 
-  set(_real_tests real real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes real_errors
-                  real_advise real_cuda)
-  set(_real_mpi_tests real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes real_errors
-                      real_advise real_cuda)
+  set(_real_tests real real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes
+                  real_mpi-lane-comms real_emulated-lane-comms real_errors real_advise real_cuda)
+  set(_real_mpi_tests real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes
+                      real_mpi-lane-comms real_emulated-lane-comms real_errors real_advise real_cuda)
 
   # experiments/validate end to end with the host backend (the measured side of a smoke test only).
   find_program(REFIT_PYTHON3 python3)

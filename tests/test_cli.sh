@@ -88,6 +88,7 @@ json_shape "sim lost recovery json" recovery_shrink_total_s 1
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["recovery_communicators"] == 3 and d["recovery_recreate_total_s"] > d["recovery_shrink_total_s"] > d["predicted_s"], d' "$TMP/out" || bad "sim --lost json: recovery fields"
 expect_ok "run json one" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n --iters 1 --json -q
 json_shape "run json one" measured_s 1
+grep -q '"lane_comms" : false' "$TMP/out" || bad "run json: no lane_comms beside lanes"
 expect_ok "run json two" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2n,p2p --iters 1 --json -q
 json_shape "run json two" measured_s 2
 

@@ -59,6 +59,11 @@ sed 's/^oversubscription=1/oversubscription=2/' "$(dirname "$0")/../topologies/e
   >"$TMP/os.topo"
 expect_rc "run emulate oversubscribed (MPI not started)" 2 "oversubscribed fabric" \
   "$REFIT" run --emulate-network $P -T "$TMP/os.topo"
+# --lane-comms: a communicator per staging lane needs MPI (one process per rank)
+expect_rc "run lane-comms local" 2 "lane-comms gives each staging lane a communicator of its own: it needs MPI" \
+  "$REFIT" run --local --lane-comms $P
+expect_rc "run lane-comms memory" 2 "lane-comms gives each staging lane a communicator of its own: it needs MPI" \
+  "$REFIT" run --memory --lane-comms $P
 expect_rc "run bad model (MPI not started)" 2 "unknown model" "$REFIT" run -m nope -t TP2 -i TP2
 
 # Quantized inference targets: unknown names, a shard boundary inside a block, no executor.

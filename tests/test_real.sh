@@ -5,6 +5,9 @@
 #   mpi-model  tiny models (TP2xPP2 -> TP4 and others), every strategy; quantized targets
 #   mpi-layouts  tiny-next, a shrink (--lost) run, SGLang and Megatron-generation layouts
 #   mpi-lanes  1, 2 and 4 staging lanes: overlap against the serial time
+#   mpi-lane-comms  --lane-comms (a communicator per lane): every element arrives
+#   emulated-lane-comms  the emulated network with and without lane communicators: the same
+#              schedule ops, a shorter refit with them (test_real --mpi-lane-comms)
 #   errors     bad world size, a rank that stops responding, a lost chunk, a rank SIGKILLed in
 #              each stage kind: clear errors, non-zero
 #   advise     refit advise spread over 2 and 3 ranks: one answer, the single-process winner
@@ -121,6 +124,21 @@ mpi-lanes)
   done
   run_ok "4 lanes: tiny-mla m2n, small staging" 8 --model tiny-mla --train TP2xPP2xEP2 \
     --infer TP2xDP2xEP4 --domain-size 4 --staging-mib 0.01 --max-ops 3 --slots 4
+  ;;
+mpi-lane-comms)
+  # Each lane's groups on a communicator of their own (--lane-comms): MPI keeps the lanes apart
+  # by tag, every element still arrives (3 lanes, many groups, a forwarding plan and a direct
+  # one), and the header says it.
+  run_ok "lane communicators: tiny-moe m2n + p2p, 3 lanes" 8 --model tiny-moe --train TP2xPP2 \
+    --infer TP4 --domain-size 2 --strategy m2n,p2p --staging-mib 0.01 --slots 3 --lane-comms -n 2
+  grep -q "^# staging .*, each lane's groups on a communicator and stream of its own" "$tmp/out" ||
+    fail "lane communicators: header line"
+  ;;
+emulated-lane-comms)
+  # On an emulated network whose latency outweighs a group's bytes: the same schedule ops with
+  # and without lane communicators, every element, and a shorter refit with them.
+  $mpi -np 8 "$gen" --mpi-lane-comms >"$tmp/out" 2>"$tmp/err" && grep -q '^ok: lane communicators' "$tmp/out" &&
+    cat "$tmp/out" || { cat "$tmp/out" "$tmp/err"; fail "emulated lane communicators"; }
   ;;
 errors)
   # A world that does not match the plan: one line from rank 0, non-zero.
@@ -277,6 +295,9 @@ cuda)
   # 104 B of staging: up to 5 groups, two lanes in flight (the NCCL two-lane path)
   run_ok "cuda NCCL multi-group, 2 lanes (1 rank)" 1 --backend cuda --spec "$tmp/self.json" \
     --staging-mib 0.0001 --slots 2
+  # the same with a communicator and stream per lane (ncclCommSplit of a 1-rank communicator)
+  run_ok "cuda NCCL multi-group, 2 lane communicators (1 rank)" 1 --backend cuda \
+    --spec "$tmp/self.json" --staging-mib 0.0001 --slots 2 --lane-comms
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   if [ "${ngpu:-0}" -ge 8 ]; then
     run_ok "cuda NCCL tiny-moe TP2xPP2 -> TP4" 8 --backend cuda --model tiny-moe --train TP2xPP2 --infer TP4

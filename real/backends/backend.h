@@ -85,6 +85,9 @@ typedef struct {
   /* Test hook (host): every copy list lasts at least this long, and a group completes no earlier
    * than this long after it was posted, as on a device whose copies and transfers take time. */
   double op_delay_s;
+  /* Each staging lane's groups on a communicator and stream of their own (lanes()); 0: every group
+   * on the data communicator, one after another. */
+  int lane_comms;
 } RfDevConfig;
 
 typedef struct {
@@ -102,6 +105,12 @@ typedef struct {
    * ncclUniqueIds when needs_nccl_id (the second one only with lost ranks), else NULL. */
   RfRealStatus (*connect)(RfDev *dev, const void *nccl_id, const void *nccl_id2);
   int needs_nccl_id;
+  /* With cfg.lane_comms: make lanes 1 .. nlanes - 1 a communicator each (lane 0 is the data
+   * communicator), those not made yet. Collective over the data communicator: every rank calls it
+   * at the same point (after the schedule is built, before the first refit), with the same nlanes.
+   * A no-op without lane_comms, for an excluded rank, and where nothing else is needed (host: MPI
+   * keeps lanes apart by tag). NULL: no-op. */
+  RfRealStatus (*lanes)(RfDev *dev, int nlanes);
   /* abort: tear the communicator down without waiting for peers. A failed normal close
    * (ncclCommFinalize) is reported on stderr. */
   void (*close)(RfDev *dev, int abort);

@@ -5,6 +5,28 @@
  * copies overlap the groups in flight. The host only waits in finish() and verify(), and never
  * without a timeout while peers are involved.
  *
+ * Lane communicators (cfg.lane_comms, refit run --lane-comms): lane 0 keeps the data communicator
+ * and the communication stream; lanes 1 .. slots - 1 each get a communicator split from it
+ * (ncclCommSplit, one color, keys in rank order) and a stream of their own, so that the groups of
+ * different lanes run at the same time and one lane's first-byte latency hides behind another
+ * lane's bytes. Why this cannot deadlock:
+ * - each communicator sees its groups in one order on every rank: every rank issues its rounds in
+ *   ascending order (the schedule's program), a lane's rounds are a subsequence of them, and a
+ *   round is posted on the same lane by every rank taking part (its lane is a function of the
+ *   round alone: rf_schedule_lane);
+ * - on one communicator the groups stay in order on the lane's stream, as they did on the one
+ *   stream before; across communicators nothing waits on another lane's group except through the
+ *   copy stream (a pack or unpack waits for the group whose data it needs), and that group was
+ *   posted earlier on every rank, in the same order;
+ * - the NCCL user guide ("Using multiple NCCL communicators concurrently") asks that operations
+ *   on several communicators be issued in a consistent order across ranks, which the program
+ *   does (one thread, the same program order on every rank), and that the kernels running at
+ *   once fit on the GPU: p2p groups use a few blocks each (one or two per channel), a few lanes
+ *   of them beside the copy kernels fit. The copy kernels run at a lower priority than every
+ *   communication stream, so they never hold the SMs an NCCL kernel waits for.
+ * Nothing here depends on NCCL_LAUNCH_ORDER_IMPLICIT (an NCCL environment variable of NCCL >= 2.26,
+ * not a symbol of nccl.h: 2.28.9 here has none by that name).
+ *
  * Compiled only when CUDA and NCCL are found (real/CMakeLists.txt). */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -29,6 +51,11 @@ struct RfDev {
   cudaEvent_t copied;   /* the copies queued before a group */
   cudaEvent_t lane_done[RF_REAL_MAX_LANES];
   ncclComm_t comm;
+  /* lane_comms: lanes 1 .. nlanes - 1 on lcomm[lane] and lstream[lane] ([0] unused: comm and
+   * cstream); nlanes 0 until lanes() made them */
+  ncclComm_t lcomm[RF_REAL_MAX_LANES];
+  cudaStream_t lstream[RF_REAL_MAX_LANES];
+  int nlanes;
   cudaEvent_t *ev;
   int nev;
   /* One event per group posted since mark 0 (a pool of ngcap): finish() counts each completed
@@ -93,8 +120,17 @@ static RfRealStatus nccl_wait_comm(RfDev *d, ncclComm_t comm, double timeout_s) 
 }
 
 /* A group's enqueue: the stage timeout. */
-static RfRealStatus nccl_wait(RfDev *d) {
-  return nccl_wait_comm(d, d->comm, d->cfg.timeout_s);
+static RfRealStatus nccl_wait(RfDev *d, ncclComm_t comm) {
+  return nccl_wait_comm(d, comm, d->cfg.timeout_s);
+}
+
+/* The communicator and stream of a lane's groups: its own with lane_comms, else the data
+ * communicator's; NULL comm: none made for it (an excluded rank, or lanes() not called). */
+static ncclComm_t lane_comm(const RfDev *d, int lane) {
+  return d->cfg.lane_comms && lane > 0 ? (lane < d->nlanes ? d->lcomm[lane] : NULL) : d->comm;
+}
+static cudaStream_t lane_stream(const RfDev *d, int lane) {
+  return d->cfg.lane_comms && lane > 0 && lane < d->nlanes ? d->lstream[lane] : d->cstream;
 }
 
 /* A failed cudaGetDeviceCount, in full: "no GPU" is also what a driver older than the toolkit
@@ -259,6 +295,15 @@ static RfRealStatus cuda_connect(RfDev *d, const void *id, const void *id2) {
 
 static void cuda_close(RfDev *d, int abort) {
   if (!d) return;
+  /* the lane communicators first: they were split from the data communicator */
+  for (int i = 1; i < d->nlanes; i++)
+    if (d->lcomm[i]) {
+      if (abort)
+        ncclCommAbort(d->lcomm[i]);
+      else
+        comm_release(d, d->lcomm[i]);
+      d->lcomm[i] = NULL;
+    }
   if (d->comm) {
     if (abort)
       ncclCommAbort(d->comm);
@@ -279,6 +324,8 @@ static void cuda_close(RfDev *d, int abort) {
   for (int i = 0; i < RF_REAL_MAX_LANES; i++)
     if (d->lane_done[i]) cudaEventDestroy(d->lane_done[i]);
   if (d->wrong_dev) cudaFree(d->wrong_dev);
+  for (int i = 1; i < d->nlanes; i++)
+    if (d->lstream[i]) cudaStreamDestroy(d->lstream[i]);
   if (d->cstream) cudaStreamDestroy(d->cstream);
   if (d->stream) cudaStreamDestroy(d->stream);
   cudaGetLastError(); /* whatever failed here is not the next run's error */
@@ -287,9 +334,45 @@ static void cuda_close(RfDev *d, int abort) {
 
 /* After a failure: NCCL's kernels stop, so the streams drain and a local verify can run. */
 static void cuda_cancel(RfDev *d) {
-  if (!d || !d->comm) return;
+  if (!d) return;
+  for (int i = 1; i < d->nlanes; i++)
+    if (d->lcomm[i]) {
+      ncclCommAbort(d->lcomm[i]);
+      d->lcomm[i] = NULL;
+    }
+  if (!d->comm) return;
   ncclCommAbort(d->comm);
   d->comm = NULL;
+}
+
+/* Lanes 1 .. nlanes - 1: a communicator split from the data communicator (non-blocking, waited
+ * with the set-up timeout, one after another: a non-blocking parent takes one call at a time)
+ * and a stream at the greatest priority, as the communication stream. */
+static RfRealStatus cuda_lanes(RfDev *d, int nlanes) {
+  if (!d->cfg.lane_comms || !d->comm) return RF_REAL_OK; /* excluded: no peers */
+  if (nlanes > RF_REAL_MAX_LANES) return RF_REAL_ERR_INTERNAL;
+  int least = 0, greatest = 0, me = 0;
+  CUDACHECK(d, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  NCCLCHECK(d, ncclCommUserRank(d->comm, &me));
+  for (int lane = d->nlanes ? d->nlanes : 1; lane < nlanes; lane++) {
+    CUDACHECK(d, cudaStreamCreateWithPriority(&d->lstream[lane], cudaStreamNonBlocking, greatest));
+    d->nlanes = lane + 1; /* close() releases what is made, also on failure */
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommSplit(d->comm, 0, me, &d->lcomm[lane], &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      fprintf(stderr, "%s %d %s:%d ncclCommSplit (lane %d): '%s'\n", d->host, d->cfg.rank, __FILE__,
+              __LINE__, lane, ncclGetErrorString(r));
+      d->lcomm[lane] = NULL;
+      return RF_REAL_ERR_NCCL;
+    }
+    RfRealStatus s = nccl_wait_comm(d, d->comm, d->cfg.init_timeout_s);
+    if (s == RF_REAL_OK && d->lcomm[lane])
+      s = nccl_wait_comm(d, d->lcomm[lane], d->cfg.init_timeout_s);
+    if (s != RF_REAL_OK) return s;
+  }
+  if (d->nlanes < 1) d->nlanes = 1;
+  return RF_REAL_OK;
 }
 
 static RfRealStatus cuda_mem_free(RfDev *d, uint64_t *free_bytes) {
@@ -483,29 +566,33 @@ static int peer_of(const RfDev *d, int world_rank) {
 static RfRealStatus cuda_post(RfDev *d, int lane, const RfOp *sends, int nsends, const RfOp *recvs,
                               int nrecvs, void *sstage, void *rstage) {
   if (lane < 0 || lane >= RF_REAL_MAX_LANES) return RF_REAL_ERR_INTERNAL;
+  /* the lane's communicator and stream (lane_comms), else the data communicator's */
+  ncclComm_t comm = lane_comm(d, lane);
+  cudaStream_t cs = lane_stream(d, lane);
   /* after the copies queued so far (this round's pack, the unpack that freed the lane) */
   CUDACHECK(d, cudaEventRecord(d->copied, d->stream));
-  CUDACHECK(d, cudaStreamWaitEvent(d->cstream, d->copied, 0));
+  CUDACHECK(d, cudaStreamWaitEvent(cs, d->copied, 0));
   if (nsends || nrecvs) {
-    if (!d->comm) return RF_REAL_ERR_INTERNAL; /* an excluded (lost) rank has no peers */
+    /* an excluded (lost) rank has no peers; a lane without its communicator: lanes() not run */
+    if (!comm) return RF_REAL_ERR_INTERNAL;
     NCCLCHECK(d, ncclGroupStart());
     ncclResult_t r = ncclSuccess;
     for (int i = 0; i < nrecvs && (r == ncclSuccess || r == ncclInProgress); i++)
       r = ncclRecv((char *)rstage + recvs[i].off, recvs[i].bytes, ncclUint8,
-                   peer_of(d, recvs[i].peer), d->comm, d->cstream);
+                   peer_of(d, recvs[i].peer), comm, cs);
     for (int i = 0; i < nsends && (r == ncclSuccess || r == ncclInProgress); i++)
       r = ncclSend((const char *)sstage + sends[i].off, sends[i].bytes, ncclUint8,
-                   peer_of(d, sends[i].peer), d->comm, d->cstream);
+                   peer_of(d, sends[i].peer), comm, cs);
     if (r != ncclSuccess && r != ncclInProgress) {
       /* Close the group, so that the ncclCommAbort that follows can clean up. */
       ncclGroupEnd();
       NCCLCHECK(d, r);
     }
     NCCLCHECK(d, ncclGroupEnd());
-    RfRealStatus s = nccl_wait(d);
+    RfRealStatus s = nccl_wait(d, comm);
     if (s != RF_REAL_OK) return s;
   }
-  CUDACHECK(d, cudaEventRecord(d->lane_done[lane], d->cstream));
+  CUDACHECK(d, cudaEventRecord(d->lane_done[lane], cs));
   if (d->ngev == d->ngcap) { /* the pool grows to the largest refit's groups */
     cudaEvent_t *g = (cudaEvent_t *)realloc(d->gev, sizeof(cudaEvent_t) * (d->ngcap + 64));
     if (!g) return RF_REAL_ERR_NOMEM;
@@ -513,7 +600,7 @@ static RfRealStatus cuda_post(RfDev *d, int lane, const RfOp *sends, int nsends,
     for (; d->ngcap < d->ngev + 64; d->ngcap++)
       CUDACHECK(d, cudaEventCreateWithFlags(&d->gev[d->ngcap], cudaEventDisableTiming));
   }
-  CUDACHECK(d, cudaEventRecord(d->gev[d->ngev++], d->cstream));
+  CUDACHECK(d, cudaEventRecord(d->gev[d->ngev++], cs));
   return RF_REAL_OK;
 }
 
@@ -544,7 +631,8 @@ static RfRealStatus cuda_mark(RfDev *d, int i) {
 
 /* Poll the marks in order; give up when neither a mark nor a group completes within the timeout
  * (a peer that never posts its half of a group leaves our kernels waiting forever; a pipelined
- * refit has one mark for many groups). */
+ * refit has one mark for many groups). Groups count in post order: with lane communicators a group
+ * of a later lane may end first; it counts once the groups posted before it have ended. */
 static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int *done_marks) {
   int done = 0;
   double t = now_s();
@@ -566,12 +654,14 @@ static RfRealStatus cuda_finish(RfDev *d, int nmarks, double *since_start_s, int
     /* "not ready" is recorded as the last error: clear it, or the next kernel launch's
      * cudaGetLastError() would report it. */
     cudaGetLastError();
-    if (d->comm) {
+    for (int lane = 0; lane < (d->nlanes ? d->nlanes : 1); lane++) { /* every communicator */
+      ncclComm_t comm = lane ? d->lcomm[lane] : d->comm;
+      if (!comm) continue;
       ncclResult_t st = ncclSuccess;
-      ncclCommGetAsyncError(d->comm, &st);
+      ncclCommGetAsyncError(comm, &st);
       if (st != ncclSuccess && st != ncclInProgress) {
-        fprintf(stderr, "%s %d %s:%d '%s'\n", d->host, d->cfg.rank, __FILE__, __LINE__,
-                ncclGetErrorString(st));
+        fprintf(stderr, "%s %d %s:%d lane %d: '%s'\n", d->host, d->cfg.rank, __FILE__, __LINE__,
+                lane, ncclGetErrorString(st));
         *done_marks = done;
         return RF_REAL_ERR_NCCL;
       }
@@ -599,6 +689,7 @@ extern "C" const RfDevOps rf_dev_cuda_ops = {
     /* .open = */ cuda_open,
     /* .connect = */ cuda_connect,
     /* .needs_nccl_id = */ 1,
+    /* .lanes = */ cuda_lanes,
     /* .close = */ cuda_close,
     /* .cancel = */ cuda_cancel,
     /* .alloc = */ cuda_alloc,

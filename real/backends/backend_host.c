@@ -6,7 +6,13 @@
  * by the rank's emulated clock:
  * - a rank's groups run one after another, as the cuda backend's do on its one communication
  *   stream: a group starts when it is posted or when the groups posted before it are over,
- *   whichever is later;
+ *   whichever is later (the other lanes' groups are resolved first); with lane communicators
+ *   (cfg.lane_comms, refit run --lane-comms) each lane is such a stream, as the cuda backend's
+ *   lanes are: a group starts when it is posted or when the previous group of its own lane is
+ *   over, and the groups of other lanes run meanwhile (nothing is resolved first). The buckets
+ *   below stay per rank, direction and kind, shared by the lanes: one lane's bytes queue behind
+ *   another's, in the order the groups are booked, and one lane's latency hides behind another
+ *   lane's bytes;
  * - a transfer starts once both groups have (a rendezvous): the receiver tells the sender when
  *   its group started, in a time message of its own beside the data; the sender books the bytes
  *   on its outgoing bucket of their kind (NVLink inside the NVLink domain, NIC across) after what
@@ -75,6 +81,8 @@ typedef struct {
   int *domain;
   double out_free_s[EMU_KINDS], in_free_s[EMU_KINDS]; /* when each bucket is through its bookings */
   double stream_end_s;                                /* the end of the groups resolved so far */
+  int lane_comms; /* a stream per lane (cfg.lane_comms): lane_end_s, not stream_end_s */
+  double lane_end_s[RF_REAL_MAX_LANES]; /* per lane, the end of its last resolved group */
   double lag_s; /* how late the rank woke from its last wait: its clock is real time less this */
   /* the start of a refit: every rank's clock reads the latest mark 0 of the world (the
    * barrier after it waits for that one) at its first operation afterwards */
@@ -122,6 +130,7 @@ static RfRealStatus host_open(const RfDevConfig *cfg, RfDev **out) {
     m->nranks = emu_config.nranks;
     m->domain = g_memdup2(emu_config.domain, sizeof(int) * (size_t)m->nranks);
     m->start_req = MPI_REQUEST_NULL;
+    m->lane_comms = cfg->lane_comms;
   }
   *out = d;
   return RF_REAL_OK;
@@ -393,6 +402,8 @@ static RfRealStatus emu_resolve(RfDev *d, Lane *l, int *resolved) {
   for (int k = 0; k < l->n; k++)
     l->end_s = MAX(l->end_s, l->er[k].done_s);
   m->stream_end_s = MAX(m->stream_end_s, l->end_s);
+  const ptrdiff_t lane = l - d->lane;
+  m->lane_end_s[lane] = MAX(m->lane_end_s[lane], l->end_s);
   *resolved = l->resolved = 1;
 out:
   return status;
@@ -490,7 +501,11 @@ static RfRealStatus host_post(RfDev *d, int lane, const RfOp *sends, int nsends,
   for (int i = 0; i < nrecvs; i++)
     nreq += chunks_of(recvs[i].bytes);
   lane_reserve(d, l, nreq);
-  if (d->emu.on) { /* the group starts once the groups posted before it are over */
+  if (d->emu.on && d->emu.lane_comms) { /* once its lane's previous group is over */
+    l->start_s = MAX(l->posted_s - d->emu.lag_s, d->emu.lane_end_s[lane]);
+    l->end_s = l->start_s;
+    l->sends_booked = l->resolved = 0;
+  } else if (d->emu.on) { /* the group starts once the groups posted before it are over */
     for (int i = 0; i < RF_REAL_MAX_LANES; i++) {
       int stuck = -1;
       if (i != lane && d->lane[i].n && (status = emu_resolve_wait(d, &d->lane[i], &stuck)))
