@@ -353,6 +353,7 @@ static gboolean check_problem(RunCmd *c, GError **error) {
   gboolean found = FALSE;
   if (!rf_calibration_for_topology(&cal, c->pb->topo, &found, error)) return FALSE;
   cal.exec_banks = c->o.double_bank ? 2 : 1;
+  cal.exec_lane_comms = c->o.lane_comms; /* lanes at once: more of them, smaller groups */
   rf_calibration_staging_costs(&cal, &c->o.costs);
   rf_calibration_clear(&cal);
   return TRUE;
