@@ -417,7 +417,7 @@ static void test_staging_choose(void) {
   g_assert_true(st.chose_staging && st.chose_slots && st.chose_ops);
   g_assert_cmpuint(st.budget_bytes, >, 0);
   /* lanes on communicators of their own: more of them in flight, each group sharing the NICs with
-   * the others: 16.6 MB / 4 = 4.2 MB: 4 MiB; 3 lanes given: 5.5 MB, 4 MiB */
+   * the others: 16.6 MB / 8 = 2.1 MB, at least 4 MiB; 3 lanes given: 5.5 MB, 4 MiB */
   c.lane_comms = TRUE;
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpint(st.slots, ==, RF_STAGING_LANES_CONCURRENT);
@@ -456,7 +456,7 @@ static void test_staging_choose(void) {
   g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MIN_BYTES);
   g_assert_cmpint(st.slots, ==, 1);
   /* room for two lanes of 4 MiB (both directions, the network bound and the NVLink share),
-   * not four: two lanes at the bound */
+   * not eight nor four: two lanes at the bound */
   const double two = 2.0 * 2 * (4 << 20) * (1 + (double)rf_schedule_nvlink_share(plan));
   t->memory_GB = ((double)(w.peak_bytes - w.staging_bytes) + 2 * two + 1e6) / 1e9;
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);

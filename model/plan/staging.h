@@ -16,8 +16,8 @@
  *            communicators of their own (refit run --lane-comms: a rank's groups on different
  *            lanes run at once) RF_STAGING_LANES_CONCURRENT, so that a group's latency hides
  *            behind the bytes of the others in flight (simulated m2n on the four reported
- *            configurations, docs/sim.md: 4 lanes of 4 MiB 1.08-1.11x the network bound, one
- *            stream 1.13-1.16x; 2 lanes at once 1.11-1.17x);
+ *            configurations, docs/sim.md: 8 lanes of 4 MiB 1.08-1.09x the network bound, 4 lanes
+ *            1.08-1.11x, one stream 1.13-1.16x; 2 lanes at once 1.11-1.17x);
  *   memory   the staging a rank can hold, lanes x both directions x (one bound over the network
  *            + the NVLink share of a pipelined round), within RF_STAGING_BUDGET_FRACTION of the
  *            memory left on the fullest inference GPU after its weights (x banks) and its
@@ -25,7 +25,7 @@
  *            refit run's schedule at the default bound, rf_memory_of_run): else the bound halves
  *            down to the minimum, then one lane (not where the weights and holding alone
  *            exceed the GPU: smaller groups would only be slower, and the memory check reports);
- *            concurrent lanes first come down to RF_STAGING_LANES;
+ *            concurrent lanes first halve down to RF_STAGING_LANES;
  *   ops      rf_schedule_max_ops() of the plan.
  * A value given on the command line is kept as given. */
 #ifndef RF_STAGING_H
@@ -40,7 +40,7 @@
 #define RF_STAGING_MIN_BYTES (UINT64_C(4) << 20)
 #define RF_STAGING_MAX_BYTES (UINT64_C(256) << 20)
 #define RF_STAGING_LANES 2
-#define RF_STAGING_LANES_CONCURRENT 4
+#define RF_STAGING_LANES_CONCURRENT 8
 #define RF_STAGING_BUDGET_FRACTION 0.5 /* the rest: NCCL's buffers, the CUDA context, lists */
 
 /* What the choice depends on besides the plan (the calibration of the topology). */
