@@ -131,6 +131,12 @@ grep -q '"software_variant" : "executor"' "$TMP/out" || bad "sim: software_varia
 expect_ok "sim model line executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant executor
 grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"
+# --lane-comms: said in the header, and the lanes and staging chosen for it (8 lanes, 4 MiB)
+expect_ok "sim lane comms" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n --lane-comms
+grep -q "^# executor: each lane's groups on a communicator and stream of its own" "$TMP/out" ||
+  bad "sim --lane-comms: header line"
+grep -q "staging 4 MiB per rank, direction and lane (chosen: .*other lanes' groups moving at once), 8 lanes (chosen)" "$TMP/out" ||
+  bad "sim --lane-comms: 8 lanes of 4 MiB chosen"
 expect_ok "sim predicted_by software" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s hybrid \
   --software nemo-rl --software-variant python-fallback --json -q
 grep -q '"predicted_by" : "nemo-rl/python-fallback"' "$TMP/out" || bad "sim: software predicted_by"
