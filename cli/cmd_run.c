@@ -502,13 +502,14 @@ int rf_cmd_run(int argc, char **argv) {
        "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &o->slots,
        "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
-       "unpacking overlap the transfers (default 0: chosen, 2 where the memory allows; 1: one "
-       "group at a time)",
+       "unpacking overlap the transfers (default 0: chosen, 2 where the memory allows, 8 with "
+       "--lane-comms; 1: one group at a time)",
        "N"},
       {"lane-comms", 0, 0, G_OPTION_ARG_NONE, &o->lane_comms,
        "Each staging lane's groups on a communicator and stream of its own (cuda: a communicator "
        "split from the world's per lane; host --emulate-network: a group waits only for its own "
-       "lane), so that a rank's groups on different lanes run at the same time. Default off: one "
+       "lane), so that a rank's groups on different lanes run at the same time; where not given, "
+       "8 lanes and an eighth of the staging bound (at least 4 MiB) are chosen. Default off: one "
        "communicator, groups one after another. Needs MPI (not --local or --memory)",
        NULL},
       {"double-bank", 0, 0, G_OPTION_ARG_NONE, &o->double_bank,
