@@ -264,7 +264,8 @@ static void rank_actor(int argc, char **argv) {
   int cur[SIM_MAX_LANES], next = 0;
   double posted[SIM_MAX_LANES], done_at[SIM_MAX_LANES] = {0};
   GArray *comms[SIM_MAX_LANES];
-  uint64_t moving = 0; /* lanes with comms in flight (bit per lane) */
+  uint64_t moving = 0; /* lanes with comms in flight on the one stream (bit per lane; none with
+                        * lane_comms, whose groups wait for no other lane) */
   G_STATIC_ASSERT(SIM_MAX_LANES <= 64);
   for (int l = 0; l < SIM_MAX_LANES; l++)
     comms[l] = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
@@ -287,13 +288,13 @@ static void rank_actor(int argc, char **argv) {
        * was waited before the lane was packed again) */
       if (e->launch_s > 0) owed += e->launch_s;
       pay(&owed);
-      for (uint64_t m = e->lane_comms ? 0 : moving; m; m &= m - 1) {
+      for (uint64_t m = moving; m; m &= m - 1) { /* (never set with lane_comms) */
         const int l = __builtin_ctzll(m);
         sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
         g_array_set_size(comms[l], 0);
         done_at[l] = simgrid_get_clock();
       }
-      if (!e->lane_comms) moving = 0;
+      moving = 0;
       double now = simgrid_get_clock();
       posted[lane] = now;
       if (!S.out.step_start_s[r->step] || now < S.out.step_start_s[r->step])
@@ -314,7 +315,7 @@ static void rank_actor(int argc, char **argv) {
             sg_mailbox_put_async(sg_mailbox_by_name(name), &token, (long)(sd->bytes + 0.5));
         g_array_append_val(comms[lane], c);
       }
-      if (comms[lane]->len) moving |= UINT64_C(1) << lane;
+      if (comms[lane]->len && !e->lane_comms) moving |= UINT64_C(1) << lane;
       break;
     }
     case RF_SOP_WAIT: {
