@@ -9,12 +9,14 @@
 #      (384 B expert rows included; test_real --copy-bw; target: ratio >= 0.8)   -> copy-bw.txt
 #   4. one-rank NCCL, a 256 MiB spec at 2 MiB of staging (32 groups, each a self-send), timed
 #      with --slots 1 and --slots 2: the two-lane path and its overlap           -> nccl-slots*.txt
+#  4b. the same on 8 lanes, one communicator against --lane-comms (a communicator and stream per
+#      lane): whether the lanes' NCCL kernels run side by side                   -> nccl-lanes8-*.txt
 #   5. a model-sized single-GPU refit: qwen3-30b-a3b (per-layer shapes of the real model) scaled to
 #      $LAYERS (8) of its 48 layers, TP2xPP4 -> TP4xDP2, --local --backend cuda. All 16 ranks
 #      share the GPU: each strategy runs at the most layers (8, 4, 2, 1) whose `--memory --local`
 #      process total fits 85% of the GPU's free memory (gather-broadcast at 8 layers needs 190 GiB)
 #                                                                                  -> memory-*.txt, refit-*.txt
-# Budget: at most 180 + 60 + 40 + 2 x 25 + 120 s = 7.5 minutes on an H200 with 16 cores (each step
+# Budget: at most 180 + 60 + 40 + 4 x 25 + 120 s = 8.3 minutes on an H200 with 16 cores (each step
 # has its own timeout). Without a GPU it stops after saying so (exit 77).
 # Usage: sh scripts/device-check.sh [BUILD_DIR]
 set -u
@@ -152,6 +154,31 @@ done
 # shellcheck disable=SC2154 # t1, t2: set by the eval above
 if [ -n "$t1" ] && [ -n "$t2" ]; then
   say "   lane overlap: --slots 1 / --slots 2 = $(awk -v a="$t1" -v b="$t2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }') (above 1: the lanes overlap)"
+fi
+
+# 4b. Lane communicators (--lane-comms, issue 26): the same spec on 8 lanes, once on the one
+# communicator and stream, once with each lane's groups on a communicator (ncclCommSplit) and
+# stream of its own. What the simulator assumes and no GPU has shown: that the lanes' NCCL
+# kernels run side by side; the ratio of the two times says it (above 1: they do).
+say "4b. one-rank NCCL, the same spec on 8 lanes, one communicator against --lane-comms"
+for mode in one lane; do
+  f="$out/nccl-lanes8-$mode.txt"
+  flag=""
+  [ $mode = lane ] && flag="--lane-comms"
+  echo "\$ mpirun -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 --slots 8 $flag" >"$f"
+  # shellcheck disable=SC2086 # $flag: empty or one word
+  timeout 25 mpirun --allow-run-as-root -np 1 "$refit" run --backend cuda --spec "$spec" -s p2p \
+    --staging-mib 2 --slots 8 $flag --warmup 1 --iters 5 >>"$f" 2>&1
+  rc=$?
+  total=$(awk '/^   total/ {print $4}' "$f" | head -1)
+  say "   8 lanes, $mode: total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
+  [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$f" || rc=1
+  step "one-rank NCCL, 8 lanes ($mode)" $rc
+  eval "l_$mode=\${total:-}"
+done
+# shellcheck disable=SC2154 # l_one, l_lane: set by the eval above
+if [ -n "$l_one" ] && [ -n "$l_lane" ]; then
+  say "   lane communicators: one communicator / --lane-comms = $(awk -v a="$l_one" -v b="$l_lane" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }') (above 1: the lanes' kernels run side by side)"
 fi
 
 # 5. A model-sized refit on one GPU: every rank of the plan in this process, each strategy at the
