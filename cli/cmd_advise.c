@@ -269,7 +269,7 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
          rf_variant_name(c->cal.software, c->cal.variant),
          c->cal.software != RF_SOFTWARE_REFIT ? ", every feasible candidate simulated" : "");
   double oos;
-  g_autofree char *model = rf_predict_model_line(c->cal.software, c->cal.variant, &oos);
+  g_autofree char *model = rf_predict_model_line(c->cal.software, c->cal.variant, -1, &oos);
   printf("# model of the predictions: %s\n", model);
   print_serving(c);
   char ranks[48] = "";
@@ -350,8 +350,8 @@ static void print_json(const Ctx *c, const RfAdviseCandidate *cands, const int *
   rf_json_str(b, "software", rf_software_name(c->cal.software));
   rf_json_str(b, "software_variant", rf_variant_name(c->cal.software, c->cal.variant));
   double oos;
-  g_autofree char *key = rf_predict_model_key(c->cal.software, c->cal.variant);
-  g_autofree char *line = rf_predict_model_line(c->cal.software, c->cal.variant, &oos);
+  g_autofree char *key = rf_predict_model_key(c->cal.software, c->cal.variant, -1);
+  g_autofree char *line = rf_predict_model_line(c->cal.software, c->cal.variant, -1, &oos);
   rf_json_str(b, "predicted_by", key);
   rf_json_str(b, "model_note", line);
   if (oos >= 0) rf_json_num(b, "out_of_sample_error_pct", oos);

@@ -251,8 +251,8 @@ static gboolean fit_and_report(const char *meas_path, Meas *m, int n,
     e0 += fabs(r0), e1 += fabs(r1), e2 += fabs(r2);
     /* the model of the row: refit's executor, or the flow model where it could not run */
     const gboolean flows = rf_fit_fallback(f, i) != NULL;
-    g_autofree char *key =
-        rf_predict_model_key(m[i].software, flows ? RF_VARIANT_DEFAULT : m[i].variant);
+    g_autofree char *key = rf_predict_model_key(
+        m[i].software, flows ? RF_VARIANT_DEFAULT : m[i].variant, (int)m[i].strategy);
     g_autofree char *why =
         flows ? g_strdup_printf(" (executor not simulated: %s)", rf_fit_fallback(f, i))
               : g_strdup("");

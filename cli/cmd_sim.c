@@ -49,7 +49,7 @@ static RfSwVariant row_variant(const Row *r) {
 
 /* The row's model line: what produced its figures and, after a fallback, why. Caller frees. */
 static char *row_model_line(const Row *r, double *oos) {
-  char *line = rf_predict_model_line(r->software, row_variant(r), oos);
+  char *line = rf_predict_model_line(r->software, row_variant(r), (int)r->strategy, oos);
   if (!(r->ok && r->stats.exec_fallback)) return line;
   char *all = g_strdup_printf("%s; shown because refit's executor was not simulated: %s", line,
                               r->stats.exec_fallback);
@@ -103,7 +103,8 @@ static void print_row(FILE *f, const Row *r) {
     fprintf(f, "\n## %s\n", rf_strategy_name(r->strategy));
   else
     fprintf(f, "\n## %s  (software %s, %s)\n", rf_strategy_name(r->strategy),
-            rf_software_name(r->software), rf_variant_name(r->software, r->variant));
+            rf_software_name(r->software),
+            rf_predict_path_name(r->software, r->variant, (int)r->strategy));
   double oos;
   g_autofree char *model = row_model_line(r, &oos);
   fprintf(f, "#  model: %s\n", model);
@@ -138,8 +139,9 @@ static void print_row(FILE *f, const Row *r) {
     fprintf(f, "#  m2n/p2p: %.0f checkpoint tensors by messages\n", r->stats.m2n_tensors);
   if (r->software != RF_SOFTWARE_REFIT)
     fprintf(f, "#  software %s (%s): %.0f reshard calls, %.3f s of serial software time\n",
-            rf_software_name(r->software), rf_variant_name(r->software, r->variant),
-            r->stats.sw_calls, r->stats.sw_software_s);
+            rf_software_name(r->software),
+            rf_predict_path_name(r->software, r->variant, (int)r->strategy), r->stats.sw_calls,
+            r->stats.sw_software_s);
   fprintf(f, "   predicted %.5g s   network lower bound %.5g s   ratio %.2f\n", r->res.total_s,
           r->res.lower_bound_s,
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
@@ -206,7 +208,7 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   if (r->ok && r->stats.exec_fallback)
     rf_json_str(b, "executor_not_simulated", r->stats.exec_fallback);
   double oos;
-  g_autofree char *key = rf_predict_model_key(r->software, row_variant(r));
+  g_autofree char *key = rf_predict_model_key(r->software, row_variant(r), (int)r->strategy);
   g_autofree char *line = row_model_line(r, &oos);
   rf_json_str(b, "predicted_by", key);
   rf_json_str(b, "model_note", line);
@@ -286,14 +288,11 @@ static char *timeline_title(const RfArgs *a, const RfProblem *pb, const Row *row
   g_string_append_printf(t, ", %s (%d GPUs/domain), ", pb->topo->name, pb->topo->gpus_per_domain);
   for (int i = 0; i < n; i++) {
     g_string_append_printf(t, "%s%s", i ? ", " : "", rf_strategy_name(rows[i].strategy));
-    if (rows[i].software == RF_SOFTWARE_REFIT) { /* which model drew the row */
-      g_autofree char *key = rf_predict_model_key(rows[i].software, row_variant(&rows[i]));
-      g_string_append_printf(t, " [%s]", key);
-    }
+    /* which model drew the row */
+    g_autofree char *key =
+        rf_predict_model_key(rows[i].software, row_variant(&rows[i]), (int)rows[i].strategy);
+    g_string_append_printf(t, " [%s]", key);
   }
-  if (n > 0 && rows[0].software != RF_SOFTWARE_REFIT)
-    g_string_append_printf(t, " (software %s, %s)", rf_software_name(rows[0].software),
-                           rf_variant_name(rows[0].software, rows[0].variant));
   return g_string_free(t, FALSE);
 }
 
@@ -335,7 +334,7 @@ static void print_summary(const Row *rows, int nrows) {
          "model", "bound by");
   for (int i = 0; i < nrows; i++) {
     const Row *r = &rows[i];
-    g_autofree char *key = rf_predict_model_key(r->software, row_variant(r));
+    g_autofree char *key = rf_predict_model_key(r->software, row_variant(r), (int)r->strategy);
     if (!r->ok) {
       printf("  %-18s %12s %12s %8s  %-24s %s\n", rf_strategy_name(r->strategy), "-", "-", "-", key,
              r->error->message);

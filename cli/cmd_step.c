@@ -171,7 +171,7 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
   RfSimOptions so = {0};
   so.exec_fallback = fallback; /* refit's default model: the flow model where it cannot run */
   gboolean neutral = FALSE, ok = FALSE;
-  char *src = NULL, *key = rf_predict_model_key(sw, swv);
+  char *src = NULL;
   if (!rf_calibration_select(&so.calib, calib, pb->topo, &src, &neutral, error)) goto out;
   if (!*cal_source) *cal_source = g_steal_pointer(&src);
   so.calib.software = sw;
@@ -193,6 +193,7 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
         g_printerr("refit step: %s: refit's executor was not simulated (%s): the flow model's "
                    "bound is shown\n",
                    rf_strategy_name((RfStrategy)s), st->exec_fallback);
+      g_autofree char *key = rf_predict_model_key(sw, swv, s);
       row_add(rows, sw, flows ? RF_VARIANT_DEFAULT : swv, (RfStrategy)s, res.total_s,
               flows ? "flows" : key);
       Row *x = &g_array_index(rows, Row, rows->len - 1);
@@ -213,7 +214,6 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
   ex->destroy(ex);
 out:
   g_free(src);
-  g_free(key);
   rf_calibration_clear(&so.calib);
   return ok;
 }
@@ -235,7 +235,7 @@ static void print_models(const Report *r) {
       seen = !strcmp(r->rows[j].model, x->model);
     if (seen || !strcmp(x->model, "given") || !strcmp(x->model, "measured")) continue;
     double oos;
-    g_autofree char *line = rf_predict_model_line(x->sw, x->var, &oos);
+    g_autofree char *line = rf_predict_model_line(x->sw, x->var, (int)x->st, &oos);
     printf("# model %s: %s\n", x->model, line);
   }
 }

@@ -53,18 +53,29 @@ gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gb
   return TRUE;
 }
 
-char *rf_predict_model_key(RfSoftware sw, RfSwVariant v) {
-  if (sw == RF_SOFTWARE_REFIT)
-    return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR ? "executor" : "flows");
-  return g_strdup_printf("%s/%s", rf_software_name(sw), rf_variant_name(sw, v));
+/* NeMo RL's gather-broadcast is its collective path (every tensor by packed broadcast): the
+ * variants name the hybrid's bulk transport and do not apply to it. */
+static gboolean collective_path(RfSoftware sw, int strategy) {
+  return sw == RF_SOFTWARE_NEMO_RL && strategy == RF_STRATEGY_GATHER_BROADCAST;
 }
 
-/* The line of software/variant in validate-public's summary: rows, mean and max |error| (%).
- * FALSE when the file or the line is missing or malformed. */
-static gboolean variant_error(const char *software, const char *variant, int *rows, double *mean,
-                              double *max) {
-  char *path = g_build_filename(rf_data_dir(), "experiments", "results",
-                                "validate-public-variants.csv", NULL);
+const char *rf_predict_path_name(RfSoftware sw, RfSwVariant v, int strategy) {
+  return collective_path(sw, strategy) ? "gather-broadcast" : rf_variant_name(sw, v);
+}
+
+char *rf_predict_model_key(RfSoftware sw, RfSwVariant v, int strategy) {
+  if (sw == RF_SOFTWARE_REFIT)
+    return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR ? "executor" : "flows");
+  return g_strdup_printf("%s/%s", rf_software_name(sw), rf_predict_path_name(sw, v, strategy));
+}
+
+/* The line of software/variant in an accuracy summary under experiments/results (FILE:
+ * validate-public-variants.csv from experiments/validate-public, reproduce-models.csv from
+ * experiments/main.sh): rows, mean and max |error| (%). FALSE when the file or the line is
+ * missing or malformed. */
+static gboolean variant_error(const char *file, const char *software, const char *variant,
+                              int *rows, double *mean, double *max) {
+  char *path = g_build_filename(rf_data_dir(), "experiments", "results", file, NULL);
   char *text = NULL;
   gboolean found = FALSE;
   if (rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, NULL)) {
@@ -87,7 +98,7 @@ static gboolean variant_error(const char *software, const char *variant, int *ro
   return found;
 }
 
-char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, double *oos_pct) {
+char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *oos_pct) {
   *oos_pct = -1;
   if (sw == RF_SOFTWARE_REFIT)
     return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR
@@ -97,15 +108,33 @@ char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, double *oos_pct) {
                         : "flows: the plan's bound at calibrated rates, refit's plan as flows "
                           "with no software cost, not what refit run executes (the default, "
                           "--software-variant executor, is)");
-  const char *name = rf_software_name(sw), *var = rf_variant_name(sw, v);
-  int rows = 0;
-  double mean = 0, max = 0;
-  if (!variant_error(name, var, &rows, &mean, &max))
-    return g_strdup_printf("a model of %s's code (variant %s); out of sample: no published run "
-                           "of this variant measured (experiments/validate-public)",
-                           name, var);
-  *oos_pct = mean;
-  return g_strdup_printf("a model of %s's code (variant %s); out of sample: mean |error| %.0f%%, "
-                         "max %.0f%% on %d published run%s (experiments/validate-public)",
-                         name, var, mean, max, rows, rows == 1 ? "" : "s");
+  const char *name = rf_software_name(sw), *var = rf_predict_path_name(sw, v, strategy);
+  GString *t = g_string_new(NULL);
+  if (collective_path(sw, strategy))
+    g_string_printf(t,
+                    "a model of %s's code (its gather + packed broadcast path; the variant, "
+                    "the hybrid's bulk transport, does not apply)",
+                    name);
+  else
+    g_string_printf(t, "a model of %s's code (variant %s)", name, var);
+  int rows = 0, trows = 0;
+  double mean = 0, max = 0, tmean = 0, tmax = 0;
+  const gboolean pub = variant_error("validate-public-variants.csv", name, var, &rows, &mean, &max);
+  const gboolean table = variant_error("reproduce-models.csv", name, var, &trows, &tmean, &tmax);
+  if (!pub && !table)
+    g_string_append(t, "; out of sample: no published run of this variant measured "
+                       "(experiments/validate-public, experiments/main.sh)");
+  if (pub)
+    g_string_append_printf(t,
+                           "; out of sample: mean |error| %.0f%%, max %.0f%% on %d published "
+                           "run%s (experiments/validate-public)",
+                           mean, max, rows, rows == 1 ? "" : "s");
+  if (table)
+    g_string_append_printf(t,
+                           "%s mean |error| %.0f%%, max %.0f%% on %d row%s of the reported "
+                           "table (experiments/main.sh)",
+                           pub ? ";" : "; out of sample:", tmean, tmax, trows,
+                           trows == 1 ? "" : "s");
+  *oos_pct = pub ? mean : table ? tmean : -1;
+  return g_string_free(t, FALSE);
 }

@@ -24,15 +24,21 @@ gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gb
 
 /* Which model produced a prediction: "executor" (the schedule refit run executes; refit's
  * default), "flows" (refit's strategies as flows: the plan's bound at calibrated rates), or
- * "SOFTWARE/VARIANT" for a
- * model of the published software. Static string or one the caller frees: always g_free. */
-char *rf_predict_model_key(RfSoftware sw, RfSwVariant v);
+ * "SOFTWARE/PATH" for a model of the published software: PATH its variant, or
+ * "gather-broadcast" for NeMo RL's collective path, to which no variant applies (strategy: an
+ * RfStrategy, or -1 for none in particular). Static string or one the caller frees: always
+ * g_free. */
+char *rf_predict_model_key(RfSoftware sw, RfSwVariant v, int strategy);
+
+/* PATH above: the variant's name, or "gather-broadcast" for NeMo RL's collective path. */
+const char *rf_predict_path_name(RfSoftware sw, RfSwVariant v, int strategy);
 
 /* The same in words, for a report's "# model:" line: what the model is and, for a model of the
- * published software, its out-of-sample error on the published runs of that variant as
- * experiments/validate-public last measured it (experiments/results/validate-public-variants.csv
- * under the data dir), or that it has none. Caller frees. *oos_pct gets the mean |error| in
- * percent, or -1 when not measured. */
-char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, double *oos_pct);
+ * published software, its out-of-sample error on the published runs of that path as
+ * experiments/validate-public and experiments/main.sh (the reported table) last measured it
+ * (experiments/results/validate-public-variants.csv and reproduce-models.csv under the data
+ * dir), or that it has none. Caller frees. *oos_pct gets the mean |error| in percent
+ * (validate-public's where it has one, else the reported table's), or -1 when not measured. */
+char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *oos_pct);
 
 #endif

@@ -146,6 +146,8 @@ def main():
         report.line("# variant %s / %s: %s: %s" % (row["platform"], row["model"], c, why))
     csv_path = os.path.join(a.out, "reproduce.csv")
     write_csv(csv_path, out_rows)
+    if not a.calibration and os.path.abspath(a.table) == os.path.abspath(TABLE):
+        write_model_summary(os.path.join(a.out, "reproduce-models.csv"), out_rows)
     png = os.path.join(a.out, "reproduce.png")
     if not plot(out_rows, png):
         png = "(no PNG)"
@@ -153,6 +155,22 @@ def main():
     if a.json:
         print(json.dumps({"rows": out_rows}, indent=1))
     print("# wrote %s, %s and %s" % (csv_path, png, report.path), file=sys.stderr)
+
+
+def write_model_summary(path, rows):
+    """Mean and max |error| on the reported table per (software, path): the variant for the
+    hybrid rows, "gather-broadcast" for NeMo RL's collective path (no variant applies to it).
+    What refit sim, advise and step print beside a prediction of that model, after
+    validate-public's figures (cli/predict.c reads it). Written only for the default table and
+    calibrations: nothing here is fitted to the table."""
+    by = {}
+    for r in rows:
+        key = (r["software"], r["variant"] or r["strategy"])
+        by.setdefault(key, []).append(abs(r["error_pct"]))
+    with open(path, "w") as f:
+        f.write("software,variant,rows,mean_abs_error_pct,max_abs_error_pct\n")
+        for (sw, var), e in sorted(by.items()):
+            f.write("%s,%s,%d,%.1f,%.1f\n" % (sw, var, len(e), sum(e) / len(e), max(e)))
 
 
 def plot(rows, png):

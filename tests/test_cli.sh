@@ -119,7 +119,7 @@ expect_ok "run interleaved" "$REFIT" run --local -m tiny-moe -t TP2 -i TP2 -s m2
 expect_ok "step strategy" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -q --rollout-s 10 \
   --train-s 5 -s m2n --mode async
 [ "$(grep -c '^async ' "$TMP/out")" -eq 2 ] || bad "step -s m2n: want the m2n and baseline rows"
-grep -q '^async  *nemo-rl:gather-broadcast .* nemo-rl/m2n-pack$' "$TMP/out" || bad "step -s m2n: no NeMo RL baseline row"
+grep -q '^async  *nemo-rl:gather-broadcast .* nemo-rl/gather-broadcast$' "$TMP/out" || bad "step -s m2n: no NeMo RL baseline row"
 grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
 grep -q "NeMo RL's default refit (non-colocated) is gather-broadcast; its nccl_reshard refit .* is the hybrid strategy" "$TMP/out" ||
   bad "step: does not say which strategy NeMo RL uses"
@@ -142,6 +142,20 @@ expect_ok "sim predicted_by software" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T 
 grep -q '"predicted_by" : "nemo-rl/python-fallback"' "$TMP/out" || bad "sim: software predicted_by"
 grep -q "a model of nemo-rl's code (variant python-fallback); out of sample" "$TMP/out" ||
   bad "sim: software model note"
+# NeMo RL's gather-broadcast is its collective path: no variant applies (golden moved nothing)
+expect_ok "sim nemo-rl gather-broadcast" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 \
+  -s gather-broadcast --software nemo-rl --json -q
+cp "$TMP/out" "$TMP/gb-default.json"
+expect_ok "sim nemo-rl gather-broadcast golden" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 \
+  -s gather-broadcast --software nemo-rl --software-variant golden --json -q
+/usr/bin/python3 - "$TMP/gb-default.json" "$TMP/out" <<'PY' || bad "sim: nemo-rl gather-broadcast depends on the variant"
+import json, sys
+a, b = (json.load(open(p))["strategies"][0] for p in sys.argv[1:3])
+assert a["predicted_s"] > 0 and a["predicted_s"] == b["predicted_s"], (a["predicted_s"], b["predicted_s"])
+for r in (a, b):
+    assert r["predicted_by"] == "nemo-rl/gather-broadcast", r["predicted_by"]
+    assert "its gather + packed broadcast path" in r["model_note"], r["model_note"]
+PY
 expect_ok "sim flows variant" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant flows --json
 grep -q '"predicted_by" : "flows"' "$TMP/out" || bad "sim --software-variant flows: not the flow model"

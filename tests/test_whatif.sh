@@ -236,7 +236,7 @@ grep -q "predicted by refit sim (NeMo RL's model and refit's; calibration .*dgx-
 grep -q "^# model executor: " "$TMP/out" || bad "step: refit's rows do not name their model"
 # one table: NeMo RL's model (its default gather-broadcast is the baseline) beside refit's strategies,
 # each row naming its model; --baseline SOFTWARE:STRATEGY picks another row
-[ "$(row sync nemo-rl:gather-broadcast | cut -d' ' -f6,8)" = "1.000 nemo-rl/m2n-pack" ] || bad "step: NeMo RL's baseline row: $(row sync nemo-rl:gather-broadcast)"
+[ "$(row sync nemo-rl:gather-broadcast | cut -d' ' -f6,8)" = "1.000 nemo-rl/gather-broadcast" ] || bad "step: NeMo RL's baseline row: $(row sync nemo-rl:gather-broadcast)"
 [ -n "$(row sync nemo-rl:hybrid)" ] && [ "$(row sync m2n | cut -d' ' -f8)" = "executor" ] || bad "step: one table of both: $(cat "$TMP/out")"
 grep -q "baseline nemo-rl:gather-broadcast$" "$TMP/out" || bad "step: baseline is not NeMo RL's default"
 expect_ok "step baseline refit" "$REFIT" step --rollout-s 1 --train-s 1 -m tiny-moe -t TP2 -i TP2 -T dgx-h100 --mode sync --baseline refit:gather-broadcast -s m2n --json
