@@ -653,6 +653,25 @@ static gboolean sim_opts_check(const SimOpts *o, GError **e) {
   return !o->timeline || timeline_check(o->timeline, e);
 }
 
+/* The executor's options (refit run's schedule) apply to refit's executor only: with a model of
+ * the published software or the flow model they changed nothing, silently. */
+static gboolean executor_opts_check(const SimOpts *o, RfSoftware sw, RfSwVariant swv, GError **e) {
+  if (sw == RF_SOFTWARE_REFIT && rf_variant_resolve(sw, swv) == RF_VARIANT_EXECUTOR) return TRUE;
+  const char *flag = o->exec_lane_comms                        ? "--lane-comms"
+                     : o->exec_staged                          ? "--staged"
+                     : o->exec_staging_mib > 0                 ? "--staging-mib"
+                     : o->exec_slots > 0                       ? "--slots"
+                     : o->exec_max_ops != RF_SCHEDULE_AUTO_OPS ? "--max-ops"
+                                                               : NULL;
+  if (!flag) return TRUE;
+  g_autofree char *key = rf_predict_model_key(sw, swv, -1);
+  g_set_error(e, RF_ERROR, RF_ERROR_INPUT,
+              "%s applies to refit's executor (--software refit, --software-variant executor: "
+              "the default), not to the model %s",
+              flag, key);
+  return FALSE;
+}
+
 static void sim_opts_clear(SimOpts *o) {
   g_free(o->calib_path);
   g_free(o->timeline);
@@ -704,6 +723,7 @@ int rf_cmd_sim(int argc, char **argv) {
   if (!a.topology) a.topology = g_strdup(RF_DEFAULT_SIM_TOPOLOGY); /* bandwidths needed */
   if (!sim_opts_check(o, &e)) goto out;
   if (!rf_software_parse(o->software, o->variant, &sw, &swv, &e)) goto out;
+  if (!executor_opts_check(o, sw, swv, &e)) goto out;
   if (!rf_plan_args_check(&pa, &e)) goto out;
   ns = rf_args_strategies(&a, strategies, &e);
   if (ns < 0) goto out;

@@ -25,6 +25,11 @@ expect_rc "calibration buffers 1.5" 2 "buffers must be a whole number" "$REFIT" 
 sed 's/^overlap *=.*/overlap = 0.5/' "$DATA/sim/calibration/dgx-h100.cal" >"$TMP/o.cal"
 expect_rc "calibration overlap 0.5" 2 "overlap must be 0 or 1" "$REFIT" sim $P -T dgx-h100 -c "$TMP/o.cal"
 expect_rc "sim unexpected argument" 2 "unexpected argument" "$REFIT" sim $P -T dgx-h100 extra
+# the executor's options with another model: refused (they changed nothing, silently)
+expect_rc "sim lane comms with nemo-rl" 2 "--lane-comms applies to refit's executor" \
+  "$REFIT" sim $P -T dgx-h100 -s hybrid --software nemo-rl --lane-comms
+expect_rc "sim staging with flows" 2 "--staging-mib applies to refit's executor" \
+  "$REFIT" sim $P -T dgx-h100 -s m2n --software-variant flows --staging-mib 8
 
 # calibrate: measured_s must be a finite decimal number > 0, with the line number
 for v in nan inf 1e400 0.05abc 0x10 -1; do
