@@ -596,8 +596,9 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "NAME"},
       {"software-variant", 0, 0, G_OPTION_ARG_STRING, &o->variant,
        "Code path of the software model: refit executor (default: the schedule refit run "
-       "executes, group by group), flows (its strategies as flows: the plan's bound at "
-       "calibrated rates, no software cost); nemo-rl m2n-pack (default), "
+       "executes, group by group), flows (its strategies as flows sharing the links fairly at "
+       "calibrated rates, no software cost: an ideal estimate, not a lower bound); nemo-rl "
+       "m2n-pack (default), "
        "python-fallback, xfer-v0.1, golden; nccl-m2n pack (default), ring-v0.1, direct",
        "NAME"},
       {"staging-mib", 0, 0, G_OPTION_ARG_DOUBLE, &o->exec_staging_mib,

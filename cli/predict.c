@@ -105,9 +105,11 @@ char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *
                         ? "refit's executor: every rank's program of the schedule refit run "
                           "executes, per-operation costs from public figures (calibration "
                           "[executor]; not yet checked against a GPU run)"
-                        : "flows: the plan's bound at calibrated rates, refit's plan as flows "
-                          "with no software cost, not what refit run executes (the default, "
-                          "--software-variant executor, is)");
+                        : "flows: refit's plan as flows sharing the links max-min fair at "
+                          "calibrated rates, no software cost: an ideal estimate, not what refit "
+                          "run executes (the default, --software-variant executor, is) and not a "
+                          "lower bound (a schedule can beat fair sharing; the network lower "
+                          "bound is)");
   const char *name = rf_software_name(sw), *var = rf_predict_path_name(sw, v, strategy);
   GString *t = g_string_new(NULL);
   if (collective_path(sw, strategy))

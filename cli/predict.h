@@ -23,7 +23,7 @@ gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gb
                          GError **error);
 
 /* Which model produced a prediction: "executor" (the schedule refit run executes; refit's
- * default), "flows" (refit's strategies as flows: the plan's bound at calibrated rates), or
+ * default), "flows" (refit's strategies as flows at calibrated rates: an ideal estimate), or
  * "SOFTWARE/PATH" for a model of the published software: PATH its variant, or
  * "gather-broadcast" for NeMo RL's collective path, to which no variant applies (strategy: an
  * RfStrategy, or -1 for none in particular). Static string or one the caller frees: always

@@ -59,7 +59,7 @@ def main():
     for model, train, infer in CASES:
         for topo in TOPOS:
             print("# simulating %s on %s ..." % (model, topo), file=sys.stderr, flush=True)
-            # refit's flow model (the plan's bound at calibrated rates): its executor, refit sim's
+            # refit's flow model (the plan as flows at calibrated rates): its executor, refit sim's
             # default, takes 10+ min per strategy at 2,048 ranks (executor_scale.py runs it)
             res, wall = sim(a.refit, model, train, infer, topo, STRATS,
                             ["--software-variant", "flows"])

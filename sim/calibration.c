@@ -68,7 +68,7 @@ gboolean rf_software_parse(const char *software, const char *variant, RfSoftware
     return FALSE;
   }
   /* refit's default is its executor (the schedule refit run executes); "flows" is its strategies
-   * as flows, the plan's bound at calibrated rates (RF_VARIANT_DEFAULT inside the simulator) */
+   * as flows at calibrated rates (RF_VARIANT_DEFAULT inside the simulator) */
   if (s == RF_SOFTWARE_REFIT && !(variant && *variant)) k = RF_VARIANT_EXECUTOR;
   if (variant && *variant && !(s == RF_SOFTWARE_REFIT && !strcmp(variant, "flows"))) {
     k = -1;

@@ -234,7 +234,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   GError *e = NULL;
   g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, &e);
   /* refit's executor whose schedule is too long to simulate (the one limit its build checks):
-   * the flow model, the plan's bound at calibrated rates, where the caller allows it */
+   * the flow model (flows at calibrated rates, no software cost), where the caller allows it */
   g_autofree char *fallback = NULL;
   if (!p && st->opt.exec_fallback && cal.software == RF_SOFTWARE_REFIT &&
       cal.variant == RF_VARIANT_EXECUTOR && g_error_matches(e, RF_ERROR, RF_ERROR_LIMIT)) {

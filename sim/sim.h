@@ -27,7 +27,7 @@ typedef enum {
 
 /* The code path of a software model where the evidence leaves it open. */
 typedef enum {
-  RF_VARIANT_DEFAULT,         /* refit: "flows", its strategies as flows (the plan's bound) */
+  RF_VARIANT_DEFAULT,         /* refit: "flows", its strategies as flows (an ideal estimate) */
   RF_VARIANT_PYTHON_FALLBACK, /* nemo-rl: xferdtensor_python (nccl.m2n not installed) */
   RF_VARIANT_M2N_PACK,        /* nemo-rl: nccl.m2n PACK (today's default path) */
   RF_VARIANT_XFER_V01,        /* nemo-rl: PR #2413/#2808, every parameter by NCCL Xfer v0.1 */
@@ -40,7 +40,7 @@ typedef enum {
 
 /* "refit", "nemo-rl", "nccl-m2n" (NULL: refit) and a variant name (NULL or "": the software's
  * default). refit's default is its executor (RF_VARIANT_EXECUTOR: the schedule refit run
- * executes); "flows" is its strategies as flows, the plan's bound at calibrated rates
+ * executes); "flows" is its strategies as flows at calibrated rates (an ideal estimate)
  * (RF_VARIANT_DEFAULT, which a zeroed RfCalibration holds);
  * FALSE + one-line error for a name that does not exist or a variant of another software. */
 gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,

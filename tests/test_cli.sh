@@ -123,7 +123,7 @@ grep -q '^async  *nemo-rl:gather-broadcast .* nemo-rl/gather-broadcast$' "$TMP/o
 grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
 grep -q "NeMo RL's default refit (non-colocated) is gather-broadcast; its nccl_reshard refit .* is the hybrid strategy" "$TMP/out" ||
   bad "step: does not say which strategy NeMo RL uses"
-# Every prediction names its model: refit's executor (the default), flows (a bound), or a software
+# Every prediction names its model: refit's executor (the default), flows (an estimate), or a software
 # model.
 expect_ok "sim predicted_by executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
 grep -q '"predicted_by" : "executor"' "$TMP/out" || bad "sim: predicted_by executor (the default) missing"
