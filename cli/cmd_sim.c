@@ -725,6 +725,13 @@ int rf_cmd_sim(int argc, char **argv) {
   if (!sim_opts_check(o, &e)) goto out;
   if (!rf_software_parse(o->software, o->variant, &sw, &swv, &e)) goto out;
   if (!executor_opts_check(o, sw, swv, &e)) goto out;
+  if (pa.double_bank && sw != RF_SOFTWARE_REFIT) { /* a memory count of refit run's, not theirs */
+    g_set_error(&e, RF_ERROR, RF_ERROR_INPUT,
+                "--double-bank counts refit run --double-bank's memory; --software %s has no "
+                "second weight bank",
+                rf_software_name(sw));
+    goto out;
+  }
   if (!rf_plan_args_check(&pa, &e)) goto out;
   ns = rf_args_strategies(&a, strategies, &e);
   if (ns < 0) goto out;

@@ -30,6 +30,8 @@ expect_rc "sim lane comms with nemo-rl" 2 "--lane-comms applies to refit's execu
   "$REFIT" sim $P -T dgx-h100 -s hybrid --software nemo-rl --lane-comms
 expect_rc "sim staging with flows" 2 "--staging-mib applies to refit's executor" \
   "$REFIT" sim $P -T dgx-h100 -s m2n --software-variant flows --staging-mib 8
+expect_rc "sim double bank with nemo-rl" 2 "--software nemo-rl has no second weight bank" \
+  "$REFIT" sim $P -T dgx-h100 -s hybrid --software nemo-rl --double-bank
 
 # calibrate: measured_s must be a finite decimal number > 0, with the line number
 for v in nan inf 1e400 0.05abc 0x10 -1; do
