@@ -138,22 +138,30 @@ spec="$out/one-rank-256mib.json"
   done
   printf ']}\n'
 } >"$spec"
-for slots in 1 2; do
-  f="$out/nccl-slots$slots.txt"
-  echo "\$ mpirun -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 --slots $slots" >"$f"
+# one_rank NAME FLAGS...: the spec on one rank over NCCL at 2 MiB of staging with FLAGS, logged
+# to $out/nccl-NAME.txt, one line of its groups, time and wrong elements in the summary, one
+# step; $total gets its time (empty when there is none).
+one_rank() {
+  name=$1
+  shift
+  f="$out/nccl-$name.txt"
+  echo "\$ mpirun -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 $*" >"$f"
   timeout 25 mpirun --allow-run-as-root -np 1 "$refit" run --backend cuda --spec "$spec" -s p2p \
-    --staging-mib 2 --slots "$slots" --warmup 1 --iters 5 >>"$f" 2>&1
+    --staging-mib 2 "$@" --warmup 1 --iters 5 >>"$f" 2>&1
   rc=$?
   groups=$(sed -n 's/.* \([0-9]*\) groups,.*/\1/p' "$f" | head -1)
   total=$(awk '/^   total/ {print $4}' "$f" | head -1)
-  say "   --slots $slots: ${groups:-?} groups, total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
+  say "   $*: ${groups:-?} groups, total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
   [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$f" || rc=1
-  step "one-rank NCCL multi-group, --slots $slots" $rc
-  eval "t$slots=\${total:-}"
-done
-# shellcheck disable=SC2154 # t1, t2: set by the eval above
+  step "one-rank NCCL multi-group, $*" $rc
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
+one_rank slots1 --slots 1
+t1=$total
+one_rank slots2 --slots 2
+t2=$total
 if [ -n "$t1" ] && [ -n "$t2" ]; then
-  say "   lane overlap: --slots 1 / --slots 2 = $(awk -v a="$t1" -v b="$t2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }') (above 1: the lanes overlap)"
+  say "   lane overlap: --slots 1 / --slots 2 = $(ratio "$t1" "$t2") (above 1: the lanes overlap)"
 fi
 
 # 4b. Lane communicators (--lane-comms, issue 26): the same spec on 8 lanes, once on the one
@@ -161,24 +169,12 @@ fi
 # stream of its own. What the simulator assumes and no GPU has shown: that the lanes' NCCL
 # kernels run side by side; the ratio of the two times says it (above 1: they do).
 say "4b. one-rank NCCL, the same spec on 8 lanes, one communicator against --lane-comms"
-for mode in one lane; do
-  f="$out/nccl-lanes8-$mode.txt"
-  flag=""
-  [ $mode = lane ] && flag="--lane-comms"
-  echo "\$ mpirun -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 --slots 8 $flag" >"$f"
-  # shellcheck disable=SC2086 # $flag: empty or one word
-  timeout 25 mpirun --allow-run-as-root -np 1 "$refit" run --backend cuda --spec "$spec" -s p2p \
-    --staging-mib 2 --slots 8 $flag --warmup 1 --iters 5 >>"$f" 2>&1
-  rc=$?
-  total=$(awk '/^   total/ {print $4}' "$f" | head -1)
-  say "   8 lanes, $mode: total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
-  [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$f" || rc=1
-  step "one-rank NCCL, 8 lanes ($mode)" $rc
-  eval "l_$mode=\${total:-}"
-done
-# shellcheck disable=SC2154 # l_one, l_lane: set by the eval above
-if [ -n "$l_one" ] && [ -n "$l_lane" ]; then
-  say "   lane communicators: one communicator / --lane-comms = $(awk -v a="$l_one" -v b="$l_lane" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }') (above 1: the lanes' kernels run side by side)"
+one_rank lanes8-one --slots 8
+l1=$total
+one_rank lanes8-lane --slots 8 --lane-comms
+l8=$total
+if [ -n "$l1" ] && [ -n "$l8" ]; then
+  say "   lane communicators: one communicator / --lane-comms = $(ratio "$l1" "$l8") (above 1: the lanes' kernels run side by side)"
 fi
 
 # 5. A model-sized refit on one GPU: every rank of the plan in this process, each strategy at the
