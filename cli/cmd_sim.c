@@ -147,7 +147,12 @@ static void print_row(FILE *f, const Row *r) {
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
   fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
   char *mem = rf_memory_format(&r->mem);
-  fprintf(f, "#  %s (%s)%s\n", mem, rf_memory_from_name(&r->mem),
+  /* a published-software row counted by refit run's schedule: say whose memory it is */
+  const gboolean theirs_unmodelled =
+      r->software != RF_SOFTWARE_REFIT && strcmp(rf_memory_from_key(&r->mem), "buckets") != 0;
+  fprintf(f, "#  %s (%s%s%s)%s\n", mem, rf_memory_from_name(&r->mem),
+          theirs_unmodelled ? ": refit's memory for this plan; not modelled for " : "",
+          theirs_unmodelled ? rf_software_name(r->software) : "",
           rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
   g_free(mem);
 }
