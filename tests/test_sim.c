@@ -735,8 +735,8 @@ static void test_sw_gather_broadcast_any_variant(void) {
     g_assert_cmpfloat(t, >, 0.010);
     g_assert_cmpfloat_with_epsilon(t, t0, 1e-12);
   }
-  rf_plan_free(plan);
   rf_calibration_clear(&cal);
+  free_sharded(plan);
 }
 
 /* The export's host time against its GPU time (export.host_overlap). 100 MB sharded over GPUs 0
