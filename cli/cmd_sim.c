@@ -149,7 +149,7 @@ static void print_row(FILE *f, const Row *r) {
   char *mem = rf_memory_format(&r->mem);
   /* a published-software row counted by refit run's schedule: say whose memory it is */
   const gboolean theirs_unmodelled =
-      r->software != RF_SOFTWARE_REFIT && strcmp(rf_memory_from_key(&r->mem), "buckets") != 0;
+      r->software != RF_SOFTWARE_REFIT && r->mem.from != RF_MEMORY_FROM_BUCKETS;
   fprintf(f, "#  %s (%s%s%s)%s\n", mem, rf_memory_from_name(&r->mem),
           theirs_unmodelled ? ": refit's memory for this plan; not modelled for " : "",
           theirs_unmodelled ? rf_software_name(r->software) : "",

@@ -191,7 +191,7 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
       const gboolean flows = st && st->exec_fallback; /* the flow model's figure instead */
       if (flows && !quiet)
         g_printerr("refit step: %s: refit's executor was not simulated (%s): the flow model's "
-                   "bound is shown\n",
+                   "estimate is shown\n",
                    rf_strategy_name((RfStrategy)s), st->exec_fallback);
       g_autofree char *key = rf_predict_model_key(sw, swv, s);
       row_add(rows, sw, flows ? RF_VARIANT_DEFAULT : swv, (RfStrategy)s, res.total_s,
