@@ -156,6 +156,12 @@ for r in (a, b):
     assert r["predicted_by"] == "nemo-rl/gather-broadcast", r["predicted_by"]
     assert "its gather + packed broadcast path" in r["model_note"], r["model_note"]
 PY
+# a published-software row counted by refit run's schedule says whose memory that is
+expect_ok "sim nemo-rl memory label" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 \
+  -s hybrid,gather-broadcast --software nemo-rl -q
+grep -q "(in place, refit run's schedule: refit's memory for this plan; not modelled for nemo-rl)" \
+  "$TMP/out" || bad "sim: nemo-rl hybrid memory not labelled refit's"
+grep -q "(NeMo RL's reused broadcast buckets)$" "$TMP/out" || bad "sim: nemo-rl buckets label"
 expect_ok "sim flows variant" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant flows --json
 grep -q '"predicted_by" : "flows"' "$TMP/out" || bad "sim --software-variant flows: not the flow model"
