@@ -53,14 +53,9 @@ gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gb
   return TRUE;
 }
 
-/* NeMo RL's gather-broadcast is its collective path (every tensor by packed broadcast): the
- * variants name the hybrid's bulk transport and do not apply to it. */
-static gboolean collective_path(RfSoftware sw, int strategy) {
-  return sw == RF_SOFTWARE_NEMO_RL && strategy == RF_STRATEGY_GATHER_BROADCAST;
-}
-
 const char *rf_predict_path_name(RfSoftware sw, RfSwVariant v, int strategy) {
-  return collective_path(sw, strategy) ? "gather-broadcast" : rf_variant_name(sw, v);
+  return rf_variant_applies(sw, strategy) ? rf_variant_name(sw, v)
+                                          : rf_strategy_name((RfStrategy)strategy);
 }
 
 char *rf_predict_model_key(RfSoftware sw, RfSwVariant v, int strategy) {
@@ -112,7 +107,7 @@ char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *
                           "bound is)");
   const char *name = rf_software_name(sw), *var = rf_predict_path_name(sw, v, strategy);
   GString *t = g_string_new(NULL);
-  if (collective_path(sw, strategy))
+  if (!rf_variant_applies(sw, strategy)) /* NeMo RL's gather-broadcast */
     g_string_printf(t,
                     "a model of %s's code (its gather + packed broadcast path; the variant, "
                     "the hybrid's bulk transport, does not apply)",

@@ -30,7 +30,8 @@ gboolean rf_memory_check(const RfMemory *m, const char *who, gboolean strict, gb
  * g_free. */
 char *rf_predict_model_key(RfSoftware sw, RfSwVariant v, int strategy);
 
-/* PATH above: the variant's name, or "gather-broadcast" for NeMo RL's collective path. */
+/* PATH above: the variant's name, or the strategy's where the software's variants do not apply
+ * to it (rf_variant_applies: NeMo RL's gather-broadcast). */
 const char *rf_predict_path_name(RfSoftware sw, RfSwVariant v, int strategy);
 
 /* The same in words, for a report's "# model:" line: what the model is and, for a model of the

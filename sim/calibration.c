@@ -56,6 +56,10 @@ const char *rf_variant_name(RfSoftware s, RfSwVariant v) {
   return VARIANT[rf_variant_resolve(s, v)];
 }
 
+gboolean rf_variant_applies(RfSoftware s, int st) {
+  return !(s == RF_SOFTWARE_NEMO_RL && st == RF_STRATEGY_GATHER_BROADCAST);
+}
+
 gboolean rf_software_parse(const char *software, const char *variant, RfSoftware *sw,
                            RfSwVariant *v, GError **error) {
   int s = -1, k = 0;

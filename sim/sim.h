@@ -49,6 +49,10 @@ const char *rf_software_name(RfSoftware s);
 /* The variant's name; the default resolved for the software. */
 const char *rf_variant_name(RfSoftware s, RfSwVariant v);
 RfSwVariant rf_variant_resolve(RfSoftware s, RfSwVariant v);
+/* Whether the software's variants apply to strategy st (an RfStrategy, or -1 for none in
+ * particular): NeMo RL's are its hybrid's bulk transport, and its gather-broadcast, the
+ * collective path (every tensor by packed broadcast), has none. */
+gboolean rf_variant_applies(RfSoftware s, int st);
 
 /* Calibration: achieved fractions of peak and software latencies. One file per topology in
  * sim/calibration/. */

@@ -103,7 +103,7 @@ gboolean sw_nemo_rl_build(SimProgram *p, const SimProtos *x, const RfCalibration
   /* the variants are the hybrid's bulk transport (nccl_reshard); gather-broadcast is NeMo RL's
    * collective path, every tensor by packed broadcast whatever the variant: with golden or
    * xfer-v0.1 (every part by the bulk path, no misc) it moved nothing before */
-  const gboolean bulk = strat != RF_STRATEGY_GATHER_BROADCAST;
+  const gboolean bulk = rf_variant_applies(RF_SOFTWARE_NEMO_RL, (int)strat);
   const gboolean golden = bulk && v == RF_VARIANT_GOLDEN;
   const gboolean every_part = bulk && (v == RF_VARIANT_XFER_V01 || golden);
   const int pp = pb->src.par.pp > 0 ? pb->src.par.pp : 1;
