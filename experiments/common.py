@@ -49,6 +49,15 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
+def write_error_summary(path, errors):
+    """Mean and max |error| (%) per (software, variant): {(software, variant): [|error|, ...]}.
+    The format cli/predict.c reads (validate-public-variants.csv, reproduce-models.csv)."""
+    with open(path, "w") as f:
+        f.write("software,variant,rows,mean_abs_error_pct,max_abs_error_pct\n")
+        for (sw, var), e in sorted(errors.items()):
+            f.write("%s,%s,%d,%.1f,%.1f\n" % (sw, var, len(e), sum(e) / len(e), max(e)))
+
+
 def add_refit_args(ap):
     """--build DIR (default $REFIT_BUILD, else build/) and --refit PATH (default DIR/cli/refit)."""
     ap.add_argument("--build", default=os.environ.get("REFIT_BUILD", os.path.join(ROOT, "build")),

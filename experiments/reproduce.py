@@ -20,7 +20,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, pyplot, refit_path, write_csv  # noqa: E402
+from common import (ROOT, Table, add_refit_args, pyplot, refit_path, write_csv,  # noqa: E402
+                    write_error_summary)
 
 TABLE = os.path.join(ROOT, "experiments", "reported-refit.csv")
 VARIANTS = ["python-fallback", "m2n-pack"]
@@ -167,10 +168,7 @@ def write_model_summary(path, rows):
     for r in rows:
         key = (r["software"], r["variant"] or r["strategy"])
         by.setdefault(key, []).append(abs(r["error_pct"]))
-    with open(path, "w") as f:
-        f.write("software,variant,rows,mean_abs_error_pct,max_abs_error_pct\n")
-        for (sw, var), e in sorted(by.items()):
-            f.write("%s,%s,%d,%.1f,%.1f\n" % (sw, var, len(e), sum(e) / len(e), max(e)))
+    write_error_summary(path, by)
 
 
 def plot(rows, png):
