@@ -129,7 +129,11 @@ static void print_row(FILE *f, const Row *r) {
     fprintf(f, "   %-28s %12.3f %12.4f %10.1f\n", r->stats.top[i].name, r->stats.top[i].bytes / 1e9,
             r->stats.top[i].busy_s,
             r->res.total_s > 0 ? 100.0 * r->stats.top[i].busy_s / r->res.total_s : 0.0);
-  if (r->stats.nbuckets > 0)
+  if (r->stats.nbuckets > 0 && r->software == RF_SOFTWARE_REFIT)
+    fprintf(f,
+            "#  export and broadcast: %.0f buckets of %.3g GB, overlapped step paced to %.3f s\n",
+            r->stats.nbuckets, r->stats.bucket_bytes / 1e9, r->stats.export_pace_s);
+  else if (r->stats.nbuckets > 0)
     fprintf(f,
             "#  export: %.0f checkpoint tensors in %.0f collective rounds, latency %.3f s; %.0f "
             "buckets of %.3g GB; overlapped step paced to %.3f s\n",

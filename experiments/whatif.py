@@ -4,8 +4,9 @@
 Kimi K3 (2.8T) and Qwen3.8 2.4T-A95B, trained on 1024 GB200 GPUs (Megatron TP8xPP16xEP64, DP8)
 and served on 1024 more (vLLM TP32xDP32), on GB200 NVL72 with 400G and with 800G NICs. Printed
 beside the one public figure: Qwen3.8 2.4T moved by reshard in 4.3 s (layout and GPU count not
-published). Beside refit's strategies, the published software's prediction: NeMo RL's hybrid
-(`refit sim --software nemo-rl`, variants python-fallback and m2n-pack) and NCCL M2N's m2n
+published). Beside refit's strategies, the published software's prediction: NeMo RL's
+gather-broadcast and hybrid (`refit sim --software nemo-rl`, the hybrid's variants
+python-fallback and m2n-pack) and NCCL M2N's m2n
 (`--software nccl-m2n`), or the one-line reason the published code cannot run it. Writes CSV.
 
 usage: /usr/bin/python3 experiments/whatif.py [--build DIR | --refit PATH] [--out experiments/results]
@@ -20,14 +21,15 @@ import subprocess  # noqa: E402
 
 from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
 
-SOFTWARE = [("hybrid", "nemo-rl", "python-fallback"), ("hybrid", "nemo-rl", "m2n-pack"),
-            ("m2n", "nccl-m2n", "pack")]
+# (variant None: NeMo RL's gather-broadcast, its collective path, to which no variant applies)
+SOFTWARE = [("gather-broadcast", "nemo-rl", None), ("hybrid", "nemo-rl", "python-fallback"),
+            ("hybrid", "nemo-rl", "m2n-pack"), ("m2n", "nccl-m2n", "pack")]
 
 
 def sim_software(refit, model, train, infer, topo, strategy, software, variant):
     """The published-software prediction, or the reason it cannot run."""
     cmd = [refit, "sim", "-q", "--json", "-m", model, "-t", train, "-i", infer, "-T", topo, "-s",
-           strategy, "--software", software, "--software-variant", variant]
+           strategy, "--software", software] + (["--software-variant", variant] if variant else [])
     out = subprocess.run(cmd, capture_output=True, text=True,
                          env=dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT)))
     if out.returncode != 0:
@@ -78,7 +80,7 @@ def main():
                     model, topo, train, infer, s, r["predicted_s"], r["lower_bound_s"], ratio, rep))
             for strat, sw, var in SOFTWARE if topo == TOPOS[0] else []:  # 400G only: minutes each
                 r, why = sim_software(a.refit, model, train, infer, topo, strat, sw, var)
-                name = "%s %s/%s" % (strat, sw, var)
+                name = "%s %s/%s" % (strat, sw, var) if var else "%s %s" % (strat, sw)
                 rec = {"model": model, "topology": topo, "train": train, "infer": infer,
                        "strategy": name, "predicted_s": round(r["predicted_s"], 3) if r else "",
                        "lower_bound_s": round(r["lower_bound_s"], 3) if r else "",

@@ -143,9 +143,11 @@ static void fill_stats(SimState *st, const SimProgram *p, const RfProblem *pb) {
   }
 }
 
-/* What bounds the run: a link busy most of the time; else the software time (export latencies,
- * per-tensor costs; the export's host time overlaps its transfers with export.host_overlap); else
- * the busiest link with the rest lost to pipeline fill and contention. */
+/* What bounds the run: a link busy most of the time; else the software time (refit's executor:
+ * the host posting its groups; the published software: its calls, export latencies and
+ * per-tensor costs, the export's host time overlapping its transfers with export.host_overlap);
+ * else the busiest link with the rest lost to the executor's stages in series, or to pipeline
+ * fill and contention. */
 static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
   const RfSimStats *s = &st->stats;
   double soft = st->calib.software != RF_SOFTWARE_REFIT
@@ -157,6 +159,19 @@ static char *bound_by(const SimState *st, const SimProgram *p, double total_s) {
   if (total_s <= 0) return g_strdup("nothing moves");
   if (busy >= 0.8 * total_s)
     return g_strdup_printf("%s (busy %.0f%% of the run)", top, 100 * busy / total_s);
+  if (p->exec) { /* refit's executor: its own software time is the host posting its groups */
+    if (p->sw_software_s >= 0.4 * total_s)
+      return g_strdup_printf("software time %.3g s (%.0f%%, the host posting %.0f groups); "
+                             "busiest link %s %.0f%%",
+                             p->sw_software_s, 100 * p->sw_software_s / total_s, p->sw_calls, top,
+                             100 * busy / total_s);
+    if (p->exec_stages > 1)
+      return g_strdup_printf("%s (busy %.0f%%), the schedule's %d stages one after another "
+                             "(%.0f groups)",
+                             top, 100 * busy / total_s, p->exec_stages, p->sw_calls);
+    return g_strdup_printf("%s (busy %.0f%%), pipeline fill, group latencies and contention", top,
+                           100 * busy / total_s);
+  }
   if (soft >= 0.4 * total_s)
     return g_strdup_printf("software time %.3g s (%.0f%%, %s); busiest link %s %.0f%%", soft,
                            100 * soft / total_s,

@@ -117,6 +117,7 @@ typedef struct {
   SimExec *exec;         /* refit's executor: rank programs, or per host when group > 1 (NULL:
                             steps and lanes) */
   RfMemory exec_mem;     /* refit's executor: the inference memory of its schedule */
+  int exec_stages;       /* refit's executor: stages run one after another (1: pipelined) */
   gboolean progress;     /* the executor's simulation prints progress on stderr (long runs) */
   gboolean exact_routes; /* executor: keep HBM links that cannot bind on the routes (tests: the
                             reference the engine's pruned platform is checked against) */

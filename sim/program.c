@@ -235,7 +235,12 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
   }
   x->export_calls = calls;
   x->export_tensors = tensors;
-  x->export_host_s = tensors * cal->export_tensor_overhead_s;
+  /* These costs are Megatron-Bridge's export as NeMo RL runs it, per parameter and per tensor.
+   * refit's own strategies move the plan's export messages in refit run's groups (the executor
+   * model prices those), and the flow model of them carries no software cost: none here. */
+  if (cal->software == RF_SOFTWARE_REFIT) lat = 0;
+  x->export_host_s =
+      cal->software == RF_SOFTWARE_REFIT ? 0 : tensors * cal->export_tensor_overhead_s;
   x->export_latency_s = lat + x->export_host_s;
 }
 

@@ -389,6 +389,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       p->frac[st][l] = p->phase_bytes[l] > 0 ? p->frac[st][l] / p->phase_bytes[l] : 0;
   p->sw_software_s = soft;
   p->sw_calls = s->nrounds;
+  p->exec_stages = s->pipelined ? 1 : s->nstages;
   p->exec = exec_build(s, plan, segs, first, slot_host, p->group, p->nhosts, copy_Bps,
                        exec_post_s(cal), step0);
   exec_op_costs(p->exec, cal);
