@@ -150,15 +150,9 @@ static void print_row(FILE *f, const Row *r) {
           r->res.lower_bound_s,
           r->res.lower_bound_s > 0 ? r->res.total_s / r->res.lower_bound_s : 0.0);
   fprintf(f, "   bound by %s\n", r->res.bound_by ? r->res.bound_by : "-");
-  char *mem = rf_memory_format(&r->mem);
-  /* a published-software row counted by refit run's schedule: say whose memory it is */
-  const gboolean theirs_unmodelled =
-      r->software != RF_SOFTWARE_REFIT && r->mem.from != RF_MEMORY_FROM_BUCKETS;
-  fprintf(f, "#  %s (%s%s%s)%s\n", mem, rf_memory_from_name(&r->mem),
-          theirs_unmodelled ? ": refit's memory for this plan; not modelled for " : "",
-          theirs_unmodelled ? rf_software_name(r->software) : "",
-          rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
-  g_free(mem);
+  g_autofree char *mem = rf_memory_format(&r->mem);
+  g_autofree char *from = rf_predict_memory_source(r->software, &r->mem);
+  fprintf(f, "#  %s (%s)%s\n", mem, from, rf_memory_exceeds(&r->mem) ? "  EXCEEDS GPU MEMORY" : "");
 }
 
 /* Members of one plan's inference memory (sim and plan write the same names). */

@@ -107,16 +107,22 @@ typedef struct {
   RfSoftware sw;
   RfSwVariant var;
   RfStrategy st;
-  double f;         /* refit seconds */
-  char label[48];   /* "nemo-rl:gather-broadcast" for a published software, "m2n" for refit's */
-  char model[48];   /* rf_predict_model_key, "given" or "measured" */
-  uint64_t peak;    /* the fullest inference GPU in place (memory model), 0: not predicted */
-  uint64_t weights; /* its weights: the second bank async-overlap needs */
+  double f;            /* refit seconds */
+  char label[48];      /* "nemo-rl:gather-broadcast" for a published software, "m2n" for refit's */
+  char model[48];      /* rf_predict_model_key, "given" or "measured" */
+  uint64_t peak;       /* the fullest inference GPU in place (memory model), 0: not predicted */
+  uint64_t weights;    /* its weights: the second bank async-overlap needs */
+  char *mem_from;      /* where the memory figure comes from (rf_predict_memory_source) */
+  const char *mem_key; /* the same as a JSON value (rf_memory_from_key) */
 } Row;
+
+static void row_clear(gpointer p) {
+  g_free(((Row *)p)->mem_from);
+}
 
 static void row_add(GArray *rows, RfSoftware sw, RfSwVariant var, RfStrategy st, double f,
                     const char *model) {
-  Row r = {sw, var, st, f, "", "", 0, 0};
+  Row r = {sw, var, st, f, "", "", 0, 0, NULL, NULL};
   if (sw == RF_SOFTWARE_REFIT)
     g_strlcpy(r.label, rf_strategy_name(st), sizeof r.label);
   else
@@ -199,6 +205,8 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
       Row *x = &g_array_index(rows, Row, rows->len - 1);
       x->peak = mem.peak_bytes;
       x->weights = mem.weights_bytes;
+      x->mem_from = rf_predict_memory_source(sw, &mem);
+      x->mem_key = rf_memory_from_key(&mem);
     }
     if (!ok && plan && sw != RF_SOFTWARE_REFIT && error && *error &&
         (*error)->code == RF_ERROR_INPUT) { /* over the published software's limits */
@@ -255,8 +263,9 @@ static void print_table(const Report *r) {
   for (int i = 0; i < r->nrows; i++)
     if (r->rows[i].peak)
       printf("# %s: fullest inference GPU %.4g GB in place, %.4g GB with the second weight bank "
-             "async-overlap needs (NCCL buffers not counted)\n",
-             r->rows[i].label, r->rows[i].peak / 1e9, (r->rows[i].peak + r->rows[i].weights) / 1e9);
+             "async-overlap needs (%s; NCCL buffers not counted)\n",
+             r->rows[i].label, r->rows[i].peak / 1e9, (r->rows[i].peak + r->rows[i].weights) / 1e9,
+             r->rows[i].mem_from);
   printf("# step: sync R+T+O+F; async max(R,T+O)+F; async-overlap max(R,T+O+F); colocated "
          "R+T+O+Fc (Fc = %.4g s, --colocated-refit-s)\n",
          w->colocated_s);
@@ -301,6 +310,7 @@ static void json_row(JsonBuilder *b, const Report *r, Mode m, const Row *x) {
   rf_json_num(b, "refit_share", st > 0 ? f / st : 0);
   if (m != MODE_COLOCATED && x->peak) /* the memory model: in place, or two banks */
     rf_json_int(b, "infer_peak_bytes", (gint64)(x->peak + (m == MODE_OVERLAP ? x->weights : 0)));
+  if (m != MODE_COLOCATED && x->peak) rf_json_str(b, "memory_from", x->mem_key);
   rf_json_num(b, "speedup", m == MODE_COLOCATED ? 1.0 : st > 0 ? sb / st : 1);
   json_builder_set_member_name(b, "amdahl_ceiling"); /* null: a step that is all refit */
   if (m == MODE_COLOCATED || s0 > 0)
@@ -528,6 +538,7 @@ int rf_cmd_step(int argc, char **argv) {
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
   GArray *rows = g_array_new(FALSE, TRUE, sizeof(Row));
+  g_array_set_clear_func(rows, row_clear);
   char *refit_source = NULL;
   Report r = {0};
   if (!rf_args_parse(ctx, &argc, &argv, FALSE, &e)) goto out;

@@ -135,3 +135,10 @@ char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *
   *oos_pct = pub ? mean : table ? tmean : -1;
   return g_string_free(t, FALSE);
 }
+
+char *rf_predict_memory_source(RfSoftware sw, const RfMemory *m) {
+  if (sw != RF_SOFTWARE_REFIT && m->from != RF_MEMORY_FROM_BUCKETS)
+    return g_strdup_printf("%s: refit's memory for this plan; not modelled for %s",
+                           rf_memory_from_name(m), rf_software_name(sw));
+  return g_strdup(rf_memory_from_name(m));
+}

@@ -42,4 +42,10 @@ const char *rf_predict_path_name(RfSoftware sw, RfSwVariant v, int strategy);
  * (validate-public's where it has one, else the reported table's), or -1 when not measured. */
 char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *oos_pct);
 
+/* Where a prediction's memory figure comes from, in words: rf_memory_from_name(m), and for a
+ * model of the published software whose figure is refit run's schedule for the plan (not its
+ * own buffers; NeMo RL's gather-broadcast buckets are its own), that it is refit's memory for
+ * this plan, not modelled for that software. Caller frees. */
+char *rf_predict_memory_source(RfSoftware sw, const RfMemory *m);
+
 #endif

@@ -123,6 +123,19 @@ grep -q '^async  *nemo-rl:gather-broadcast .* nemo-rl/gather-broadcast$' "$TMP/o
 grep -q '^async  *m2n ' "$TMP/out" || bad "step -s m2n: no m2n row"
 grep -q "NeMo RL's default refit (non-colocated) is gather-broadcast; its nccl_reshard refit .* is the hybrid strategy" "$TMP/out" ||
   bad "step: does not say which strategy NeMo RL uses"
+# its memory lines say whose memory each is, as refit sim does: NeMo RL's buckets, or refit's for a
+# NeMo RL row that is not modelled
+expect_ok "step memory sources" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -q --rollout-s 10 \
+  --train-s 5 -s m2n,hybrid --mode async
+grep -q "^# nemo-rl:gather-broadcast: fullest inference GPU .*(NeMo RL's reused broadcast buckets; " "$TMP/out" ||
+  bad "step: NeMo RL's gather-broadcast memory source: $(grep fullest "$TMP/out")"
+grep -q "^# nemo-rl:hybrid: fullest .*refit run's schedule: refit's memory for this plan; not modelled for nemo-rl; " "$TMP/out" ||
+  bad "step: NeMo RL hybrid memory not labelled: $(grep fullest "$TMP/out")"
+grep -q "^# m2n: fullest .*(in place, refit run's schedule; NCCL" "$TMP/out" || bad "step: m2n memory source"
+expect_ok "step memory json" "$REFIT" step -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -q --rollout-s 10 \
+  --train-s 5 -s m2n --mode async --json
+grep -q '"memory_from" : "buckets"' "$TMP/out" && grep -q '"memory_from" : "schedule"' "$TMP/out" ||
+  bad "step --json: memory_from"
 # Every prediction names its model: refit's executor (the default), flows (an estimate), or a software
 # model.
 expect_ok "sim predicted_by executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
