@@ -172,7 +172,7 @@ int rf_cmd_plan(int argc, char **argv) {
       goto out;
     }
     if (schedule) {
-      const gboolean pipe = rf_schedule_pipelines(plan);
+      const gboolean pipe = !run.staged;
       RfSchedule *sg =
           rf_schedule_build(plan, pb->nranks, run.staging_bytes, run.max_ops, run.slots,
                             pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);

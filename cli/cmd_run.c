@@ -518,8 +518,8 @@ int rf_cmd_run(int argc, char **argv) {
        "generation is paused",
        NULL},
       {"staged", 0, 0, G_OPTION_ARG_NONE, &o->staged,
-       "m2n: run the plan's stages one after another (store and forward) instead of pipelining "
-       "a forwarded part as soon as it arrived",
+       "Run the plan's stages one after another (store and forward) instead of pipelining "
+       "a forwarded part as soon as it arrived (every strategy pipelines by default)",
        NULL},
       {"timeout", 0, 0, G_OPTION_ARG_DOUBLE, &o->timeout_s,
        "Seconds without progress before a stage counts as failed (default 60)", "S"},

@@ -618,7 +618,7 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "as refit run)",
        "N"},
       {"staged", 0, 0, G_OPTION_ARG_NONE, &o->exec_staged,
-       "refit executor variant: refit run --staged (m2n's stages one after another)", NULL},
+       "refit executor variant: refit run --staged (the plan's stages one after another)", NULL},
       {"lane-comms", 0, 0, G_OPTION_ARG_NONE, &o->exec_lane_comms,
        "refit executor variant: refit run --lane-comms (each staging lane's groups on a "
        "communicator and stream of its own, so a rank's groups on different lanes run at once; "

@@ -497,7 +497,7 @@ static gboolean build_schedule(RealState *st, const RfPlan *plan, GError **error
   ScheduleProgress pr = {st, plan, g_get_monotonic_time(), 0};
   pr.shown = pr.t0;
   unsigned flags = st->opt.plan_only ? RF_SCHEDULE_SIZES_ONLY : 0;
-  if (!st->opt.staged && rf_schedule_pipelines(plan)) flags |= RF_SCHEDULE_PIPELINED;
+  if (!st->opt.staged) flags |= RF_SCHEDULE_PIPELINED; /* every strategy, as refit sim */
   /* staging bound, lanes and operation bound: as given, or chosen (model/plan/staging.h) */
   RfStaging *sc = &st->spread.staging;
   rf_staging_choose(plan, &st->opt.costs, (flags & RF_SCHEDULE_PIPELINED) != 0,
@@ -540,9 +540,12 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
     sp->dst_bytes = MAX(sp->dst_bytes, l->dst_bytes);
     sp->rank_bytes = MAX(sp->rank_bytes, l->src_bytes + banks_bytes + l->hold_bytes +
                                              l->sstage_bytes + l->rstage_bytes);
-    if (rf_side_index(&st->pb->dst, l->rank) >= 0) /* an inference GPU, as the model counts it */
+    if (rf_side_index(&st->pb->dst, l->rank) >= 0) { /* an inference GPU, as the model counts */
       sp->infer_alloc_bytes = MAX(sp->infer_alloc_bytes,
                                   banks_bytes + l->hold_bytes + l->sstage_bytes + l->rstage_bytes);
+      sp->infer_hold_bytes = MAX(sp->infer_hold_bytes, l->hold_bytes);
+      sp->infer_hold_live_bytes = MAX(sp->infer_hold_live_bytes, l->hold_live_bytes);
+    }
   }
   /* the memory model (model/plan/memory.h) of this very schedule: what --memory reports */
   rf_memory_of_schedule(plan, sg, &sp->memory);
@@ -567,9 +570,11 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
 /* The largest rank of the world (exact: sizes are far below 2^53). */
 static gboolean world_sizes(RealState *st, GError **error) {
   RfRealSpread *sp = &st->spread;
-  double v[6] = {(double)sp->hold_bytes, (double)sp->staging_bytes, (double)sp->src_bytes,
-                 (double)sp->dst_bytes,  (double)sp->rank_bytes,    (double)sp->infer_alloc_bytes};
-  if (!st->opt.local && rf_boot_max_double(v, 6, st->opt.timeout_s) != RF_REAL_OK) {
+  double v[8] = {(double)sp->hold_bytes,       (double)sp->staging_bytes,
+                 (double)sp->src_bytes,        (double)sp->dst_bytes,
+                 (double)sp->rank_bytes,       (double)sp->infer_alloc_bytes,
+                 (double)sp->infer_hold_bytes, (double)sp->infer_hold_live_bytes};
+  if (!st->opt.local && rf_boot_max_double(v, 8, st->opt.timeout_s) != RF_REAL_OK) {
     rf_real_set_err(error, RF_ERROR_PEER,
                     "rank %d: exchanging buffer sizes failed (a peer stopped)", st->me);
     return FALSE;
@@ -580,6 +585,8 @@ static gboolean world_sizes(RealState *st, GError **error) {
   sp->dst_bytes = (uint64_t)v[3];
   sp->rank_bytes = (uint64_t)v[4];
   sp->infer_alloc_bytes = (uint64_t)v[5];
+  sp->infer_hold_bytes = (uint64_t)v[6];
+  sp->infer_hold_live_bytes = (uint64_t)v[7];
   return TRUE;
 }
 
@@ -623,24 +630,31 @@ static void maybe_fail(RealState *st, const RfPlan *plan, int k, int round, gboo
 }
 
 /* The same hook for a pipelined schedule, whose stages share rounds: the rank fails at the pack
- * of a round of its that carries a stage of the kind (or index), past its first round (or at its
- * only one): mid-stage. k: the local round. */
+ * of a round of its that carries a stage of the kind (any stage of it: a rank may take part in
+ * the second hop of a broadcast and not the first; or the stage of that index), past its first
+ * such round (or at its only one): mid-stage. A rank with no such round does not fail. k: the
+ * local round. */
 static void maybe_fail_pipelined(RealState *st, const RfPlan *plan, const LRank *l, int k,
                                  gboolean last) {
   if (st->opt.local || st->me != st->opt.fail_rank || !st->opt.fail_kill || !last) return;
-  int first = -1; /* the first stage of that kind (or the index) */
-  for (int j = 0; j < plan->nstages && first < 0; j++)
+  uint32_t bits = 0; /* the stages of that kind (or the index), as stage_mask keeps them */
+  for (int j = 0; j < plan->nstages; j++)
     if (st->opt.fail_label ? stage_has_kind(plan, j, st->opt.fail_label) : j == st->opt.fail_stage)
-      first = j;
-  const uint32_t bit = 1u << MIN(MAX(first, 0), 31);
-  if (first < 0 || !(l->rounds[k].stage_mask & bit)) return;
-  int later = 0; /* the rank's other rounds of that stage: fail at one of those (mid-stage) */
-  for (int j = k + 1; j < l->nrounds; j++)
-    later += (l->rounds[j].stage_mask & bit) != 0;
-  if (k == 0 && later) return;
-  g_autofree char *lab = stage_label(plan, first);
+      bits |= 1u << MIN(j, 31);
+  if (!(l->rounds[k].stage_mask & bits)) return;
+  int first = -1, later = 0; /* the rank's first such round, and the ones after it */
+  for (int j = 0; j < l->nrounds; j++)
+    if (l->rounds[j].stage_mask & bits) {
+      if (first < 0) first = j;
+      later += j > k;
+    }
+  if (k == first && later) return; /* past its first round of the stage: mid-stage */
+  int stage = 0; /* the first stage of that kind in the round (bit 31: the 32nd or a later) */
+  while (!((l->rounds[k].stage_mask & bits) >> stage & 1u))
+    stage++;
+  g_autofree char *lab = stage_label(plan, stage);
   fprintf(stderr, "refit run: rank %d: stage %d (%s): injected failure, this rank is killed\n",
-          st->me, first, lab);
+          st->me, stage, lab);
   fflush(stderr);
   kill(getpid(), SIGKILL);
 }

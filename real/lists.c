@@ -468,16 +468,20 @@ static gint recvd_by_first(gconstpointer a, gconstpointer b) {
 static void hold_layout(Build *b) {
   g_autoptr(GArray) holes = g_array_new(FALSE, FALSE, sizeof(Hole));
   g_autoptr(GArray) active = g_array_new(FALSE, FALSE, sizeof(Held));
+  uint64_t live = 0; /* bytes of the pieces held now: the peak is what the memory model counts */
   for (guint k = 0; k < b->recvd->len; k++) {
     const Recvd *x = &g_array_index(b->recvd, Recvd, k);
     if (b->last_use[x->i] < 0) continue;
     while (active->len && g_array_index(active, Held, 0).last < x->stage) {
       Held u = heap_pop(active);
       hold_free(holes, (uint64_t)b->hold_off[u.i], u.bytes);
+      live -= u.bytes;
     }
     uint64_t len = rf_align_up(x->bytes, HOLD_ALIGN);
     b->hold_off[x->i] = (int64_t)hold_alloc(holes, &b->l->hold_bytes, len);
     heap_push(active, (Held){b->last_use[x->i], x->i, len});
+    live += len;
+    b->l->hold_live_bytes = MAX(b->l->hold_live_bytes, live);
   }
 }
 
@@ -791,7 +795,7 @@ static void free_rank_plan(RealState *st, LRank *l) {
   l->nrounds = 0;
   l->hold = l->sstage = l->rstage = NULL;
   l->bases_dev[0] = l->bases_dev[1] = NULL;
-  l->hold_bytes = l->sstage_bytes = l->rstage_bytes = 0;
+  l->hold_bytes = l->hold_live_bytes = l->sstage_bytes = l->rstage_bytes = 0;
 }
 
 void rf_real_free_plan(RealState *st) {

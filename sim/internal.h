@@ -28,6 +28,12 @@ typedef struct {
 /* refit's executor simulation: exact (an actor per rank) up to this many ranks; above, hosts of
  * up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the exact model) */
 #define SIM_EXEC_EXACT_RANKS 1024
+/* refit's executor simulation: the most segments a schedule it builds may hold (a placement costs
+ * about 40 bytes a segment: Kimi K3 m2n on 1,024 + 1,024 GPUs, 22.9 M, builds in 3.4 GB); above
+ * it the row is refused before the build, as one whose groups exceed SIM_MAX_STEPS
+ * (DeepSeek-V3's pipelined gather-broadcast, 245 M segments and 102,395 groups, took 9.6 GB and
+ * 111 s to build only to be refused) */
+#define SIM_EXEC_MAX_SEGMENTS UINT64_C(64000000)
 #define SIM_EXEC_COARSE_GROUP 8
 #define SIM_MAX_LANES 64     /* concurrent streams (lanes) of a program (nemo.streams <= 64) */
 #define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */

@@ -205,33 +205,34 @@ EOF2
   # step 1 with 0 wrong elements (the refit is retried from them). Double bank: each survivor's
   # bank in service still holds step 0. Open MPI is asked to keep the survivors running
   # (recovery on, no abort at a non-zero exit).
-  kill_case() { # KIND [--double-bank] STRATEGY ARGS...: rank 5 dies mid-KIND
-    kind=$1
-    shift
+  kill_case() { # KIND RANK [--double-bank] STRATEGY ARGS...: RANK dies mid-KIND
+    kind=$1 rk=$2
+    shift 2
     left='bank in service: step 0, 0 wrong elements$' db=" (double bank)"
     [ "$1" = --double-bank ] ||
       { left='(weights: in place, step 1 incomplete: marked stale, not served \(generation stays paused\)|training shards: step 1, 0 wrong elements \(the refit is retried from them\))$' db=""; }
     t0=$(date +%s)
     $mpi --mca orte_enable_recovery 1 --mca orte_abort_on_non_zero_status 0 -np 8 "$refit" run -q \
-      --model tiny-moe --train TP2xPP2 -w 1 -n 1 --timeout 3 --test-fail "5:$kind:kill" "$@" \
+      --model tiny-moe --train TP2xPP2 -w 1 -n 1 --timeout 3 --test-fail "$rk:$kind:kill" "$@" \
       >"$tmp/out" 2>"$tmp/err"
     took=$(($(date +%s) - t0))
-    died=$(grep -c "rank 5: stage [0-9]* ([a-z+]*): injected failure, this rank is killed" "$tmp/err")
+    died=$(grep -c "rank $rk: stage [0-9]* ([a-z+]*): injected failure, this rank is killed" "$tmp/err")
     told=$(grep -Ec "^refit run: [a-z0-9-]+: rank [0-7]: .*$left" "$tmp/err")
     ranks=$(grep -Eo '^refit run: [a-z0-9-]+: rank [0-7]:' "$tmp/err" | sort -u | wc -l)
     if [ "$died" = 1 ] && [ "$told" = 7 ] && [ "$ranks" = 7 ] && [ "$took" -le 30 ]; then
-      echo "ok: rank 5 killed mid-$kind$db: 7 survivors report what they leave (${took} s)"
+      echo "ok: rank $rk killed mid-$kind$db: 7 survivors report what they leave (${took} s)"
     else
       cat "$tmp/err"
       fail "rank killed mid-$kind (died $died, reports $told, ranks $ranks, ${took} s)"
     fi
   }
-  kill_case export --infer TP4 --strategy gather-broadcast
-  kill_case broadcast --infer TP4 --strategy gather-broadcast
-  kill_case inject --infer TP2xDP2 -D 2 --strategy m2n
-  kill_case forward --infer TP2xDP2 -D 2 --strategy m2n
-  kill_case fanout --infer TP4 --strategy m2n
-  kill_case forward --double-bank --infer TP2xDP2 -D 2 --strategy m2n
+  # (the export gathers on the training ranks: rank 1 takes part in it, inference rank 5 not)
+  kill_case export 1 --infer TP4 --strategy gather-broadcast
+  kill_case broadcast 5 --infer TP4 --strategy gather-broadcast
+  kill_case inject 5 --infer TP2xDP2 -D 2 --strategy m2n
+  kill_case forward 5 --infer TP2xDP2 -D 2 --strategy m2n
+  kill_case fanout 5 --infer TP4 --strategy m2n
+  kill_case forward 5 --double-bank --infer TP2xDP2 -D 2 --strategy m2n
   ;;
 advise)
   # one ranked answer from rank 0, the winner of the single-process search; every prediction

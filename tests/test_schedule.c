@@ -337,9 +337,8 @@ static void test_schedule_pipelined(void) {
       GError *e = NULL;
       RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
       g_assert_no_error(e);
-      if (rf_schedule_pipelines(plan))
-        for (uint64_t B = 1024; B <= 16384; B *= 4)
-          check_pipelined(plan, pb->nranks, B, 3 + (int)(B % 7));
+      for (uint64_t B = 1024; B <= 16384; B *= 4)
+        check_pipelined(plan, pb->nranks, B, 3 + (int)(B % 7));
       rf_plan_free(plan);
     }
     rf_problem_free(pb);
@@ -524,8 +523,7 @@ static void test_schedule_lower_bound(void) {
         for (int k = 0; k < 2; k++) {
           const int max_ops = k ? 3 : RF_SCHEDULE_AUTO_OPS;
           check_lower_bound(plan, pb->nranks, B, max_ops, 0, &tiny[0]);
-          if (rf_schedule_pipelines(plan))
-            check_lower_bound(plan, pb->nranks, B, max_ops, RF_SCHEDULE_PIPELINED, &tiny[1]);
+          check_lower_bound(plan, pb->nranks, B, max_ops, RF_SCHEDULE_PIPELINED, &tiny[1]);
         }
       rf_plan_free(plan);
     }

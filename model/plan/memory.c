@@ -252,7 +252,7 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
    * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
    * NVLink */
-  const int ncls = rf_schedule_pipelines(plan) ? 2 : 1;
+  const int ncls = 2; /* refit run pipelines every strategy (--staged: one class, fewer rounds) */
   const uint64_t share = rf_schedule_nvlink_share(plan);
   uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
@@ -441,15 +441,6 @@ void rf_memory_run_init(RfMemoryRun *run) {
   run->max_segments = RF_MEMORY_MAX_SEGMENTS;
 }
 
-/* Segments refit run's schedule of plan would hold (what its build costs). */
-static uint64_t segments_of(const RfPlan *plan, const RfMemoryRun *run, gboolean pipelined) {
-  uint64_t seg = MAX(1, pipelined ? run->staging_bytes / RF_SCHEDULE_CUTS : run->staging_bytes);
-  uint64_t n = 0;
-  for (uint64_t m = 0; m < plan->nmsgs; m++)
-    n += (plan->msgs[m].bytes + seg - 1) / seg;
-  return n;
-}
-
 /* NeMo RL's packed broadcast (nemo_rl/utils/packed_tensor.py, packed_comm_consumer, NVIDIA-NeMo/RL
  * at 599730cb2fdbdef2a0dad8bd0b4a6e22779abc4d): a consumer receives each bucket into one of
  * NRL_REFIT_NUM_BUFFERS buffers (default 2), unpacks it into the weights and reuses the buffer;
@@ -513,8 +504,9 @@ static void staged_unbuilt(const RfPlan *plan, const RfMemoryRun *run, RfMemory 
 
 gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run) {
   if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) return FALSE;
-  const gboolean pipe = !run->staged && rf_schedule_pipelines(plan);
-  return !run->max_segments || segments_of(plan, run, pipe) <= run->max_segments;
+  const gboolean pipe = !run->staged;
+  return !run->max_segments ||
+         rf_schedule_segments(plan, run->staging_bytes, pipe) <= run->max_segments;
 }
 
 gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,
@@ -522,8 +514,9 @@ gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *
   if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) {
     memory_of_buckets(plan, run, out);
   } else {
-    const gboolean pipe = !run->staged && rf_schedule_pipelines(plan);
-    if (run->max_segments && segments_of(plan, run, pipe) > run->max_segments) {
+    const gboolean pipe = !run->staged;
+    if (run->max_segments &&
+        rf_schedule_segments(plan, run->staging_bytes, pipe) > run->max_segments) {
       if (pipe)
         rf_memory_of_plan_staging(plan, run->staging_bytes, run->slots, out);
       else

@@ -85,8 +85,12 @@ void rf_schedule_free(RfSchedule *s) {
   g_free(s);
 }
 
-gboolean rf_schedule_pipelines(const RfPlan *plan) {
-  return plan->strategy == RF_STRATEGY_M2N || plan->strategy == RF_STRATEGY_P2P;
+uint64_t rf_schedule_segments(const RfPlan *plan, uint64_t staging_bytes, gboolean pipelined) {
+  const uint64_t seg = MAX(1, pipelined ? staging_bytes / RF_SCHEDULE_CUTS : staging_bytes);
+  uint64_t n = 0;
+  for (uint64_t m = 0; m < plan->nmsgs; m++)
+    n += (plan->msgs[m].bytes + seg - 1) / seg;
+  return n;
 }
 
 static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
@@ -142,13 +146,16 @@ typedef struct {
 
 typedef struct {
   uint64_t *first, *next;
-  PreDep *pre; /* per segment: both in one place (a placement updates both of each dependent) */
+  PreDep *pre;    /* per segment: both in one place (a placement updates both of each dependent) */
+  uint64_t nsegs; /* nodes below are segments; nodes nsegs + i join arrival i (below) */
 } DepGraph;
 
 /* Where the (before, after) pairs of segments go: counted per `before` (next NULL), or written
  * into their bucket (next[fill[before]++] = after). */
 typedef struct {
   uint64_t *first, *fill, *next;
+  uint64_t nsegs;   /* the first join node */
+  gboolean *joined; /* per arrival: its segments already point at its join node */
 } PairSink;
 
 static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
@@ -198,9 +205,18 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
         break;
       }
       first_met = FALSE;
-      for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
-        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++)
-          pair_push(pairs, ga, g);
+      /* every segment of the arrival before every segment of the transfer: through the
+       * arrival's join node, which is placed when the last of them is, so that the pairs are
+       * as many as the two counts together, not their product (a gathered tensor sent on whole
+       * reads a whole shard: DeepSeek-V3's gather-broadcast made 36 G pairs) */
+      const uint64_t v = pairs->nsegs + i;
+      if (!pairs->joined[i]) {
+        pairs->joined[i] = TRUE;
+        for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
+          pair_push(pairs, ga, v);
+      }
+      for (uint64_t g = xv[j].g0; g < xv[j].g1; g++)
+        pair_push(pairs, v, g);
       if (whole) break;
     }
   }
@@ -235,19 +251,23 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
-  d->first = g_new0(uint64_t, s->nsegs + 1);
-  d->pre = g_new0(PreDep, s->nsegs ? s->nsegs : 1);
-  PairSink sink = {d->first, NULL, NULL};
+  const uint64_t nn = s->nsegs + xs->len; /* segments, then a join node per arrival */
+  d->nsegs = s->nsegs;
+  d->first = g_new0(uint64_t, nn + 1);
+  d->pre = g_new0(PreDep, nn ? nn : 1);
+  g_autofree gboolean *joined = g_new0(gboolean, xs->len ? xs->len : 1);
+  PairSink sink = {d->first, NULL, NULL, s->nsegs, joined};
   dep_pairs(s, plan, xv, av, xs->len, &sink);
-  for (uint64_t g = 0; g < s->nsegs; g++)
+  for (uint64_t g = 0; g < nn; g++)
     d->first[g + 1] += d->first[g];
-  d->next = g_new(uint64_t, d->first[s->nsegs] ? d->first[s->nsegs] : 1);
+  d->next = g_new(uint64_t, d->first[nn] ? d->first[nn] : 1);
+  memset(joined, 0, sizeof(gboolean) * (xs->len ? xs->len : 1));
   sink.next = d->next;
-  sink.fill = g_memdup2(d->first, sizeof(uint64_t) * (s->nsegs + 1));
+  sink.fill = g_memdup2(d->first, sizeof(uint64_t) * (nn + 1));
   dep_pairs(s, plan, xv, av, xs->len, &sink);
   g_free(sink.fill);
   uint64_t np2 = 0;
-  for (uint64_t g = 0; g < s->nsegs; g++) {
+  for (uint64_t g = 0; g < nn; g++) {
     uint64_t *v = d->next + d->first[g], n = d->first[g + 1] - d->first[g];
     if (n > 32) qsort(v, n, sizeof *v, cmp_u64);
     for (uint64_t i = 1; i < n && n <= 32; i++) /* insertion sort: buckets are small */
@@ -263,7 +283,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
         d->pre[v[i]].npre++;
       }
   }
-  d->first[s->nsegs] = np2;
+  d->first[nn] = np2;
 }
 
 static void dep_graph_clear(DepGraph *d) {
@@ -507,6 +527,23 @@ typedef struct {
   uint32_t *ep_small; /* per endpoint: its messages whose short last segment is ready */
 } Placer;
 
+/* Node g is placed (a segment: in round dep1 - 1) or complete (a join node: its last arrival
+ * segment placed): its dependents learn the round they follow, and a segment whose last
+ * prerequisite this was becomes ready after the rounds in flight (`later`); a join node whose
+ * last one it was is complete at once. */
+static void dep_release(Placer *P, uint64_t g, uint32_t dep1) {
+  for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
+    const uint64_t n = P->d.next[k];
+    PreDep *q = &P->d.pre[n];
+    q->dep1 = MAX(q->dep1, dep1);
+    if (--q->npre) continue;
+    if (n < P->d.nsegs)
+      g_array_append_val(P->later, n);
+    else
+      dep_release(P, n, q->dep1); /* join nodes point at segments only: one level */
+  }
+}
+
 static int msg_class(const RfMessage *msg) {
   return (msg->flags & RF_XFER_NET) ? 0 : 1;
 }
@@ -604,11 +641,7 @@ static void place_msg(Placer *P, uint64_t m, int r) {
     ep_small_add(P, m, g, -1);
     P->rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
     P->rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
-    for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
-      PreDep *q = &P->d.pre[P->d.next[k]];
-      if (!--q->npre) g_array_append_val(P->later, P->d.next[k]);
-      q->dep1 = MAX(q->dep1, (uint32_t)r + 1);
-    }
+    dep_release(P, g, (uint32_t)r + 1);
     P->placed++;
   }
   while (P->cur[m] < s->seg_first[m + 1] && s->seg_round[P->cur[m]] >= 0)

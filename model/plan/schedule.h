@@ -129,14 +129,15 @@ void rf_schedule_byte_rounds(const RfSchedule *s, uint64_t m, uint64_t lo, uint6
 /* Segments by round (a counting sort): offsets[r] .. offsets[r + 1] are round r's place in a
  * list of the segments in round order; nrounds + 1 entries, caller frees. */
 uint64_t *rf_schedule_round_offsets(const RfSchedule *s);
+/* Segments the schedule of plan holds at staging bound staging_bytes (pipelined: quarter-bound
+ * segments), without building it: one pass over the messages. */
+uint64_t rf_schedule_segments(const RfPlan *plan, uint64_t staging_bytes, gboolean pipelined);
 /* The schedule's lockstep time: the sum over rounds of the slowest rank's time in the round, a
  * rank's time being the largest of its bytes sent and received over the network at its NICs'
  * line rate and over NVLink at the NVLink rate. What the groups would take one after another,
  * each as long as its busiest member at line rate with no other loss: a statistic of the
  * schedule, not a prediction (refit sim simulates it). 0 without a topology. */
 double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan);
-/* The strategies whose plans refit's executor pipelines across stages (m2n, p2p). */
-gboolean rf_schedule_pipelines(const RfPlan *plan);
 void rf_schedule_free(RfSchedule *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfSchedule, rf_schedule_free)
 

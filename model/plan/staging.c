@@ -37,7 +37,8 @@ static uint64_t left_bytes(const RfMemory *m) {
   return left > 0 ? (uint64_t)(left * RF_STAGING_BUDGET_FRACTION) : 1;
 }
 
-static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, uint64_t need) {
+static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
+                             uint64_t need) {
   const int banks = MAX(c->banks, 1);
   RfMemory m;
   rf_memory_of_plan(plan, &m);
@@ -47,9 +48,10 @@ static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, uint64
   RfMemoryRun run;
   rf_memory_run_init(&run);
   run.banks = banks;
+  run.staged = !pipelined;
   /* a pipelined schedule too large to build is counted by the plan's stages at the default
    * bound and lanes: rf_memory_of_run would count m again */
-  if (!rf_memory_run_builds(plan, &run) && rf_schedule_pipelines(plan)) return left_bytes(&m);
+  if (!rf_memory_run_builds(plan, &run) && pipelined) return left_bytes(&m);
   RfMemory ms;
   return rf_memory_of_run(plan, &run, &ms, NULL) ? left_bytes(&ms) : left_bytes(&m);
 }
@@ -78,7 +80,8 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   else
     g_strlcpy(out->why, "given", sizeof out->why);
   if (!out->chose_staging && !out->chose_slots) return;
-  out->budget_bytes = budget_bytes(plan, c, footprint(out->staging_bytes, out->slots, share));
+  out->budget_bytes =
+      budget_bytes(plan, c, pipelined, footprint(out->staging_bytes, out->slots, share));
   if (!out->budget_bytes) return;
   if (out->budget_bytes == 1) { /* weights and holding alone exceed the GPU: cutting cannot help */
     g_strlcat(out->why, "; not cut: the weights and holding alone exceed the GPU", sizeof out->why);

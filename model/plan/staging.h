@@ -63,10 +63,11 @@ typedef struct {
 
 /* The executor's settings for plan: staging_bytes 0, slots 0 and max_ops RF_SCHEDULE_AUTO_OPS
  * are chosen by the rules above, other values kept. pipelined: the schedule pipelines stages
- * (rf_schedule_pipelines and not --staged). Cost: rf_memory_of_plan (transfers + ranks, once per
- * plan) when the staging bound or the lanes are chosen, and a schedule build (rf_memory_of_run)
- * when the staging does not fit beside the plan's stage estimate and refit run's schedule is
- * within RF_MEMORY_MAX_SEGMENTS (above it, a pipelined plan's estimate is that count already). */
+ * (refit run's default for every strategy; not with --staged). Cost: rf_memory_of_plan (transfers +
+ * ranks, once per plan) when the staging bound or the lanes are chosen, and a schedule build
+ * (rf_memory_of_run) when the staging does not fit beside the plan's stage estimate and refit run's
+ * schedule is within RF_MEMORY_MAX_SEGMENTS (above it, a pipelined plan's estimate is that count
+ * already). */
 void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
                        uint64_t staging_bytes, int slots, int max_ops, RfStaging *out);
 

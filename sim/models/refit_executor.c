@@ -283,8 +283,8 @@ void rf_calibration_staging_costs(const RfCalibration *cal, RfStagingCosts *out)
 void rf_calibration_staging(const RfCalibration *cal, const RfPlan *plan, RfStaging *out) {
   RfStagingCosts c;
   rf_calibration_staging_costs(cal, &c);
-  rf_staging_choose(plan, &c, !cal->exec_staged && rf_schedule_pipelines(plan),
-                    (uint64_t)cal->exec_staging_bytes, cal->exec_slots, cal->exec_max_ops, out);
+  rf_staging_choose(plan, &c, !cal->exec_staged, (uint64_t)cal->exec_staging_bytes, cal->exec_slots,
+                    cal->exec_max_ops, out);
 }
 
 void rf_calibration_memory_run_plan(const RfCalibration *cal, const RfPlan *plan, int banks,
@@ -310,12 +310,20 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   const RfProblem *pb = plan->problem;
   RfStaging st; /* staging bound and lanes as refit run chooses them (0: chosen) */
   rf_calibration_staging(cal, plan, &st);
-  const unsigned flags =
-      !cal->exec_staged && rf_schedule_pipelines(plan) ? RF_SCHEDULE_PIPELINED : 0;
+  const unsigned flags = !cal->exec_staged ? RF_SCHEDULE_PIPELINED : 0;
   /* refused before it is built where even its lower bound is too long: building tens of
    * millions of groups only to refuse them took seconds (docs/sim.md) */
   const uint64_t at_least =
       rf_schedule_rounds_lower_bound(plan, pb->nranks, st.staging_bytes, st.max_ops, flags);
+  const uint64_t nsegs = rf_schedule_segments(plan, st.staging_bytes, flags != 0);
+  if (nsegs > SIM_EXEC_MAX_SEGMENTS) {
+    g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                "sim: the executor's schedule has %" G_GUINT64_FORMAT
+                " segments, more than the %" G_GUINT64_FORMAT
+                " one simulation builds; give a larger staging bound (--staging-mib)",
+                nsegs, SIM_EXEC_MAX_SEGMENTS);
+    return FALSE;
+  }
   if (at_least + 1 > SIM_MAX_STEPS) {
     g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
                 "sim: the executor's schedule has at least %" G_GUINT64_FORMAT
