@@ -4,8 +4,9 @@
 Each row is predicted with the model of the published software that produced it
 (`--software nemo-rl`, docs/sim.md): the baseline is NeMo RL's gather + broadcast, the reshard
 row NeMo RL's nccl_reshard hybrid with the code path (variant) the evidence points to; the other
-variants' predictions, refit's own hybrid and the network lower bound stand beside it. Nothing
-here is fitted to the table: the calibration files are fitted on experiments/calibration-set.csv.
+variants' predictions, refit's own hybrid (its executor, refit sim's default) and the network
+lower bound stand beside it. Nothing here is fitted to the table: the calibration files are
+fitted on experiments/calibration-set.csv.
 
 usage: /usr/bin/python3 experiments/reproduce.py [--build DIR | --refit PATH] [--out experiments/results] [--json]
   (the build directory defaults to $REFIT_BUILD, else build/)
@@ -95,7 +96,7 @@ def main():
         jobs.append((row, "gather-broadcast", ["--software", "nemo-rl"]))
         for v in VARIANTS:
             jobs.append((row, "hybrid", ["--software", "nemo-rl", "--software-variant", v]))
-        jobs.append((row, "hybrid", ["--software-variant", "flows"]))  # refit's flow model
+        jobs.append((row, "hybrid", []))  # refit's own, by refit sim's default: its executor
     with ThreadPoolExecutor(max_workers=2) as ex:
         res = list(ex.map(lambda j: run(a.refit, j[0], j[1], j[2] + extra), jobs))
     wall = time.time() - t0
@@ -129,6 +130,7 @@ def main():
                 "python_fallback_s": fmt(var["python-fallback"]) if strat == "hybrid" else "",
                 "m2n_pack_s": fmt(var["m2n-pack"]) if strat == "hybrid" else "",
                 "refit_hybrid_s": round(own["predicted_s"], 4) if strat == "hybrid" else "",
+                "refit_hybrid_model": own["predicted_by"] if strat == "hybrid" else "",
                 "lower_bound_s": round(r["lower_bound_s"], 4),
                 "software_s": round(r.get("software_s", 0), 3),
             }
@@ -138,6 +140,8 @@ def main():
                            pred, err, rec["variant"] or "-", rec["python_fallback_s"] or "-",
                            rec["m2n_pack_s"] or "-", rec["refit_hybrid_s"] or "-",
                            rec["lower_bound_s"]))
+    report.line("# refit: refit's own hybrid by refit sim's default model (%s)" % ", ".join(
+        sorted({r["refit_hybrid_model"] for r in out_rows if r["refit_hybrid_model"]})))
     report.line("# mean |error| %.1f %%, max |error| %.1f %%; within 15%%: %d of %d; within 10%%: %d "
                 "of %d; %.1f s wall" % (sum(errors) / len(errors), max(errors),
                                        sum(e <= 15 for e in errors), len(errors),

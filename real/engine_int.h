@@ -58,7 +58,7 @@ typedef struct {
   void *hold, *sstage, *rstage;
   uint64_t hold_bytes, sstage_bytes, rstage_bytes;
   uint64_t hold_live_bytes; /* the most bytes of pieces held at once (hold_bytes less the gaps) */
-  void **bases_dev[2]; /* per bank (nbanks) */
+  void **bases_dev[2];      /* per bank (nbanks) */
   RRound *rounds;
   int nrounds;
   RfCopy *lists_dev; /* every round's copy lists, one allocation (the rounds point into it) */

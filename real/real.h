@@ -82,11 +82,11 @@ typedef struct {
   int banks;              /* destination banks: 1 in place, 2 double bank */
   uint64_t rank_bytes;    /* largest source + banks x destination + holding + staging of one rank */
   uint64_t process_bytes; /* the same summed over this process's ranks (--local: every rank) */
-  uint64_t infer_alloc_bytes; /* the fullest inference rank as allocated: banks x destination +
-                               * holding (first-fit) + staging (--memory: every rank is here) */
-  uint64_t infer_hold_bytes;  /* largest holding store of an inference rank (the memory model's
-                               * hold_bytes counts these; a training rank's, gather-broadcast's
-                               * export, is not an inference GPU's) */
+  uint64_t infer_alloc_bytes;     /* the fullest inference rank as allocated: banks x destination +
+                                   * holding (first-fit) + staging (--memory: every rank is here) */
+  uint64_t infer_hold_bytes;      /* largest holding store of an inference rank (the memory model's
+                                   * hold_bytes counts these; a training rank's, gather-broadcast's
+                                   * export, is not an inference GPU's) */
   uint64_t infer_hold_live_bytes; /* the most bytes an inference rank holds at once: the holding
                                    * store less its first-fit gaps (what the model counts) */
   RfMemory memory;      /* the memory model's count of the inference GPUs (model/plan/memory.h,
