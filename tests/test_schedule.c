@@ -393,6 +393,36 @@ static void test_schedule_out_of_order(void) {
   }
 }
 
+/* A schedule of more segments than one build places is refused with RF_ERROR_LIMIT before any
+ * of it is allocated, staged and pipelined (a pipelined gather-broadcast of Kimi K3 would hold
+ * over a billion); one segment fewer is not refused by the count. */
+static void test_schedule_too_many_segments(void) {
+  const uint64_t B = 4096, seg = B / RF_SCHEDULE_CUTS;
+  RfPiece pieces[1] = {{.part = 0, .bytes = (RF_SCHEDULE_MAX_SEGMENTS + 1) * seg}};
+  RfTransfer xfers[1] = {{0, 0, 1, 0, RF_PHASE_INJECT, RF_XFER_NET}};
+  RfMessage msgs[1] = {{0, RF_PHASE_INJECT, RF_XFER_NET, 0, 1, pieces[0].bytes, 0, 1}};
+  RfPlan plan = {0};
+  plan.strategy = RF_STRATEGY_P2P;
+  plan.pieces = pieces;
+  plan.npieces = 1;
+  plan.xfers = xfers;
+  plan.nxfers = 1;
+  plan.msgs = msgs;
+  plan.nmsgs = 1;
+  plan.nstages = 1;
+  for (int pipe = 0; pipe <= 1; pipe++) {
+    GError *e = NULL;
+    const uint64_t b = pipe ? B : seg; /* the segment is the bound staged, a quarter pipelined */
+    RfSchedule *sg =
+        rf_schedule_build(&plan, 2, b, 32, 2, pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
+    g_assert_null(sg);
+    g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+    g_assert_nonnull(strstr(e->message, "segments"));
+    g_clear_error(&e);
+  }
+  g_assert_cmpuint(rf_schedule_segments(&plan, B, TRUE), ==, RF_SCHEDULE_MAX_SEGMENTS + 1);
+}
+
 /* The staging choice (model/plan/staging.h): the bandwidth-delay rule on a 400G NIC, given values
  * kept, no per-group cost keeps the default, and no memory left cuts to the minimum and one lane.
  */
@@ -552,6 +582,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedule/program", test_schedule_program);
   g_test_add_func("/schedule/pipelined", test_schedule_pipelined);
   g_test_add_func("/schedule/out-of-order", test_schedule_out_of_order);
+  g_test_add_func("/schedule/too-many-segments", test_schedule_too_many_segments);
   g_test_add_func("/schedule/staging-choose", test_staging_choose);
   g_test_add_func("/schedule/rounds-lower-bound", test_schedule_lower_bound);
   return g_test_run();

@@ -1124,6 +1124,20 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
                 slots, RF_SCHEDULE_MAX_SLOTS);
     return NULL;
   }
+  if (!sizes_only) {
+    uint64_t n = 0;
+    for (uint64_t m = 0; m < plan->nmsgs; m++)
+      n += (plan->msgs[m].bytes + B - 1) / B;
+    if (n > RF_SCHEDULE_MAX_SEGMENTS) {
+      g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
+                  "schedule: %" G_GUINT64_FORMAT " segments of %" G_GUINT64_FORMAT
+                  " B, more than the %" G_GUINT64_FORMAT
+                  " one build places (about 40 bytes each); give a larger staging bound "
+                  "(refit run, refit sim: --staging-mib)",
+                  n, B, RF_SCHEDULE_MAX_SEGMENTS);
+      return NULL;
+    }
+  }
   g_autoptr(RfSchedule) s =
       schedule_new(plan, nranks, room, B, max_ops, slots, pipelined, sizes_only);
   if (pipelined) { /* one round space for every stage: stage_round0 all 0 */

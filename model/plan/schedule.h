@@ -61,6 +61,10 @@
 #define RF_SCHEDULE_DEFAULT_MAX_OPS RF_SCHEDULE_AUTO_OPS
 #define RF_SCHEDULE_STAGED_MAX_OPS 32 /* staged schedules: whole-bound segments */
 #define RF_SCHEDULE_DEFAULT_SLOTS 2
+/* The most segments one build places (about 40 bytes each: DeepSeek-V3's pipelined
+ * gather-broadcast on 512 GPUs, 245 M, took 9.6 GB); above it rf_schedule_build refuses with
+ * RF_ERROR_LIMIT instead of exhausting the machine's memory (not for sizes-only builds). */
+#define RF_SCHEDULE_MAX_SEGMENTS UINT64_C(256000000)
 
 /* rf_schedule_build flags */
 #define RF_SCHEDULE_SIZES_ONLY 1u /* staging maxima and round counts only (not with PIPELINED) */
