@@ -14,7 +14,7 @@
 #   5. a model-sized single-GPU refit: qwen3-30b-a3b (per-layer shapes of the real model) scaled to
 #      $LAYERS (8) of its 48 layers, TP2xPP4 -> TP4xDP2, --local --backend cuda. All 16 ranks
 #      share the GPU: each strategy runs at the most layers (8, 4, 2, 1) whose `--memory --local`
-#      process total fits 85% of the GPU's free memory (gather-broadcast at 8 layers needs 190 GiB)
+#      process total fits 85% of the GPU's free memory (gather-broadcast at 8 layers needs 132 GiB)
 #                                                                                  -> memory-*.txt, refit-*.txt
 # Budget: at most 180 + 60 + 40 + 4 x 25 + 120 s = 8.3 minutes on an H200 with 16 cores (each step
 # has its own timeout). Without a GPU it stops after saying so (exit 77).
