@@ -85,8 +85,16 @@ void rf_schedule_free(RfSchedule *s) {
   g_free(s);
 }
 
+/* A segment's bytes at a staging bound: the aligned bound staged, a quarter of it pipelined (at
+ * least one aligned unit); 0 for a bound below one unit. */
+static uint64_t segment_bytes(uint64_t staging_bytes, gboolean pipelined) {
+  const uint64_t room = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
+  if (!pipelined || !room) return room;
+  return MAX(RF_SCHEDULE_ALIGN, room / RF_SCHEDULE_CUTS / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN);
+}
+
 uint64_t rf_schedule_segments(const RfPlan *plan, uint64_t staging_bytes, gboolean pipelined) {
-  const uint64_t seg = MAX(1, pipelined ? staging_bytes / RF_SCHEDULE_CUTS : staging_bytes);
+  const uint64_t seg = MAX(1, segment_bytes(staging_bytes, pipelined));
   uint64_t n = 0;
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     n += (plan->msgs[m].bytes + seg - 1) / seg;
@@ -1042,10 +1050,7 @@ static RfSchedule *schedule_new(const RfPlan *plan, int nranks, uint64_t room, u
 static gboolean schedule_sizes(const RfPlan *plan, int nranks, uint64_t staging_bytes,
                                gboolean pipelined, uint64_t *room, uint64_t *B, int *max_ops) {
   *room = staging_bytes / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN;
-  /* pipelined: segments of a quarter of the room (at least one aligned unit) */
-  *B = pipelined ? MAX(RF_SCHEDULE_ALIGN,
-                       *room / RF_SCHEDULE_CUTS / RF_SCHEDULE_ALIGN * RF_SCHEDULE_ALIGN)
-                 : *room;
+  *B = segment_bytes(staging_bytes, pipelined);
   if (*max_ops == RF_SCHEDULE_AUTO_OPS) *max_ops = rf_schedule_max_ops(plan, pipelined);
   return *room > 0 && *max_ops >= 2 && nranks >= 1;
 }
@@ -1125,9 +1130,7 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
     return NULL;
   }
   if (!sizes_only) {
-    uint64_t n = 0;
-    for (uint64_t m = 0; m < plan->nmsgs; m++)
-      n += (plan->msgs[m].bytes + B - 1) / B;
+    const uint64_t n = rf_schedule_segments(plan, staging_bytes, pipelined);
     if (n > RF_SCHEDULE_MAX_SEGMENTS) {
       g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
                   "schedule: %" G_GUINT64_FORMAT " segments of %" G_GUINT64_FORMAT
