@@ -345,6 +345,21 @@ static void test_schedule_pipelined(void) {
   }
 }
 
+/* A plan written out by hand: no problem, no model (the schedule then keys pieces by piece). */
+static RfPlan hand_plan(RfStrategy strategy, RfPiece *pieces, uint64_t npieces, RfTransfer *xfers,
+                        uint64_t nxfers, RfMessage *msgs, uint64_t nmsgs, int nstages) {
+  RfPlan plan = {0};
+  plan.strategy = strategy;
+  plan.pieces = pieces;
+  plan.npieces = npieces;
+  plan.xfers = xfers;
+  plan.nxfers = nxfers;
+  plan.msgs = msgs;
+  plan.nmsgs = nmsgs;
+  plan.nstages = nstages;
+  return plan;
+}
+
 /* A golden pipelined schedule, by hand: ranks 0 and 3 inject pieces P1 and P0 (one staging bound
  * each, four segments of a quarter) into rank 1 over the network, which fans both out to rank 2
  * over NVLink in one message (P0 first). Rank 1's network room takes one piece per round: P1 (the
@@ -362,15 +377,7 @@ static void test_schedule_out_of_order(void) {
   RfMessage msgs[3] = {{0, RF_PHASE_INJECT, RF_XFER_NET, 0, 1, B, 0, 1},
                        {0, RF_PHASE_INJECT, RF_XFER_NET, 3, 1, B, 1, 1},
                        {1, RF_PHASE_FANOUT, 0, 1, 2, 2 * B, 2, 2}};
-  RfPlan plan = {0};
-  plan.strategy = RF_STRATEGY_M2N;
-  plan.pieces = pieces;
-  plan.npieces = 2;
-  plan.xfers = xfers;
-  plan.nxfers = 4;
-  plan.msgs = msgs;
-  plan.nmsgs = 3;
-  plan.nstages = 2;
+  RfPlan plan = hand_plan(RF_STRATEGY_M2N, pieces, 2, xfers, 4, msgs, 3, 2);
   for (int slots = 1; slots <= 2; slots++) {
     GError *e = NULL;
     RfSchedule *sg =
@@ -401,15 +408,7 @@ static void test_schedule_too_many_segments(void) {
   RfPiece pieces[1] = {{.part = 0, .bytes = (RF_SCHEDULE_MAX_SEGMENTS + 1) * seg}};
   RfTransfer xfers[1] = {{0, 0, 1, 0, RF_PHASE_INJECT, RF_XFER_NET}};
   RfMessage msgs[1] = {{0, RF_PHASE_INJECT, RF_XFER_NET, 0, 1, pieces[0].bytes, 0, 1}};
-  RfPlan plan = {0};
-  plan.strategy = RF_STRATEGY_P2P;
-  plan.pieces = pieces;
-  plan.npieces = 1;
-  plan.xfers = xfers;
-  plan.nxfers = 1;
-  plan.msgs = msgs;
-  plan.nmsgs = 1;
-  plan.nstages = 1;
+  RfPlan plan = hand_plan(RF_STRATEGY_P2P, pieces, 1, xfers, 1, msgs, 1, 1);
   for (int pipe = 0; pipe <= 1; pipe++) {
     GError *e = NULL;
     const uint64_t b = pipe ? B : seg; /* the segment is the bound staged, a quarter pipelined */
