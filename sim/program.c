@@ -238,10 +238,9 @@ static void export_latency(const RfPlan *plan, const gboolean *exported, const R
   /* These costs are Megatron-Bridge's export as NeMo RL runs it, per parameter and per tensor.
    * refit's own strategies move the plan's export messages in refit run's groups (the executor
    * model prices those), and the flow model of them carries no software cost: none here. */
-  if (cal->software == RF_SOFTWARE_REFIT) lat = 0;
-  x->export_host_s =
-      cal->software == RF_SOFTWARE_REFIT ? 0 : tensors * cal->export_tensor_overhead_s;
-  x->export_latency_s = lat + x->export_host_s;
+  const gboolean theirs = cal->software != RF_SOFTWARE_REFIT;
+  x->export_host_s = theirs ? tensors * cal->export_tensor_overhead_s : 0;
+  x->export_latency_s = theirs ? lat + x->export_host_s : 0;
 }
 
 static int cmp_u64(const void *a, const void *b) {

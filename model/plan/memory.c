@@ -249,15 +249,14 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   rf_memory_weights(pb, out);
   out->from = RF_MEMORY_FROM_STAGES;
   const int n = pb->nranks;
-  /* largest message per rank, direction and (pipelined schedules) link class: a pipelined round
-   * holds up to the staging bound over the network and rf_schedule_nvlink_share() of them over
-   * NVLink */
-  const int ncls = 2; /* refit run pipelines every strategy (--staged: one class, fewer rounds) */
+  /* largest message per rank, direction and link class: a round of refit run's (pipelined)
+   * schedule holds up to the staging bound over the network and rf_schedule_nvlink_share() of
+   * them over NVLink */
   const uint64_t share = rf_schedule_nvlink_share(plan);
   uint64_t *max_out = g_new0(uint64_t, 2 * (size_t)n), *max_in = g_new0(uint64_t, 2 * (size_t)n);
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *g = &plan->msgs[m];
-    const int c = ncls == 2 && !(g->flags & RF_XFER_NET);
+    const int c = !(g->flags & RF_XFER_NET);
     max_out[2 * g->src + c] = MAX(max_out[2 * g->src + c], g->bytes);
     max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
   }

@@ -311,10 +311,8 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   RfStaging st; /* staging bound and lanes as refit run chooses them (0: chosen) */
   rf_calibration_staging(cal, plan, &st);
   const unsigned flags = !cal->exec_staged ? RF_SCHEDULE_PIPELINED : 0;
-  /* refused before it is built where even its lower bound is too long: building tens of
-   * millions of groups only to refuse them took seconds (docs/sim.md) */
-  const uint64_t at_least =
-      rf_schedule_rounds_lower_bound(plan, pb->nranks, st.staging_bytes, st.max_ops, flags);
+  /* refused before it is built where its segments, or even its lower bound on groups, are too
+   * many: building tens of millions of groups only to refuse them took seconds (docs/sim.md) */
   const uint64_t nsegs = rf_schedule_segments(plan, st.staging_bytes, flags != 0);
   if (nsegs > SIM_EXEC_MAX_SEGMENTS) {
     g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
@@ -324,6 +322,8 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
                 nsegs, SIM_EXEC_MAX_SEGMENTS);
     return FALSE;
   }
+  const uint64_t at_least =
+      rf_schedule_rounds_lower_bound(plan, pb->nranks, st.staging_bytes, st.max_ops, flags);
   if (at_least + 1 > SIM_MAX_STEPS) {
     g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
                 "sim: the executor's schedule has at least %" G_GUINT64_FORMAT
