@@ -113,6 +113,16 @@ static uint64_t hold_alloc(GArray *holes, uint64_t *top, uint64_t len) {
       return off;
     }
   }
+  /* none fits: grow the store, from the last hole where it ends at the top */
+  if (holes->len) {
+    Hole *h = &g_array_index(holes, Hole, holes->len - 1);
+    if (h->off + h->len == *top) {
+      const uint64_t off = h->off;
+      *top = off + len;
+      g_array_remove_index(holes, holes->len - 1);
+      return off;
+    }
+  }
   uint64_t off = *top;
   *top += len;
   return off;

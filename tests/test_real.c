@@ -577,7 +577,7 @@ static void test_survivors(void) {
 /* The memory the schedule needs (rf_memory_of_schedule, what refit plan --schedule and the
  * simulated executor report) is what refit run --memory lays out on an inference rank: the most
  * bytes of pieces it holds at once, to each piece's 64-byte slot, and its holding store above
- * that by the first-fit allocator's gaps only (under 1% on Qwen3-30B, up to 1.94x on tiny
+ * that by the first-fit allocator's gaps only (under 1% on Qwen3-30B, up to 1.41x on tiny
  * models' small pieces), for every strategy. */
 static void test_schedule_memory(void) {
   const char *cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
@@ -622,11 +622,13 @@ static void test_schedule_memory(void) {
         /* the most bytes held at once is the model's count, up to each piece's 64-byte slot */
         g_assert_cmpuint(m.hold_bytes, <=, real_live);
         g_assert_cmpfloat((double)real_live, <=, 1.005 * (double)m.hold_bytes + 1024);
-        /* first-fit's gaps on top: under 1% on the model-sized plan; up to 1.94x on the tiny
-         * ones, whose few pieces of a few KB leave holes as large as themselves (pipelined
-         * gather-broadcast and hybrid; 1.43x when they were staged) */
+        /* first-fit's gaps on top: under 1% on the model-sized plan; up to 1.41x on the tiny
+         * ones, whose few pieces of a few KB leave holes as large as themselves (1.94x with
+         * pipelined gather-broadcast and hybrid before the store grew from a hole at its top) */
+        g_test_message("%s %s at %" G_GUINT64_FORMAT " B: store / held %.3f", cases[c][0],
+                       rf_strategy_name((RfStrategy)s), B, (double)real_hold / (double)real_live);
         g_assert_cmpuint(real_live, <=, real_hold);
-        g_assert_cmpfloat((double)real_hold, <=, (c == 3 ? 1.01 : 2.0) * (double)real_live);
+        g_assert_cmpfloat((double)real_hold, <=, (c == 3 ? 1.01 : 1.5) * (double)real_live);
         held += m.hold_bytes > 0;
       }
       rf_plan_free(plan);
