@@ -402,7 +402,8 @@ static void test_schedule_out_of_order(void) {
 
 /* A schedule of more segments than one build places is refused with RF_ERROR_LIMIT before any
  * of it is allocated, staged and pipelined (a pipelined gather-broadcast of Kimi K3 would hold
- * over a billion); one segment fewer is not refused by the count. */
+ * over a billion); the count is one pass over the messages (rf_schedule_segments), and one
+ * segment fewer is within it. */
 static void test_schedule_too_many_segments(void) {
   const uint64_t B = 4096, seg = B / RF_SCHEDULE_CUTS;
   RfPiece pieces[1] = {{.part = 0, .bytes = (RF_SCHEDULE_MAX_SEGMENTS + 1) * seg}};
@@ -420,6 +421,8 @@ static void test_schedule_too_many_segments(void) {
     g_clear_error(&e);
   }
   g_assert_cmpuint(rf_schedule_segments(&plan, B, TRUE), ==, RF_SCHEDULE_MAX_SEGMENTS + 1);
+  msgs[0].bytes -= seg;
+  g_assert_cmpuint(rf_schedule_segments(&plan, B, TRUE), ==, RF_SCHEDULE_MAX_SEGMENTS);
 }
 
 /* The staging choice (model/plan/staging.h): the bandwidth-delay rule on a 400G NIC, given values
