@@ -171,6 +171,13 @@ void rf_calibration_staging(const RfCalibration *c, const RfPlan *plan, RfStagin
 void rf_calibration_memory_run_plan(const RfCalibration *c, const RfPlan *plan, int banks,
                                     RfMemoryRun *out, RfStaging *staging);
 
+/* What simulating plan with this software and variant costs, in relative units, for running the
+ * largest first: the segments of refit run's schedule where refit's executor model simulates
+ * it (at the calibration's staging bound, the default where it is chosen), else the plan's
+ * messages (the flows the other models simulate, the flow model where the schedule is too large
+ * to simulate). Cost: the plan's messages. */
+uint64_t rf_sim_work(const RfCalibration *c, const RfPlan *plan, RfSoftware sw, RfSwVariant v);
+
 typedef struct {
   RfCalibration calib;    /* copied by rf_sim_executor_new (strings duplicated) */
   int max_hosts_pairs;    /* coarsen GPUs into groups above this many distinct flows (0: 15000) */

@@ -304,6 +304,17 @@ void rf_calibration_memory_run_plan(const RfCalibration *cal, const RfPlan *plan
   if (staging) *staging = st;
 }
 
+uint64_t rf_sim_work(const RfCalibration *cal, const RfPlan *plan, RfSoftware sw, RfSwVariant v) {
+  if (sw != RF_SOFTWARE_REFIT || rf_variant_resolve(sw, v) != RF_VARIANT_EXECUTOR)
+    return plan->nmsgs;
+  /* the bound refit run would choose is at least the default where no NIC rate or group cost
+   * tells otherwise; for an order, the default stands in for the choice (a pass over memory) */
+  const uint64_t staging = cal->exec_staging_bytes > 0 ? (uint64_t)cal->exec_staging_bytes
+                                                       : RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+  const uint64_t nsegs = rf_schedule_segments(plan, staging, !cal->exec_staged);
+  return nsegs > SIM_EXEC_MAX_SEGMENTS ? plan->nmsgs : MAX(nsegs, plan->nmsgs);
+}
+
 gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *cal,
                        const int *slot_host, GError **error) {
   const RfPlan *plan = x->plan;
