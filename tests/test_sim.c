@@ -345,6 +345,45 @@ static void test_sw_pack_put_unpack(void) {
   rf_calibration_clear(&cal);
 }
 
+/* The work rf_sim_work estimates, by which refit sim starts the largest row first: refit's
+ * executor simulates refit run's segments (a quarter of the staging bound each where pipelined),
+ * every other model the plan's messages, and so does refit's executor where the schedule is too
+ * large to simulate (the flow model stands in). 100 MB from GPU 0 to GPU 1: one message. */
+static void test_exec_work(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_REFIT;
+  cal.variant = RF_VARIANT_EXECUTOR;
+  cal.exec_staging_bytes = 25e6;
+  cal.exec_staged = TRUE;
+  RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  g_assert_cmpuint(plan->nmsgs, ==, 1);
+  const uint64_t staged = rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR);
+  g_assert_cmpuint(staged, ==, rf_schedule_segments(plan, 25000000, FALSE));
+  g_assert_cmpuint(staged, >=, 4);
+  cal.exec_staged = FALSE;
+  const uint64_t piped = rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR);
+  g_assert_cmpuint(piped, ==, rf_schedule_segments(plan, 25000000, TRUE));
+  g_assert_cmpuint(piped, >=, 4 * staged - 4);
+  /* the default bound where the calibration leaves it to the choice */
+  cal.exec_staging_bytes = 0;
+  g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==,
+                   rf_schedule_segments(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE));
+  /* the flow model, a published software's model: the plan's one message */
+  g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_DEFAULT), ==, 1);
+  g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_NCCL_M2N, RF_VARIANT_PACK), ==, 1);
+  /* 1-byte groups: 100 M segments, above what one simulation builds: the flow model's work */
+  cal.exec_staging_bytes = 1;
+  g_assert_cmpuint(rf_schedule_segments(plan, 1, TRUE), >, SIM_EXEC_MAX_SEGMENTS);
+  g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==, 1);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
 /* refit's executor (--software refit --software-variant executor): 100 MB from GPU 0 to GPU 1
  * in four 25 MB groups (staging bound 25 MB; the staged schedule, one 25 MB segment per group).
  * Pack and unpack at 100 GB/s (0.25 ms each), 0.1 ms to post a group, 2.5 ms + 6 us on the 10 GB/s
@@ -1078,6 +1117,7 @@ int main(int argc, char **argv) {
             string_case, test_shipped_calibration);
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
   g_test_add_func("/sim/executor/lanes", test_exec_lanes);
+  g_test_add_func("/sim/executor/work", test_exec_work);
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);
   g_test_add_func("/sim/executor/pruned-routes", test_exec_pruned_routes);
   g_test_add_func("/sim/software/two_stages_two_streams", test_sw_two_stages_two_streams);
