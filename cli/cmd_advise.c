@@ -243,17 +243,33 @@ static void print_best(const RfAdviseCandidate *cands, const int *rank, int nr) 
   g_free(best);
 }
 
+/* The memory a candidate shows: its simulation's (refit's executor counts the schedule it
+ * simulated, refit run's) where it was simulated, else the bound step's. */
+static const RfAdviseOutcome *memory_of(const RfAdviseCandidate *k) {
+  return k->simulated && k->sim.ok ? &k->sim : &k->bound;
+}
+
+/* The mem/GPU cell: GB, with a * where the plan's stages estimated it (footnote in the table). */
+static const char *memory_cell(const RfAdviseCandidate *k, char *buf, size_t n) {
+  const RfAdviseOutcome *m = memory_of(k);
+  g_snprintf(buf, n, "%.4g%s", m->peak_bytes / 1e9,
+             m->memory_from == RF_MEMORY_FROM_STAGES ? "*" : "");
+  return buf;
+}
+
 static void print_row(const RfAdviseCandidate *k, int i, const RfAdviseCandidate *next) {
+  char mem[32];
   if (k->simulated && k->sim.ok)
-    printf("%4d %6d %-6s %-20s %-12s %-17s %12.5g %10.5g %7.2f %10.4g  %s\n", i + 1, k->ngpus,
+    printf("%4d %6d %-6s %-20s %-12s %-17s %12.5g %10.5g %7.2f %10s  %s\n", i + 1, k->ngpus,
            rf_infer_framework_name(k->fw), k->layout, rf_placement_kind_name(k->place),
            rf_strategy_name(k->strategy), k->sim.predicted_s, k->bound.bound_s,
-           k->sim.predicted_s / k->bound.bound_s, k->bound.peak_bytes / 1e9, why(k, next, i < 3));
+           k->sim.predicted_s / k->bound.bound_s, memory_cell(k, mem, sizeof mem),
+           why(k, next, i < 3));
   else
-    printf("%4s %6d %-6s %-20s %-12s %-17s %12s %10.5g %7s %10.4g  %s%s%s\n", "-", k->ngpus,
+    printf("%4s %6d %-6s %-20s %-12s %-17s %12s %10.5g %7s %10s  %s%s%s\n", "-", k->ngpus,
            rf_infer_framework_name(k->fw), k->layout, rf_placement_kind_name(k->place),
-           rf_strategy_name(k->strategy), "-", k->bound.bound_s, "-", k->bound.peak_bytes / 1e9,
-           why(k, NULL, FALSE), k->tp_domains > 1 ? "; " : "",
+           rf_strategy_name(k->strategy), "-", k->bound.bound_s, "-",
+           memory_cell(k, mem, sizeof mem), why(k, NULL, FALSE), k->tp_domains > 1 ? "; " : "",
            k->pruned      ? "pruned: bound above the best prediction"
            : k->simulated ? k->sim.error
                           : "-");
@@ -283,8 +299,15 @@ static void print_table(const Ctx *c, const RfAdviseCandidate *cands, const int 
          "layout", "placement", "strategy", "predicted", "bound", "ratio", "mem/GPU", "why");
   printf("%4s %6s %-6s %-20s %-12s %-17s %12s %10s %7s %10s\n", "", "", "", "", "", "", "(s)",
          "(s)", "", "(GB)");
-  for (int i = 0; i < nr; i++)
+  gboolean staged = FALSE;
+  for (int i = 0; i < nr; i++) {
     print_row(&cands[rank[i]], i, i + 1 < nr ? &cands[rank[i + 1]] : NULL);
+    staged |= memory_of(&cands[rank[i]])->memory_from == RF_MEMORY_FROM_STAGES;
+  }
+  if (staged)
+    printf("# mem/GPU *: by the plan's stages, refit run's schedule too large to build for "
+           "every candidate (an over-estimate where the schedule pipelines); a simulated "
+           "candidate of refit's executor counts the schedule it simulated\n");
   for (int i = 0; i < n; i++)
     if (cands[i].dropped)
       printf("# infeasible: %d GPUs %s %s %s %s: %s\n", cands[i].ngpus,
@@ -323,9 +346,12 @@ static void json_cand(JsonBuilder *b, const RfAdviseCandidate *k, int rank) {
     rf_json_num(b, "lower_bound_s", k->bound.bound_s);
     rf_json_num(b, "nic_lower_bound_s", k->bound.nic_bound_s);
     rf_json_str(b, "bound_resource", k->bound.bound_what);
-    rf_json_int(b, "infer_weights_bytes", (gint64)k->bound.weights_bytes);
-    rf_json_int(b, "refit_extra_bytes", (gint64)k->bound.extra_bytes);
-    rf_json_int(b, "infer_peak_bytes", (gint64)k->bound.peak_bytes);
+    const RfAdviseOutcome *m = memory_of(k);
+    const RfMemory from = {.from = (RfMemoryFrom)m->memory_from};
+    rf_json_int(b, "infer_weights_bytes", (gint64)m->weights_bytes);
+    rf_json_int(b, "refit_extra_bytes", (gint64)m->extra_bytes);
+    rf_json_int(b, "infer_peak_bytes", (gint64)m->peak_bytes);
+    rf_json_str(b, "memory_from", rf_memory_from_key(&from));
     rf_json_int(b, "network_bytes", (gint64)k->bound.network_bytes);
     if (k->simulated && k->sim.ok) {
       rf_json_num(b, "predicted_s", k->sim.predicted_s);
@@ -414,7 +440,7 @@ static gboolean write_csv(const char *path, const RfAdviseCandidate *cands, cons
       fprintf(f, "%.4f,", k->sim.predicted_s / k->bound.bound_s);
     else
       fprintf(f, ",");
-    fprintf(f, "%" G_GUINT64_FORMAT ",\"%s\",%s,%d\n", (guint64)k->bound.peak_bytes,
+    fprintf(f, "%" G_GUINT64_FORMAT ",\"%s\",%s,%d\n", (guint64)memory_of(k)->peak_bytes,
             ok ? k->sim.bound_by : "", rf_infer_framework_name(k->fw), k->tp_domains);
   }
   gboolean ok = fclose(f) == 0;

@@ -563,6 +563,85 @@ static void test_unfit_kv_reserve(void) {
   rf_model_free(m);
 }
 
+/* One candidate's memory through both steps (rf_advise_evaluate): the bound step's estimate by
+ * the plan's stages (the schedule above setup->max_segments) does not drop a candidate refit's
+ * executor will simulate, whose simulation counts the schedule it ran, as refit run's schedule
+ * counts (rf_memory_of_run without a segment limit), and drops it there when that does not fit;
+ * the flow model, which builds no schedule, keeps the estimate and drops the candidate at once. */
+static void test_memory_by_schedule(void) {
+  GError *e = NULL;
+  RfModel *m = rf_model_load("tiny-moe", &e);
+  g_assert_no_error(e);
+  RfCalibration cal;
+  rf_calibration_defaults(&cal);
+  cal.software = RF_SOFTWARE_REFIT;
+  cal.variant = RF_VARIANT_EXECUTOR;
+  cal.exec_staging_bytes = 4096; /* small groups: several segments per message */
+  RfAdviseSetup su = {.model = "tiny-moe",
+                      .train = "TP2xPP2",
+                      .topology = "dgx-h100",
+                      .arch = m,
+                      .cal = &cal,
+                      .max_segments = 1};
+  rf_advise_bound_rates(&cal, &su.rates);
+  RfAdviseCandidate k = {.ngpus = 4, .layout = "TP2xDP2", .fw = RF_INFER_VLLM, .tp_domains = 1};
+  g_assert_true(rf_parallel_parse(k.layout, &k.par, NULL));
+  gboolean differ = FALSE;
+  for (int st = 0; st < RF_STRATEGY_COUNT; st++) {
+    k.strategy = (RfStrategy)st;
+    rf_advise_evaluate(0, &k, FALSE, &k.bound, &su);
+    g_assert_cmpint(k.bound.ok, ==, 1);
+    g_assert_cmpint(k.bound.memory_from, ==, RF_MEMORY_FROM_STAGES);
+    rf_advise_evaluate(0, &k, TRUE, &k.sim, &su);
+    g_assert_cmpint(k.sim.ok, ==, 1);
+    g_assert_cmpint(k.sim.memory_from, ==, RF_MEMORY_FROM_SCHEDULE);
+    /* the schedule's count, as rf_memory_of_run gives it without a segment limit */
+    RfTopology *t = rf_topology_load("dgx-h100", &e);
+    RfProblem *pb =
+        rf_problem_new_preset(rf_model_load("tiny-moe", NULL), "TP2xPP2", "TP2xDP2", t, &e);
+    g_assert_no_error(e);
+    RfPlan *plan = rf_plan_build(pb, k.strategy, NULL, &e);
+    g_assert_no_error(e);
+    RfMemoryRun mr;
+    RfMemory exact;
+    rf_calibration_memory_run_plan(&cal, plan, 1, &mr, NULL);
+    mr.max_segments = 0;
+    g_assert_true(rf_memory_of_run(plan, &mr, &exact, &e));
+    g_assert_cmpint(exact.from, ==, RF_MEMORY_FROM_SCHEDULE);
+    g_assert_cmpuint(k.sim.peak_bytes, ==, exact.peak_bytes);
+    g_assert_cmpuint(k.sim.extra_bytes, ==, exact.extra_bytes);
+    g_assert_cmpuint(k.sim.weights_bytes, ==, k.bound.weights_bytes);
+    g_test_message("%s: by stages %" G_GUINT64_FORMAT " B, by the schedule %" G_GUINT64_FORMAT " B",
+                   rf_strategy_name(k.strategy), k.bound.peak_bytes, k.sim.peak_bytes);
+    if (k.bound.peak_bytes > k.sim.peak_bytes) {
+      differ = TRUE;
+      /* a GPU between the two: kept by the bound step, fits in the simulation */
+      su.mem_bytes = (double)k.sim.peak_bytes;
+      rf_advise_evaluate(0, &k, FALSE, &k.bound, &su);
+      g_assert_cmpint(k.bound.ok, ==, 1);
+      rf_advise_evaluate(0, &k, TRUE, &k.sim, &su);
+      g_assert_cmpint(k.sim.ok, ==, 1);
+      /* one byte less: the simulation drops it */
+      su.mem_bytes = (double)k.sim.peak_bytes - 1;
+      rf_advise_evaluate(0, &k, TRUE, &k.sim, &su);
+      g_assert_cmpint(k.sim.ok, ==, 0);
+      g_assert_nonnull(strstr(k.sim.error, "exceed"));
+      /* the flow model builds no schedule: the estimate drops it in the bound step */
+      cal.variant = RF_VARIANT_DEFAULT;
+      rf_advise_evaluate(0, &k, FALSE, &k.bound, &su);
+      g_assert_cmpint(k.bound.ok, ==, 0);
+      g_assert_nonnull(strstr(k.bound.error, "by the plan's stages"));
+      cal.variant = RF_VARIANT_EXECUTOR;
+      su.mem_bytes = 0;
+    }
+    rf_plan_free(plan);
+    rf_problem_free(pb);
+  }
+  g_assert_true(differ); /* at least one strategy shows the estimate above the schedule */
+  rf_calibration_clear(&cal);
+  rf_model_free(m);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/advise_search/pool/each_once", test_pool_each_once);
@@ -577,5 +656,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/advise_search/candidates/serving", test_candidates_serving);
   g_test_add_func("/advise_search/unfit/kv_reserve", test_unfit_kv_reserve);
   g_test_add_func("/advise_search/bnb/per_gpus", test_bnb_per_gpus);
+  g_test_add_func("/advise_search/memory/by_schedule", test_memory_by_schedule);
   return g_test_run();
 }

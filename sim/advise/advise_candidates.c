@@ -125,28 +125,47 @@ static void outcome_error(RfAdviseOutcome *o, const GError *e) {
   g_strlcpy(o->error, e ? e->message : "failed", sizeof o->error);
 }
 
-/* The plan's bound and memory into out; FALSE + error when the memory does not fit. */
-static gboolean bound_and_memory(const RfAdviseSetup *c, const RfPlan *plan, RfAdviseOutcome *out,
-                                 GError **error) {
+/* refit's executor: the simulation builds refit run's schedule and counts its memory. */
+static gboolean simulates_schedule(const RfCalibration *cal) {
+  return cal->software == RF_SOFTWARE_REFIT &&
+         rf_variant_resolve(cal->software, cal->variant) == RF_VARIANT_EXECUTOR;
+}
+
+static void set_memory(RfAdviseOutcome *out, const RfMemory *m) {
+  out->weights_bytes = m->weights_bytes;
+  out->extra_bytes = m->extra_bytes;
+  out->peak_bytes = m->peak_bytes;
+  out->memory_from = (int)m->from;
+}
+
+/* FALSE + error when out's weights + refit extra exceed the GPU memory. */
+static gboolean memory_fits(const RfAdviseSetup *c, const RfAdviseOutcome *out, GError **error) {
+  if (c->mem_bytes <= 0 || (double)out->peak_bytes <= c->mem_bytes) return TRUE;
+  g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+              "weights %.1f GB + refit extra %.1f GB exceed %.0f GB per GPU%s",
+              out->weights_bytes / 1e9, out->extra_bytes / 1e9, c->mem_bytes / 1e9,
+              out->memory_from == RF_MEMORY_FROM_STAGES ? " (by the plan's stages)" : "");
+  return FALSE;
+}
+
+/* The plan's bound and, in the bound step, its memory into out; FALSE + error when the memory
+ * does not fit (not for an estimate by the plan's stages that the simulation will settle). */
+static gboolean bound_and_memory(const RfAdviseSetup *c, const RfPlan *plan, gboolean simulate,
+                                 RfAdviseOutcome *out, GError **error) {
   const char *what = "NIC";
   out->nic_bound_s = plan->stats.lower_bound_s;
   out->bound_s = rf_plan_fabric_bound(plan, &c->rates, !c->cal->hybrid_overlap, &what);
   g_strlcpy(out->bound_what, what, sizeof out->bound_what);
   out->network_bytes = plan->stats.network_bytes;
+  if (simulate) return TRUE; /* after the run (rf_advise_evaluate) */
   RfMemory mem; /* the memory model of plan, section 1: as the calibrated software runs it */
   RfMemoryRun mr;
   rf_calibration_memory_run_plan(c->cal, plan, 1, &mr, NULL);
+  if (c->max_segments) mr.max_segments = c->max_segments;
   if (!rf_memory_of_run(plan, &mr, &mem, error)) return FALSE;
-  out->weights_bytes = mem.weights_bytes;
-  out->extra_bytes = mem.extra_bytes;
-  out->peak_bytes = mem.peak_bytes;
-  if (c->mem_bytes > 0 && (double)mem.peak_bytes > c->mem_bytes) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "weights %.1f GB + refit extra %.1f GB exceed %.0f GB per GPU",
-                mem.weights_bytes / 1e9, mem.extra_bytes / 1e9, c->mem_bytes / 1e9);
-    return FALSE;
-  }
-  return TRUE;
+  set_memory(out, &mem);
+  return (mem.from == RF_MEMORY_FROM_STAGES && simulates_schedule(c->cal)) ||
+         memory_fits(c, out, error);
 }
 
 void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, RfAdviseOutcome *out,
@@ -161,7 +180,7 @@ void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, Rf
   if (!pb) goto out;
   RfPlanOptions po = {0};
   plan = rf_plan_build(pb, k->strategy, &po, &e);
-  if (!plan || !bound_and_memory(c, plan, out, &e)) goto out;
+  if (!plan || !bound_and_memory(c, plan, simulate, out, &e)) goto out;
   if (simulate) {
     RfSimOptions so = {0};
     so.calib = *c->cal;
@@ -171,6 +190,20 @@ void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, Rf
     out->predicted_s = res.total_s;
     g_strlcpy(out->bound_by, res.bound_by ? res.bound_by : "-", sizeof out->bound_by);
     rf_result_clear(&res);
+    /* the memory of the schedule refit's executor simulated, as refit sim counts it; else the
+     * bound step's */
+    const RfSimStats *st = rf_sim_executor_stats(ex);
+    if (simulates_schedule(c->cal) && st && st->have_exec_mem) {
+      RfMemory mem = st->exec_mem;
+      rf_memory_set_banks(&mem, 1);
+      set_memory(out, &mem);
+    } else {
+      out->weights_bytes = k->bound.weights_bytes;
+      out->extra_bytes = k->bound.extra_bytes;
+      out->peak_bytes = k->bound.peak_bytes;
+      out->memory_from = k->bound.memory_from;
+    }
+    if (!memory_fits(c, out, &e)) goto out;
   }
   out->ok = 1;
 out:

@@ -20,6 +20,8 @@ typedef struct {
   double mem_bytes;         /* GPU memory (B; 0: unknown, no memory check) */
   double reserve_bytes;     /* KV-cache reserve per GPU (B), kept from the weights */
   RfBoundRates rates;       /* rf_advise_bound_rates(cal) */
+  uint64_t max_segments;    /* the bound step counts refit run's schedule up to this many
+                             * segments, the plan's stages above (0: RF_MEMORY_MAX_SEGMENTS) */
 } RfAdviseSetup;
 
 /* The rates the simulator gives its links under cal (sim/program.c): NIC and NVLink at
@@ -65,8 +67,14 @@ int rf_advise_drop_unfit(const RfAdviseSetup *setup, RfAdviseCandidate *cands, i
 
 /* An RfAdviseEvalFn (advise_search.h) with ud an RfAdviseSetup: build k's problem and plan, take
  * its fabric bound at setup->rates and its memory (failing when weights + refit extra exceed the
- * GPU memory) and, with simulate, run the simulator at setup->cal. Never fails: out->ok 0, code and
- * error say why. Cost: one plan, and with simulate one simulation. */
+ * GPU memory) and, with simulate, run the simulator at setup->cal. The memory is the one model's
+ * (model/plan/memory.h): in the bound step rf_memory_of_run, by the plan's stages above
+ * max_segments; in the simulation of refit's executor the count of the schedule it simulated
+ * (refit run's, as refit sim takes it), else the bound step's (k->bound). A bound step whose
+ * estimate by the plan's stages exceeds the GPU memory does not fail where refit's executor will
+ * be simulated: that estimate is an over-estimate for pipelined schedules, and the simulation
+ * counts the schedule and fails there if it does not fit. Never fails: out->ok 0, code and error
+ * say why. Cost: one plan, and with simulate one simulation. */
 void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, RfAdviseOutcome *out,
                         void *setup);
 

@@ -23,6 +23,7 @@ typedef struct {
   uint64_t weights_bytes; /* inference weights per GPU (B) */
   uint64_t extra_bytes;   /* refit's extra memory per GPU (B) */
   uint64_t peak_bytes;    /* weights + extra at the peak (B) */
+  int memory_from;        /* RfMemoryFrom (model/plan/memory.h): what counted the three above */
   uint64_t network_bytes; /* bytes over the network (B) */
   char bound_what[40];    /* the resource binding bound_s ("NIC", "NVLink", "leaf", ...) */
   char bound_by[120];     /* what the simulation names as binding its time */
