@@ -191,7 +191,16 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
     RfMemoryRun mr; /* the memory model (model/plan/memory.h), as the software runs the plan */
     RfMemory mem;
     if (plan) rf_calibration_memory_run_plan(&so.calib, plan, 1, &mr, NULL);
-    ok = plan && rf_memory_of_run(plan, &mr, &mem, error) && ex->run(ex, plan, &res, error);
+    ok = plan && ex->run(ex, plan, &res, error);
+    if (ok) { /* refit's executor counted the schedule it simulated, as refit sim takes it */
+      const RfSimStats *st = rf_sim_executor_stats(ex);
+      if (st && st->have_exec_mem && !mr.bucket_bytes) {
+        mem = st->exec_mem;
+        rf_memory_set_banks(&mem, mr.banks);
+      } else {
+        ok = rf_memory_of_run(plan, &mr, &mem, error);
+      }
+    }
     if (ok) {
       const RfSimStats *st = rf_sim_executor_stats(ex);
       const gboolean flows = st && st->exec_fallback; /* the flow model's figure instead */
