@@ -503,6 +503,44 @@ static void test_staging_choose(void) {
   rf_problem_free(pb);
 }
 
+/* The staging choice raises its bound while refit run's schedule would have more segments than
+ * one build places: the tiny plan with one message grown to 3 x RF_SCHEDULE_MAX_SEGMENTS
+ * segments of a quarter of the 16 MiB the bandwidth-delay rule gives (768 M) takes 64 MiB (192 M
+ * of 16 MiB); one past what RF_STAGING_MAX_BYTES can split stays there (refit run then refuses
+ * with its own line); a given bound is kept. */
+static void test_staging_segments(void) {
+  RfProblem *pb = preset_problem("tiny-moe", "TP2xEP2", "TP2xDP2", 2);
+  RfTopology *t = pb->topo;
+  t->nic_Gbps = 400;
+  t->nics_per_gpu = 1;
+  t->memory_GB = 0; /* no memory rule */
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE};
+  RfStaging st;
+  const uint64_t mib = UINT64_C(1) << 20, was = plan->msgs[0].bytes;
+  plan->msgs[0].bytes = 3 * RF_SCHEDULE_MAX_SEGMENTS * (16 * mib / RF_SCHEDULE_CUTS);
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, 64 * mib);
+  g_assert_cmpuint(rf_schedule_segments(plan, st.staging_bytes, TRUE), <=,
+                   RF_SCHEDULE_MAX_SEGMENTS);
+  g_assert_cmpuint(rf_schedule_segments(plan, st.staging_bytes / 2, TRUE), >,
+                   RF_SCHEDULE_MAX_SEGMENTS);
+  g_assert_nonnull(strstr(st.why, "raised"));
+  rf_staging_choose(plan, &c, TRUE, 16 * mib, 0, RF_SCHEDULE_AUTO_OPS, &st); /* given: kept */
+  g_assert_cmpuint(st.staging_bytes, ==, 16 * mib);
+  plan->msgs[0].bytes = (RF_SCHEDULE_MAX_SEGMENTS + 1) * (RF_STAGING_MAX_BYTES / RF_SCHEDULE_CUTS);
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MAX_BYTES);
+  plan->msgs[0].bytes = was;
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st); /* as before: the rule */
+  g_assert_cmpuint(st.staging_bytes, ==, 16 * mib);
+  g_assert_null(strstr(st.why, "raised"));
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 /* The lower bound on the round count (rf_schedule_rounds_lower_bound) never exceeds the rounds
  * the builder gives, staged or pipelined: on random plans (self-sends, uneven tails, small
  * operation bounds) and on every strategy's plan of the tiny models under several staging bounds
@@ -585,6 +623,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedule/pipelined", test_schedule_pipelined);
   g_test_add_func("/schedule/out-of-order", test_schedule_out_of_order);
   g_test_add_func("/schedule/too-many-segments", test_schedule_too_many_segments);
+  g_test_add_func("/schedule/staging-segments", test_staging_segments);
   g_test_add_func("/schedule/staging-choose", test_staging_choose);
   g_test_add_func("/schedule/rounds-lower-bound", test_schedule_lower_bound);
   return g_test_run();

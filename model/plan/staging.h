@@ -10,7 +10,10 @@
  *            groups pay their size in fill, drain and imbalance, smaller ones their fixed cost
  *            (experiments/results/executor_parts.txt: the sweep on qwen3-235b / DGX H100); with
  *            lanes on communicators of their own a group shares the NICs with the other lanes'
- *            groups and takes that many times as long: the rule's bound over the lanes;
+ *            groups and takes that many times as long: the rule's bound over the lanes; then
+ *            doubled (up to RF_STAGING_MAX_BYTES) while refit run's schedule would have more
+ *            segments than one build places (RF_SCHEDULE_MAX_SEGMENTS: Kimi K3's
+ *            gather-broadcast on 1,024 + 1,024 GPUs, 2.0 G segments at 32 MiB);
  *   lanes    RF_STAGING_LANES groups in flight (1 lane leaves the pack and unpack in series with
  *            the transfers, 4 hold more staging and fill worse: the same results); with lanes on
  *            communicators of their own (refit run --lane-comms: a rank's groups on different
