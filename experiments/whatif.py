@@ -55,9 +55,14 @@ def main():
     rows = []
     report = Table(os.path.join(a.out, "whatif.txt"))
     report.line("# what-if: 1024 training + 1024 inference GB200 GPUs, default calibration")
-    report.line("# %-18s %-16s %-14s %-10s %-17s %10s %10s %7s  %s" % (
-        "model", "topology", "train", "infer", "strategy", "pred(s)", "bound(s)", "ratio",
-        "reported"))
+    report.line("# model column: flows = refit's strategies by the flow model (refit sim "
+                "--software-variant flows: the plan as flows at calibrated rates, no software "
+                "cost; an ideal estimate, not refit run's executor, which "
+                "experiments/executor_scale.py simulates); nemo-rl/..., nccl-m2n/...: the "
+                "published software's model of that code path")
+    report.line("# %-18s %-16s %-14s %-10s %-17s %-24s %10s %10s %7s  %s" % (
+        "model", "topology", "train", "infer", "strategy", "model", "pred(s)", "bound(s)",
+        "ratio", "reported"))
     for model, train, infer in CASES:
         for topo in TOPOS:
             print("# simulating %s on %s ..." % (model, topo), file=sys.stderr, flush=True)
@@ -73,11 +78,13 @@ def main():
                 rec = {"model": model, "topology": topo, "train": train, "infer": infer,
                        "strategy": s, "predicted_s": round(r["predicted_s"], 3),
                        "lower_bound_s": round(r["lower_bound_s"], 3),
-                       "bound_by": r["bound_by"], "reported": rep, "sim_wall_s": round(wall, 1)}
+                       "bound_by": r["bound_by"], "reported": rep, "sim_wall_s": round(wall, 1),
+                       "predicted_by": r["predicted_by"]}
                 rows.append(rec)
                 ratio = r["predicted_s"] / r["lower_bound_s"] if r["lower_bound_s"] else 0
-                report.line("  %-18s %-16s %-14s %-10s %-17s %10.3f %10.3f %7.2f  %s" % (
-                    model, topo, train, infer, s, r["predicted_s"], r["lower_bound_s"], ratio, rep))
+                report.line("  %-18s %-16s %-14s %-10s %-17s %-24s %10.3f %10.3f %7.2f  %s" % (
+                    model, topo, train, infer, s, r["predicted_by"], r["predicted_s"],
+                    r["lower_bound_s"], ratio, rep))
             for strat, sw, var in SOFTWARE if topo == TOPOS[0] else []:  # 400G only: minutes each
                 r, why = sim_software(a.refit, model, train, infer, topo, strat, sw, var)
                 name = "%s %s/%s" % (strat, sw, var) if var else "%s %s" % (strat, sw)
@@ -86,10 +93,10 @@ def main():
                        "lower_bound_s": round(r["lower_bound_s"], 3) if r else "",
                        "bound_by": r["bound_by"] if r else why,
                        "reported": "%s %.1f s" % REPORTED[model] if model in REPORTED else "",
-                       "sim_wall_s": ""}
+                       "sim_wall_s": "", "predicted_by": r["predicted_by"] if r else ""}
                 rows.append(rec)
-                report.line("  %-18s %-16s %-14s %-10s %-17s %10s %10s %7s  %s" % (
-                    model, topo, train, infer, name,
+                report.line("  %-18s %-16s %-14s %-10s %-17s %-24s %10s %10s %7s  %s" % (
+                    model, topo, train, infer, name, r["predicted_by"] if r else "-",
                     "%.3f" % r["predicted_s"] if r else "-",
                     "%.3f" % r["lower_bound_s"] if r else "-", "", rec["reported"] if r else why))
     path = os.path.join(a.out, "whatif.csv")
