@@ -547,8 +547,11 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     int next = 0, left = n;
     gboolean ok = TRUE;
     while (ok && left > 0) {
-      while (next < n && !rf_pool_full(pool))
-        if (!(ok = rf_pool_spawn(pool, order[next++], error))) break;
+      while (next < n && !rf_pool_full(pool)) {
+        const int i = order[next++];
+        if (!(ok = rf_pool_spawn(pool, i, error))) break;
+        g_clear_pointer(&rows[i].pre, rf_plan_free); /* the worker has its own copy */
+      }
       if (!ok) break;
       GError *died = NULL;
       int item = rf_pool_wait(pool, k, &died);

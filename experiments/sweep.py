@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Sweep inference TP and NVLink domain size for one refit; CSV and a heatmap per strategy.
 
+Every figure is refit's flow model (`refit sim --software-variant flows`: the plan as flows at
+calibrated rates, no software cost; an ideal estimate, not refit run's executor, refit sim's
+default, which would take minutes per cell); the CSV's predicted_by column says so.
+
 Default: Qwen3-235B-A22B trained with TP4xPP8xEP16 (128 GPUs) on GB200 NVL72 links, served with
 vLLM TP in {2, 4, 8, 16, 32} (DP = 128 / TP), NVLink domains of {4, 8, 18, 36, 72} GPUs
 (--domain-size). Progress goes to stderr.
@@ -44,7 +48,8 @@ def main():
                 rows.append({"model": a.model, "train": a.train, "infer": infer, "tp": tp,
                              "domain": d, "topology": a.topology, "strategy": s,
                              "predicted_s": round(res[s]["predicted_s"], 4),
-                             "lower_bound_s": round(res[s]["lower_bound_s"], 4)})
+                             "lower_bound_s": round(res[s]["lower_bound_s"], 4),
+                             "predicted_by": res[s]["predicted_by"]})
             el = time.time() - t0
             print("[%d/%d] domain %d, %s: %s  (%.0f s elapsed, ~%.0f s left)" % (
                 k, total, d, infer, " ".join("%s %.3f s" % (s, res[s]["predicted_s"]) for s in strats),
@@ -85,7 +90,8 @@ def plot(rows, tps, doms, strats, png, a):
         if ax is axes[0][0]:
             ax.set_ylabel("GPUs per NVLink domain")
         ax.set_title("%s (s)" % s)
-    fig.colorbar(im, ax=list(axes[0]), label="predicted refit time (s)")
+    fig.colorbar(im, ax=list(axes[0]),
+                 label="refit time (s), refit's flow model (an ideal estimate)")
     fig.suptitle("%s %s -> TPxDP on %d GPUs, %s links" % (a.model, a.train, a.gpus, a.topology))
     fig.savefig(png, dpi=110, bbox_inches="tight")
     return True
