@@ -204,12 +204,18 @@ int rf_cmd_plan(int argc, char **argv) {
     PlanHead h = {pb->model, pb->placement_note};
     rf_json_print_strategies(json_head, &h, nst, json_row, rows);
   } else {
+    gboolean by_stages = FALSE;
     for (int i = 0; i < nst; i++) {
       char *m = rf_memory_format(&rows[i].mem);
       printf("# %s %s (%s)%s\n", rf_strategy_name(st[i]), m, rf_memory_from_name(&rows[i].mem),
              rf_memory_exceeds(&rows[i].mem) ? "  EXCEEDS GPU MEMORY" : "");
       g_free(m);
+      by_stages |= rows[i].mem.from == RF_MEMORY_FROM_STAGES;
     }
+    if (by_stages)
+      printf("# by the plan's stages: an estimate, not refit run's count (its pipelined schedule "
+             "frees a relayed piece once forwarded); --schedule builds and counts the schedule, "
+             "as refit sim does\n");
     for (int i = 0; i < nst; i++)
       if (rows[i].scheduled)
         printf("# %s schedule (refit run: %g MiB staging, %d lanes, %s): %d groups of up to %d "
