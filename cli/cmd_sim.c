@@ -109,8 +109,7 @@ static void print_row(FILE *f, const Row *r) {
   double oos;
   g_autofree char *model = row_model_line(r, &oos);
   fprintf(f, "#  model: %s\n", model);
-  if (r->have_staging && r->software == RF_SOFTWARE_REFIT &&
-      rf_variant_resolve(r->software, r->variant) == RF_VARIANT_EXECUTOR) {
+  if (r->have_staging && rf_variant_is_executor(r->software, r->variant)) {
     g_autofree char *st = rf_staging_describe(&r->staging);
     fprintf(f, "#  executor: %s\n", st);
   }
@@ -360,8 +359,7 @@ static void simulate_row(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *
    * rf_memory_of_run would only estimate it from the plan's stages (a plan too large to schedule
    * for the count alone), so that one run gives one memory answer; the staging chosen here is
    * handed to it (one choice, one schedule build per plan) */
-  const gboolean exec = r->software == RF_SOFTWARE_REFIT &&
-                        rf_variant_resolve(r->software, r->variant) == RF_VARIANT_EXECUTOR;
+  const gboolean exec = rf_variant_is_executor(r->software, r->variant);
   RfPlan *plan = r->pre ? r->pre : rf_plan_args_build(pa, pb, r->strategy, several, &r->error);
   r->pre = NULL;
   if (plan) {
@@ -683,7 +681,7 @@ static gboolean sim_opts_check(const SimOpts *o, GError **e) {
 /* The executor's options (refit run's schedule) apply to refit's executor only: with a model of
  * the published software or the flow model they changed nothing, silently. */
 static gboolean executor_opts_check(const SimOpts *o, RfSoftware sw, RfSwVariant swv, GError **e) {
-  if (sw == RF_SOFTWARE_REFIT && rf_variant_resolve(sw, swv) == RF_VARIANT_EXECUTOR) return TRUE;
+  if (rf_variant_is_executor(sw, swv)) return TRUE;
   const char *flag = o->exec_lane_comms                        ? "--lane-comms"
                      : o->exec_staged                          ? "--staged"
                      : o->exec_staging_mib > 0                 ? "--staging-mib"

@@ -56,6 +56,10 @@ const char *rf_variant_name(RfSoftware s, RfSwVariant v) {
   return VARIANT[rf_variant_resolve(s, v)];
 }
 
+gboolean rf_variant_is_executor(RfSoftware s, RfSwVariant v) {
+  return s == RF_SOFTWARE_REFIT && rf_variant_resolve(s, v) == RF_VARIANT_EXECUTOR;
+}
+
 gboolean rf_variant_applies(RfSoftware s, int st) {
   return !(s == RF_SOFTWARE_NEMO_RL && st == RF_STRATEGY_GATHER_BROADCAST);
 }

@@ -60,7 +60,7 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
   /* refit's executor: exact (one actor per rank) up to SIM_EXEC_EXACT_RANKS ranks; above, the
    * largest group of at most SIM_EXEC_COARSE_GROUP GPUs dividing the domain
    * (sim/models/refit_executor.c) */
-  if (cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR && forced <= 0) {
+  if (rf_variant_is_executor(cal->software, cal->variant) && forced <= 0) {
     forced = 1;
     if (plan->problem->nranks > SIM_EXEC_EXACT_RANKS)
       for (int g = SIM_EXEC_COARSE_GROUP; g > 1 && forced == 1; g--)
@@ -251,8 +251,8 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   /* refit's executor whose schedule is too long to simulate (the one limit its build checks):
    * the flow model (flows at calibrated rates, no software cost), where the caller allows it */
   g_autofree char *fallback = NULL;
-  if (!p && st->opt.exec_fallback && cal.software == RF_SOFTWARE_REFIT &&
-      cal.variant == RF_VARIANT_EXECUTOR && g_error_matches(e, RF_ERROR, RF_ERROR_LIMIT)) {
+  if (!p && st->opt.exec_fallback && rf_variant_is_executor(cal.software, cal.variant) &&
+      g_error_matches(e, RF_ERROR, RF_ERROR_LIMIT)) {
     fallback = g_strdup(e->message);
     g_clear_error(&e);
     cal.variant = RF_VARIANT_DEFAULT;

@@ -690,7 +690,7 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
 
   /* 3. steps per lane: setup, m2n, then the gather-broadcast buckets (a lane of their own when
    * a hybrid overlaps the two) */
-  const gboolean exec = cal->software == RF_SOFTWARE_REFIT && cal->variant == RF_VARIANT_EXECUTOR;
+  const gboolean exec = rf_variant_is_executor(cal->software, cal->variant);
   if (cal->software != RF_SOFTWARE_REFIT || exec) { /* published software, or the executor */
     GbArgs ga = {x, cal, hp, &f};
     gboolean ok = exec ? sw_exec_build(p, x, cal, slot_host, error)

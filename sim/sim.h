@@ -53,6 +53,9 @@ RfSwVariant rf_variant_resolve(RfSoftware s, RfSwVariant v);
  * particular): NeMo RL's are its hybrid's bulk transport, and its gather-broadcast, the
  * collective path (every tensor by packed broadcast), has none. */
 gboolean rf_variant_applies(RfSoftware s, int st);
+/* refit's executor model (software refit, variant executor): the schedule refit run executes,
+ * built and simulated, its memory counted. */
+gboolean rf_variant_is_executor(RfSoftware s, RfSwVariant v);
 
 /* Calibration: achieved fractions of peak and software latencies. One file per topology in
  * sim/calibration/. */

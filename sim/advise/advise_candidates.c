@@ -125,12 +125,6 @@ static void outcome_error(RfAdviseOutcome *o, const GError *e) {
   g_strlcpy(o->error, e ? e->message : "failed", sizeof o->error);
 }
 
-/* refit's executor: the simulation builds refit run's schedule and counts its memory. */
-static gboolean simulates_schedule(const RfCalibration *cal) {
-  return cal->software == RF_SOFTWARE_REFIT &&
-         rf_variant_resolve(cal->software, cal->variant) == RF_VARIANT_EXECUTOR;
-}
-
 static void set_memory(RfAdviseOutcome *out, const RfMemory *m) {
   out->weights_bytes = m->weights_bytes;
   out->extra_bytes = m->extra_bytes;
@@ -164,7 +158,8 @@ static gboolean bound_and_memory(const RfAdviseSetup *c, const RfPlan *plan, gbo
   if (c->max_segments) mr.max_segments = c->max_segments;
   if (!rf_memory_of_run(plan, &mr, &mem, error)) return FALSE;
   set_memory(out, &mem);
-  return (mem.from == RF_MEMORY_FROM_STAGES && simulates_schedule(c->cal)) ||
+  return (mem.from == RF_MEMORY_FROM_STAGES &&
+          rf_variant_is_executor(c->cal->software, c->cal->variant)) ||
          memory_fits(c, out, error);
 }
 
@@ -193,7 +188,7 @@ void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, Rf
     /* the memory of the schedule refit's executor simulated, as refit sim counts it; else the
      * bound step's */
     const RfSimStats *st = rf_sim_executor_stats(ex);
-    if (simulates_schedule(c->cal) && st && st->have_exec_mem) {
+    if (rf_variant_is_executor(c->cal->software, c->cal->variant) && st && st->have_exec_mem) {
       RfMemory mem = st->exec_mem;
       rf_memory_set_banks(&mem, 1);
       set_memory(out, &mem);

@@ -305,10 +305,9 @@ void rf_calibration_memory_run_plan(const RfCalibration *cal, const RfPlan *plan
 }
 
 uint64_t rf_sim_work(const RfCalibration *cal, const RfPlan *plan, RfSoftware sw, RfSwVariant v) {
-  if (sw != RF_SOFTWARE_REFIT || rf_variant_resolve(sw, v) != RF_VARIANT_EXECUTOR)
-    return plan->nmsgs;
-  /* the bound refit run would choose is at least the default where no NIC rate or group cost
-   * tells otherwise; for an order, the default stands in for the choice (a pass over memory) */
+  if (!rf_variant_is_executor(sw, v)) return plan->nmsgs;
+  /* for an order, the default bound stands in for refit run's choice (which takes a pass over
+   * the plan's memory) */
   const uint64_t staging = cal->exec_staging_bytes > 0 ? (uint64_t)cal->exec_staging_bytes
                                                        : RF_SCHEDULE_DEFAULT_STAGING_BYTES;
   const uint64_t nsegs = rf_schedule_segments(plan, staging, !cal->exec_staged);
