@@ -361,6 +361,10 @@ static void test_exec_work(void) {
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
   g_assert_no_error(e);
   g_assert_cmpuint(plan->nmsgs, ==, 1);
+  g_assert_true(rf_variant_is_executor(RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR));
+  g_assert_false(rf_variant_is_executor(RF_SOFTWARE_REFIT, RF_VARIANT_DEFAULT)); /* flows */
+  g_assert_false(rf_variant_is_executor(RF_SOFTWARE_NEMO_RL, RF_VARIANT_DEFAULT));
+  g_assert_false(rf_variant_is_executor(RF_SOFTWARE_NCCL_M2N, RF_VARIANT_PACK));
   const uint64_t staged = rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR);
   g_assert_cmpuint(staged, ==, rf_schedule_segments(plan, 25000000, FALSE));
   g_assert_cmpuint(staged, >=, 4);
