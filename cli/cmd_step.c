@@ -120,6 +120,30 @@ static void row_clear(gpointer p) {
   g_free(((Row *)p)->mem_from);
 }
 
+/* One plan, one count: a published software's row whose memory is refit's for the plan, counted
+ * by the plan's stages (above RF_MEMORY_MAX_SEGMENTS), takes the count of the schedule refit's
+ * executor simulated for the same strategy's plan in this table, where it has one (the same
+ * problem, plan and staging choice: the figure refit run's schedule gives). */
+static void share_schedule_memory(GArray *rows) {
+  for (guint i = 0; i < rows->len; i++) {
+    Row *x = &g_array_index(rows, Row, i);
+    if (x->sw == RF_SOFTWARE_REFIT || !x->mem_key || strcmp(x->mem_key, "plan")) continue;
+    for (guint j = 0; j < rows->len; j++) {
+      const Row *y = &g_array_index(rows, Row, j);
+      if (y->sw != RF_SOFTWARE_REFIT || y->st != x->st || !y->mem_key ||
+          strcmp(y->mem_key, "schedule"))
+        continue;
+      const RfMemory m = {.from = RF_MEMORY_FROM_SCHEDULE, .banks = 1};
+      x->peak = y->peak;
+      x->weights = y->weights;
+      g_free(x->mem_from);
+      x->mem_from = rf_predict_memory_source(x->sw, &m);
+      x->mem_key = rf_memory_from_key(&m);
+      break;
+    }
+  }
+}
+
 static void row_add(GArray *rows, RfSoftware sw, RfSwVariant var, RfStrategy st, double f,
                     const char *model) {
   Row r = {sw, var, st, f, "", "", 0, 0, NULL, NULL};
@@ -486,6 +510,7 @@ static gboolean predict_all(const RfArgs *a, const char *calib, const char *soft
     only[base] = TRUE;
     ok = predict_rows(pb, calib, sw, swv, fallback, only, a->quiet, rows, &cal, error);
   }
+  if (ok) share_schedule_memory(rows);
   g_autofree char *which = software
                                ? g_strdup_printf("software %s, variant %s", rf_software_name(sw),
                                                  rf_variant_name(sw, swv))
