@@ -280,4 +280,21 @@ expect_err "step bad mode" "--mode wants" "$REFIT" step --rollout-s 1 --train-s 
 expect_err "step no times" "need --rollout-s and --train-s" "$REFIT" step --refit gather-broadcast=1
 expect_err "step no baseline" "no refit time for the baseline" "$REFIT" step --rollout-s 1 --train-s 1 --refit m2n=1
 
+# --- one plan, one memory figure: DeepSeek-V3 TP8xDP32xEP256's hybrid schedule (8 M segments) is
+# above what a count builds on its own (2 M), so the plan's stages (43.38 GB) stood in for NeMo RL's
+# hybrid row (refit's memory for the plan) and refit's own row; each now takes the schedule refit's
+# executor simulated (20.2 GB), the same figure
+expect_ok "step one memory per plan" "$REFIT" step -m deepseek-v3 -t PP16xEP16 -i TP8xDP32xEP256 \
+  -T dgx-h100 -s hybrid --rollout-s 60 --train-s 30 --json -q
+/usr/bin/python3 - "$TMP/out" <<'PY' || bad "step memory of one plan: $(cat "$TMP/out")"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["strategy"] == "hybrid"]
+assert {r["software"] for r in rows} == {"refit", "nemo-rl"}, rows
+assert all(r["memory_from"] == "schedule" for r in rows), rows
+for mode in {r["mode"] for r in rows}:  # async-overlap adds the second weight bank to both
+    assert len({r["infer_peak_bytes"] for r in rows if r["mode"] == mode}) == 1, (mode, rows)
+sync = [r for r in rows if r["mode"] == "sync"]
+assert 19e9 < sync[0]["infer_peak_bytes"] < 22e9, rows  # 20.2 GB, not 43.38 GB by stages
+PY
+
 finish whatif
