@@ -390,10 +390,8 @@ static void simulate_row(const RfPlanArgs *pa, const RfProblem *pb, RfExecutor *
       r->ok = TRUE;
       copy_stats(&r->stats, rf_sim_executor_stats(ex));
       /* the executor model built refit run's schedule: the same count, of that schedule */
-      if (r->stats.have_exec_mem && !mr.bucket_bytes) {
-        r->mem = r->stats.exec_mem;
-        rf_memory_set_banks(&r->mem, mr.banks);
-      } else if (after && !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
+      if (!rf_sim_executor_memory(ex, mr.banks, &r->mem) && after &&
+          !rf_memory_of_run(plan, &mr, &r->mem, &r->error)) {
         r->ok = FALSE;
       }
       if (after && r->ok && !rf_memory_check(&r->mem, "refit sim", pa->strict, FALSE, &r->error)) {

@@ -216,15 +216,9 @@ static gboolean predict_rows(RfProblem *pb, const char *calib, RfSoftware sw, Rf
     RfMemory mem;
     if (plan) rf_calibration_memory_run_plan(&so.calib, plan, 1, &mr, NULL);
     ok = plan && ex->run(ex, plan, &res, error);
-    if (ok) { /* refit's executor counted the schedule it simulated, as refit sim takes it */
-      const RfSimStats *st = rf_sim_executor_stats(ex);
-      if (st && st->have_exec_mem && !mr.bucket_bytes) {
-        mem = st->exec_mem;
-        rf_memory_set_banks(&mem, mr.banks);
-      } else {
-        ok = rf_memory_of_run(plan, &mr, &mem, error);
-      }
-    }
+    /* refit's executor counted the schedule it simulated, as refit sim takes it */
+    if (ok && !rf_sim_executor_memory(ex, mr.banks, &mem))
+      ok = rf_memory_of_run(plan, &mr, &mem, error);
     if (ok) {
       const RfSimStats *st = rf_sim_executor_stats(ex);
       const gboolean flows = st && st->exec_fallback; /* the flow model's figure instead */

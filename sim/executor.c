@@ -332,3 +332,11 @@ const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex) {
   const SimState *st = ex->state;
   return st->have_stats ? &st->stats : NULL;
 }
+
+gboolean rf_sim_executor_memory(const RfExecutor *ex, int banks, RfMemory *out) {
+  const RfSimStats *st = rf_sim_executor_stats(ex);
+  if (!st || !st->have_exec_mem) return FALSE;
+  *out = st->exec_mem;
+  rf_memory_set_banks(out, banks);
+  return TRUE;
+}

@@ -233,6 +233,11 @@ RfExecutor *rf_sim_executor_new(const RfSimOptions *opt);
 void rf_sim_executor_use_staging(RfExecutor *ex, const RfStaging *staging);
 /* Statistics of the executor's last run (NULL before one). Owned by the executor. */
 const RfSimStats *rf_sim_executor_stats(const RfExecutor *ex);
+/* The memory of the schedule refit's executor model simulated in ex's last run (refit run's
+ * schedule, counted by rf_memory_of_schedule), with banks weight banks: what sim, advise and
+ * step show for that run. FALSE when the run counted none (another model, or the flow model
+ * standing in): the caller counts rf_memory_of_run. */
+gboolean rf_sim_executor_memory(const RfExecutor *ex, int banks, RfMemory *out);
 
 /* Fitting calibration keys to measured refit times (sim/fit.c): coordinate descent with a
  * golden-section search per key, on the mean squared log error. */

@@ -503,31 +503,26 @@ static void staged_unbuilt(const RfPlan *plan, const RfMemoryRun *run, RfMemory 
 
 gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run) {
   if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) return FALSE;
-  const gboolean pipe = !run->staged;
   return !run->max_segments ||
-         rf_schedule_segments(plan, run->staging_bytes, pipe) <= run->max_segments;
+         rf_schedule_segments(plan, run->staging_bytes, !run->staged) <= run->max_segments;
 }
 
 gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *out,
                           GError **error) {
   if (run->bucket_bytes > 0 && plan->strategy == RF_STRATEGY_GATHER_BROADCAST) {
     memory_of_buckets(plan, run, out);
+  } else if (!rf_memory_run_builds(plan, run)) { /* too many segments to build for a count */
+    if (!run->staged)
+      rf_memory_of_plan_staging(plan, run->staging_bytes, run->slots, out);
+    else
+      staged_unbuilt(plan, run, out);
   } else {
-    const gboolean pipe = !run->staged;
-    if (run->max_segments &&
-        rf_schedule_segments(plan, run->staging_bytes, pipe) > run->max_segments) {
-      if (pipe)
-        rf_memory_of_plan_staging(plan, run->staging_bytes, run->slots, out);
-      else
-        staged_unbuilt(plan, run, out);
-    } else {
-      RfSchedule *sg = rf_schedule_build(
-          plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
-          pipe ? RF_SCHEDULE_PIPELINED : RF_SCHEDULE_SIZES_ONLY, NULL, NULL, error);
-      if (!sg) return FALSE;
-      rf_memory_of_schedule(plan, sg, out);
-      rf_schedule_free(sg);
-    }
+    RfSchedule *sg = rf_schedule_build(
+        plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
+        run->staged ? RF_SCHEDULE_SIZES_ONLY : RF_SCHEDULE_PIPELINED, NULL, NULL, error);
+    if (!sg) return FALSE;
+    rf_memory_of_schedule(plan, sg, out);
+    rf_schedule_free(sg);
   }
   rf_memory_set_banks(out, run->banks);
   return TRUE;

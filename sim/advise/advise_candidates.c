@@ -187,10 +187,8 @@ void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, Rf
     rf_result_clear(&res);
     /* the memory of the schedule refit's executor simulated, as refit sim counts it; else the
      * bound step's */
-    const RfSimStats *st = rf_sim_executor_stats(ex);
-    if (rf_variant_is_executor(c->cal->software, c->cal->variant) && st && st->have_exec_mem) {
-      RfMemory mem = st->exec_mem;
-      rf_memory_set_banks(&mem, 1);
+    RfMemory mem;
+    if (rf_sim_executor_memory(ex, 1, &mem)) {
       set_memory(out, &mem);
     } else {
       out->weights_bytes = k->bound.weights_bytes;
