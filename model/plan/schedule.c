@@ -11,6 +11,7 @@
 #include "schedule.h"
 
 #include "error.h"
+#include "sort.h"
 
 #include <string.h>
 
@@ -113,17 +114,6 @@ typedef struct {
   uint64_t key, t, g0, g1;
   uint64_t w; /* the piece's first byte in its message */
 } Arrival;
-
-static int cmp_u64x2(const void *a, const void *b) {
-  const uint64_t *x = a, *y = b;
-  if (x[0] != y[0]) return (x[0] > y[0]) - (x[0] < y[0]);
-  return (x[1] > y[1]) - (x[1] < y[1]);
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
 
 /* The segments of message m that carry transfer t (at byte w of the message, bytes b). */
 static void xfer_segs(const RfSchedule *s, uint64_t m, uint64_t w, uint64_t b, uint64_t *g0,
@@ -233,7 +223,8 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
   /* every transfer with bytes: its message and segments (Arrival.key holds the message) */
-  g_autoptr(GArray) xs = g_array_new(FALSE, FALSE, sizeof(Arrival));
+  g_autoptr(GArray) xs =
+      g_array_sized_new(FALSE, FALSE, sizeof(Arrival), (guint)MAX(plan->nxfers, 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
     uint64_t w = 0;
@@ -247,15 +238,25 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     }
   }
   const Arrival *xv = (const Arrival *)(void *)xs->data;
-  /* what a rank receives, by (rank, part) */
-  g_autofree Arrival *av = g_new(Arrival, xs->len ? xs->len : 1);
-  for (guint i = 0; i < xs->len; i++) {
-    const RfTransfer *x = &plan->xfers[xv[i].t];
-    av[i] = xv[i];
-    av[i].key =
-        arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
+  /* what a rank receives, by (rank, part), then t: xs is in plan order (t ascending), so a
+   * stable sort by (rank, part) */
+  const size_t nx = xs->len ? xs->len : 1;
+  g_autofree Arrival *av = g_new(Arrival, nx);
+  {
+    g_autofree uint64_t *key = g_new(uint64_t, nx), *id = g_new(uint64_t, nx);
+    g_autofree uint64_t *tmp = g_new(uint64_t, nx);
+    for (guint i = 0; i < xs->len; i++) {
+      const RfTransfer *x = &plan->xfers[xv[i].t];
+      key[i] =
+          arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
+      id[i] = i;
+    }
+    rf_radix_sort(id, tmp, xs->len, key, FALSE);
+    for (guint i = 0; i < xs->len; i++) {
+      av[i] = xv[id[i]];
+      av[i].key = key[id[i]];
+    }
   }
-  if (xs->len > 1) qsort(av, xs->len, sizeof(Arrival), cmp_u64x2); /* by key, t */
   /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
@@ -271,19 +272,20 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   d->next = g_new(uint64_t, d->first[nn] ? d->first[nn] : 1);
   memset(joined, 0, sizeof(gboolean) * (xs->len ? xs->len : 1));
   sink.next = d->next;
-  sink.fill = g_memdup2(d->first, sizeof(uint64_t) * (nn + 1));
+  sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
   dep_pairs(s, plan, xv, av, xs->len, &sink);
-  g_free(sink.fill);
-  uint64_t np2 = 0;
+  memmove(d->first + 1, d->first, sizeof(uint64_t) * nn);
+  d->first[0] = 0;
+  uint64_t np2 = 0, ntmp = 0;
+  g_autofree uint64_t *tmp = NULL;
   for (uint64_t g = 0; g < nn; g++) {
     uint64_t *v = d->next + d->first[g], n = d->first[g + 1] - d->first[g];
-    if (n > 32) qsort(v, n, sizeof *v, cmp_u64);
-    for (uint64_t i = 1; i < n && n <= 32; i++) /* insertion sort: buckets are small */
-      for (uint64_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-        const uint64_t t = v[j];
-        v[j] = v[j - 1];
-        v[j - 1] = t;
-      }
+    if (n > ntmp) { /* buckets are small: a few each, a join node's as many as a transfer's */
+      ntmp = MAX(n, 2 * ntmp);
+      g_free(tmp);
+      tmp = g_new(uint64_t, ntmp);
+    }
+    rf_radix_sort(v, tmp, n, NULL, FALSE);
     d->first[g] = np2;
     for (uint64_t i = 0; i < n; i++)
       if (!i || v[i] != v[i - 1]) {
@@ -313,33 +315,6 @@ uint64_t rf_schedule_nvlink_share(const RfPlan *plan) {
 int rf_schedule_max_ops(const RfPlan *plan, gboolean pipelined) {
   if (!pipelined) return RF_SCHEDULE_STAGED_MAX_OPS;
   return 2 * RF_SCHEDULE_CUTS * (1 + (int)rf_schedule_nvlink_share(plan));
-}
-
-/* ids[0 .. n) sorted by key[id], largest first, ties in their order (for ids in ascending
- * order: the lower message first): a stable LSD radix sort on the complemented keys, 8 bits a pass,
- * passes whose digit never varies skipped. tmp: room for n ids. */
-static void sort_by_key_desc(uint64_t *ids, uint64_t *tmp, uint64_t n, const uint64_t *key) {
-  uint64_t any = 0, all = ~UINT64_C(0);
-  for (uint64_t i = 0; i < n; i++) {
-    any |= ~key[ids[i]];
-    all &= ~key[ids[i]];
-  }
-  const uint64_t varies = any ^ all;
-  uint64_t *a = ids, *b = tmp;
-  for (int shift = 0; shift < 64; shift += 8) {
-    if (!((varies >> shift) & 0xff)) continue;
-    uint64_t count[257] = {0};
-    for (uint64_t i = 0; i < n; i++)
-      count[((~key[a[i]] >> shift) & 0xff) + 1]++;
-    for (int d = 0; d < 256; d++)
-      count[d + 1] += count[d];
-    for (uint64_t i = 0; i < n; i++)
-      b[count[(~key[a[i]] >> shift) & 0xff]++] = a[i];
-    uint64_t *t = a;
-    a = b;
-    b = t;
-  }
-  if (a != ids) memcpy(ids, a, n * sizeof *ids);
 }
 
 /* The message of segment g among messages [lo, hi), which hold it (binary search over
@@ -752,8 +727,10 @@ static void placer_endpoints(Placer *P) {
 }
 
 /* Round r's turns: the endpoints with a ready message, by key (largest first), those of one key
- * merging their messages by message order. act, tmp: room for every endpoint. */
-static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *collect) {
+ * merging their messages by message order. act, tmp: room for every endpoint; ctmp: the sort's
+ * room for collect. */
+static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *collect,
+                        GArray *ctmp) {
   const uint64_t ne = 4 * (uint64_t)P->s->nranks;
   uint64_t nact = 0;
   for (uint64_t e = 0; e < ne; e++)
@@ -761,7 +738,7 @@ static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *
       P->ep_key[e] = ((uint64_t)(1 - ((e / 2) & 1)) << 62) | P->rem[e];
       act[nact++] = e;
     }
-  sort_by_key_desc(act, tmp, nact, P->ep_key);
+  rf_radix_sort(act, tmp, nact, P->ep_key, TRUE);
   for (uint64_t i = 0, j; i < nact; i = j) {
     for (j = i + 1; j < nact && P->ep_key[act[j]] == P->ep_key[act[i]];)
       j++;
@@ -772,7 +749,9 @@ static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *
     g_array_set_size(collect, 0);
     for (uint64_t k = i; k < j; k++)
       ep_turn(P, act[k], r, collect);
-    if (collect->len > 1) qsort(collect->data, collect->len, sizeof(uint64_t), cmp_u64);
+    g_array_set_size(ctmp, collect->len);
+    rf_radix_sort((uint64_t *)(void *)collect->data, (uint64_t *)(void *)ctmp->data, collect->len,
+                  NULL, FALSE);
     for (guint k = 0; k < collect->len; k++)
       place_msg(P, g_array_index(collect, uint64_t, k), r);
   }
@@ -816,11 +795,12 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_autofree uint64_t *act = g_new(uint64_t, ne ? ne : 1);
   g_autofree uint64_t *tmp = g_new(uint64_t, ne ? ne : 1);
   g_autoptr(GArray) collect = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autoptr(GArray) ctmp = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   g_autofree uint64_t *lut = msg_lut_new(s);
   int r = 0;
   for (; P.placed < s->nsegs; r++) {
     P.later = bucket[r % s->slots];
-    place_round(&P, r, act, tmp, collect);
+    place_round(&P, r, act, tmp, collect, ctmp);
     GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
     for (guint i = 0; i < ready->len; i++) {
       const uint64_t g = g_array_index(ready, uint64_t, i), m = msg_lut_find(s, lut, g);

@@ -40,6 +40,7 @@
 #include "memory.h"
 #include "schedule.h"
 #include "sim.h"
+#include "sort.h"
 #include "staging.h"
 #include "sw.h"
 #include "u64map.h"
@@ -61,15 +62,9 @@ typedef struct {
   int dep; /* pipelined: the round the sender must have unpacked first (-1: none) */
 } Seg;
 
-/* (rank, round) keys of the rounds a rank takes part in. */
-typedef struct {
-  int32_t rank, round;
-} RKey;
-
-static int cmp_rkey(const void *a, const void *b) {
-  const RKey *x = a, *y = b;
-  if (x->rank != y->rank) return (x->rank > y->rank) - (x->rank < y->rank);
-  return (x->round > y->round) - (x->round < y->round);
+/* The (rank, round) key of a round a rank takes part in, in the order of the pair. */
+static uint64_t rkey(int rank, int round) {
+  return (uint64_t)(uint32_t)rank << 32 | (uint32_t)round;
 }
 
 /* Index of (unit, round) in rounds, whose units start at first[] (the pair is there). */
@@ -93,20 +88,21 @@ static uint64_t unit_round_next(uint64_t *cur, const SimExecRound *rounds, int u
   return cur[unit];
 }
 
-/* The (unit, round) pairs of keys[0 .. nk), sorted and unique, as rounds indexed by unit
- * (first[u] .. first[u + 1]); sorts keys in place. */
-static void index_rounds(RKey *keys, uint64_t nk, int nunits, int step0, uint64_t **first,
-                         SimExecRound **rounds) {
-  if (nk > 1) qsort(keys, nk, sizeof(RKey), cmp_rkey);
+/* The (unit, round) pairs of keys[0 .. nk) (rkey), sorted and unique, as rounds indexed by unit
+ * (first[u] .. first[u + 1]); sorts keys in place (tmp: room for nk keys). */
+static void index_rounds(uint64_t *keys, uint64_t *tmp, uint64_t nk, int nunits, int step0,
+                         uint64_t **first, SimExecRound **rounds) {
+  rf_radix_sort(keys, tmp, nk, NULL, FALSE);
   uint64_t nu = 0;
   for (uint64_t i = 0; i < nk; i++)
-    if (!nu || cmp_rkey(&keys[nu - 1], &keys[i])) keys[nu++] = keys[i];
+    if (!nu || keys[nu - 1] != keys[i]) keys[nu++] = keys[i];
   *first = g_new0(uint64_t, (size_t)nunits + 1);
   *rounds = g_new0(SimExecRound, nu + 1);
   for (uint64_t i = 0; i < nu; i++) {
-    (*first)[keys[i].rank + 1]++;
-    (*rounds)[i].round = keys[i].round;
-    (*rounds)[i].step = step0 + keys[i].round;
+    const int round = (int)(uint32_t)keys[i];
+    (*first)[(keys[i] >> 32) + 1]++;
+    (*rounds)[i].round = round;
+    (*rounds)[i].step = step0 + round;
     (*rounds)[i].need = -1;
   }
   for (int u = 0; u < nunits; u++)
@@ -138,17 +134,18 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   for (int u = 0; u < e->nranks; u++)
     e->host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / group] : -1;
   /* 1. the (rank, round) pairs and each rank's copies and needs */
-  g_autofree RKey *keys = g_new(RKey, 2 * s->nsegs + 1);
+  g_autofree uint64_t *keys = g_new(uint64_t, 2 * s->nsegs + 1);
+  g_autofree uint64_t *ktmp = g_new(uint64_t, 2 * s->nsegs + 1);
   uint64_t nk = 0;
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
-      keys[nk++] = (RKey){m->src, r};
-      if (m->dst != m->src) keys[nk++] = (RKey){m->dst, r};
+      keys[nk++] = rkey(m->src, r);
+      if (m->dst != m->src) keys[nk++] = rkey(m->dst, r);
     }
   uint64_t *rfirst;
   SimExecRound *rr;
-  index_rounds(keys, nk, pb->nranks, step0, &rfirst, &rr);
+  index_rounds(keys, ktmp, nk, pb->nranks, step0, &rfirst, &rr);
   g_autofree uint64_t *cur = g_memdup2(rfirst, sizeof(uint64_t) * ((size_t)pb->nranks + 1));
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -165,11 +162,11 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   } else { /* the units' rounds: the longest copy and the latest need of their ranks' */
     nk = 0;
     for (int r = 0; r < pb->nranks; r++)
-      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++)
-        keys[nk++] = (RKey){unit[r], rr[i].round};
-    index_rounds(keys, nk, e->nranks, step0, &e->round_first, &e->rounds);
+      for (uint64_t i = rfirst[r]; i < rfirst[r + 1] && unit[r] >= 0; i++)
+        keys[nk++] = rkey(unit[r], rr[i].round);
+    index_rounds(keys, ktmp, nk, e->nranks, step0, &e->round_first, &e->rounds);
     for (int r = 0; r < pb->nranks; r++)
-      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++) {
+      for (uint64_t i = rfirst[r]; i < rfirst[r + 1] && unit[r] >= 0; i++) {
         SimExecRound *u = &e->rounds[unit_round(e->round_first, e->rounds, unit[r], rr[i].round)];
         u->pack_s = MAX(u->pack_s, rr[i].pack_s);
         u->unpack_s = MAX(u->unpack_s, rr[i].unpack_s);
