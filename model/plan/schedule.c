@@ -650,42 +650,69 @@ static gboolean ep_keys(const Placer *P, uint64_t e, uint64_t o) {
   return ke > ko || (ke == ko && !(e & 1));
 }
 
-/* msg_blocked of the message from endpoint a to endpoint b, without looking at the message. */
-static gboolean ends_blocked(const Placer *P, uint64_t a, uint64_t b) {
-  const uint64_t x = a / 4, y = b / 4, cls = (a / 2) & 1;
-  const uint64_t room = cls ? P->Bn : P->B;
-  const int need = x == y ? 2 : 1;
-  return (int)P->use[2 * x].ops + need > P->max_ops || (int)P->use[2 * y].ops + need > P->max_ops ||
-         P->use[2 * x + cls].send + RF_SCHEDULE_ALIGN > room ||
-         P->use[2 * y + cls].recv + RF_SCHEDULE_ALIGN > room;
+/* Where an endpoint's turn stands: at message m (position i of its list, other end o), the bits
+ * of word k after it still to visit in x. */
+typedef struct {
+  uint64_t e, m, o, k, x;
+} Turn;
+
+/* Moves t on to the next ready message of its endpoint's list that takes its key from it
+ * (ep_keys): FALSE when there is none. Placing a message changes only its own bit, so the bits a
+ * turn holds stay those of the round's ready messages. */
+static gboolean turn_next(const Placer *P, Turn *t) {
+  const uint64_t e = t->e, f = P->ep_first[e], wf = P->ep_wfirst[e];
+  const uint64_t nw = P->ep_wfirst[e + 1] - wf;
+  for (;;) {
+    while (!t->x) {
+      if (++t->k >= nw) return FALSE;
+      t->x = P->ep_bits[wf + t->k];
+    }
+    const uint64_t i = 64 * t->k + (uint64_t)__builtin_ctzll(t->x);
+    t->x &= t->x - 1;
+    t->o = P->ep_other[f + i];
+    if (!ep_keys(P, e, t->o)) continue;
+    t->m = P->ep_msg[f + i];
+    return TRUE;
+  }
 }
 
-/* Endpoint e's turn in round r: its ready messages that take their key from it, in message
- * order, placed (collect NULL) or, for a merge with endpoints of the same key, appended to
- * collect (those whose ends both have room now). Only the messages with a ready segment are
- * visited (ep_bits); placing one changes only its own bit. */
-static void ep_turn(Placer *P, uint64_t e, int r, GArray *collect) {
-  if (ep_full(P, e)) return;
-  const uint64_t *L = P->ep_msg + P->ep_first[e];
-  const uint32_t *O = P->ep_other + P->ep_first[e];
-  const uint64_t *W = P->ep_bits + P->ep_wfirst[e];
-  const uint64_t nw = P->ep_wfirst[e + 1] - P->ep_wfirst[e];
-  for (uint64_t k = 0; k < nw; k++)
-    for (uint64_t x = W[k]; x; x &= x - 1) {
-      const uint64_t i = 64 * k + (uint64_t)__builtin_ctzll(x), o = O[i];
-      if (!ep_keys(P, e, o)) continue;
-      /* e is not full (checked before, and after each placement): the other end, then the
-       * message's own segments */
-      const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o;      /* source, destination */
-      if (ep_full(P, o) || msg_no_fit(P, L[i], a, b)) continue; /* it could place nothing */
-      if (collect) {
-        if (!ends_blocked(P, a, b)) g_array_append_val(collect, L[i]);
-        continue;
-      }
-      const uint64_t m = L[i];
-      place_msg(P, m, r);
-      if (ep_full(P, e)) return;
-    }
+/* Restores the heap order of h[0 .. n) (smallest message first) below position i. */
+static void turn_sift(Turn *h, uint64_t n, uint64_t i) {
+  const Turn t = h[i];
+  for (uint64_t c; (c = 2 * i + 1) < n; i = c) {
+    if (c + 1 < n && h[c + 1].m < h[c].m) c++;
+    if (h[c].m >= t.m) break;
+    h[i] = h[c];
+  }
+  h[i] = t;
+}
+
+/* The turns of endpoints eps[0 .. n) (one key) in round r: their ready messages that take their
+ * key from them, merged in message order (each message is in one list only: its keying end's),
+ * each placed unless an end can place nothing (ep_full, msg_no_fit). An endpoint that is full
+ * stops its turn: room and operations only shrink within a round, and no segment becomes ready
+ * in it, so none of its remaining messages could place a segment. So a merge of endpoints gives
+ * what collecting every message with room at the start and placing them in message order gave,
+ * visiting only the messages before each endpoint fills. Only the messages with a ready segment
+ * are visited (ep_bits). h: room for n turns. */
+static void place_turns(Placer *P, const uint64_t *eps, uint64_t n, int r, Turn *h) {
+  uint64_t nh = 0;
+  for (uint64_t j = 0; j < n; j++) {
+    const uint64_t e = eps[j];
+    if (ep_full(P, e) || P->ep_wfirst[e + 1] == P->ep_wfirst[e]) continue;
+    h[nh] = (Turn){.e = e, .k = 0, .x = P->ep_bits[P->ep_wfirst[e]]};
+    if (turn_next(P, &h[nh])) nh++;
+  }
+  for (uint64_t i = nh / 2; i-- > 0;)
+    turn_sift(h, nh, i);
+  while (nh) {
+    Turn *t = &h[0];
+    const uint64_t e = t->e, o = t->o;
+    const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o; /* source, destination */
+    if (!ep_full(P, e) && !ep_full(P, o) && !msg_no_fit(P, t->m, a, b)) place_msg(P, t->m, r);
+    if (ep_full(P, e) || !turn_next(P, t)) h[0] = h[--nh];
+    turn_sift(h, nh, 0);
+  }
 }
 
 /* The endpoints' messages (each message under its source's and its destination's endpoint) and
@@ -727,10 +754,9 @@ static void placer_endpoints(Placer *P) {
 }
 
 /* Round r's turns: the endpoints with a ready message, by key (largest first), those of one key
- * merging their messages by message order. act, tmp: room for every endpoint; ctmp: the sort's
- * room for collect. */
-static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *collect,
-                        GArray *ctmp) {
+ * merging their messages by message order. act, tmp: room for every endpoint; h: room for a turn
+ * per endpoint. */
+static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, Turn *h) {
   const uint64_t ne = 4 * (uint64_t)P->s->nranks;
   uint64_t nact = 0;
   for (uint64_t e = 0; e < ne; e++)
@@ -742,18 +768,7 @@ static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, GArray *
   for (uint64_t i = 0, j; i < nact; i = j) {
     for (j = i + 1; j < nact && P->ep_key[act[j]] == P->ep_key[act[i]];)
       j++;
-    if (j == i + 1) {
-      ep_turn(P, act[i], r, NULL);
-      continue;
-    }
-    g_array_set_size(collect, 0);
-    for (uint64_t k = i; k < j; k++)
-      ep_turn(P, act[k], r, collect);
-    g_array_set_size(ctmp, collect->len);
-    rf_radix_sort((uint64_t *)(void *)collect->data, (uint64_t *)(void *)ctmp->data, collect->len,
-                  NULL, FALSE);
-    for (guint k = 0; k < collect->len; k++)
-      place_msg(P, g_array_index(collect, uint64_t, k), r);
+    place_turns(P, act + i, j - i, r, h);
   }
 }
 
@@ -794,13 +809,12 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     bucket[i] = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   g_autofree uint64_t *act = g_new(uint64_t, ne ? ne : 1);
   g_autofree uint64_t *tmp = g_new(uint64_t, ne ? ne : 1);
-  g_autoptr(GArray) collect = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-  g_autoptr(GArray) ctmp = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autofree Turn *turns = g_new(Turn, ne ? ne : 1);
   g_autofree uint64_t *lut = msg_lut_new(s);
   int r = 0;
   for (; P.placed < s->nsegs; r++) {
     P.later = bucket[r % s->slots];
-    place_round(&P, r, act, tmp, collect, ctmp);
+    place_round(&P, r, act, tmp, turns);
     GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
     for (guint i = 0; i < ready->len; i++) {
       const uint64_t g = g_array_index(ready, uint64_t, i), m = msg_lut_find(s, lut, g);
