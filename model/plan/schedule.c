@@ -506,8 +506,10 @@ typedef struct {
    * its place in its source's and its destination's list (ep_pos[2 m + dir]) */
   uint64_t *ep_wfirst, *ep_bits;
   uint32_t *ep_pos;
-  uint32_t *ep_other; /* beside ep_msg: the message's other endpoint (no look at the message) */
-  uint32_t *ep_small; /* per endpoint: its messages whose short last segment is ready */
+  uint32_t *ep_other;  /* beside ep_msg: the message's other endpoint (no look at the message) */
+  uint32_t *ep_small;  /* per endpoint: its messages whose short last segment is ready */
+  uint64_t *msg_small; /* a bit per message: its short last segment is ready (msg_no_fit's test,
+                          without a look at the message) */
 } Placer;
 
 /* Node g is placed (a segment: in round dep1 - 1) or complete (a join node: its last arrival
@@ -554,6 +556,10 @@ static void ep_small_add(Placer *P, uint64_t m, uint64_t g, int delta) {
   if (g + 1 != P->s->seg_first[m + 1] || !(msg->bytes % P->s->seg_bytes)) return;
   P->ep_small[msg_endpoint(msg, 0)] += (uint32_t)delta;
   P->ep_small[msg_endpoint(msg, 1)] += (uint32_t)delta;
+  if (delta > 0)
+    P->msg_small[m / 64] |= UINT64_C(1) << (m % 64);
+  else
+    P->msg_small[m / 64] &= ~(UINT64_C(1) << (m % 64));
 }
 
 /* An end of message m is full: it can place nothing this round (and never again in it). */
@@ -638,9 +644,8 @@ static gboolean msg_no_fit(const Placer *P, uint64_t m, uint64_t a, uint64_t b) 
   const uint64_t room = cls ? P->Bn : P->B, C = P->s->seg_bytes;
   const uint64_t used = MAX(P->use[2 * (a / 4) + cls].send, P->use[2 * (b / 4) + cls].recv);
   if (used + C <= room) return FALSE;
-  const uint64_t g = P->s->seg_first[m + 1] - 1, last = P->plan->msgs[m].bytes % C;
-  if (!last || !(P->rdy.bit[g / 64] >> (g % 64) & 1)) return TRUE;
-  return used + align_up(last, RF_SCHEDULE_ALIGN) > room;
+  if (!(P->msg_small[m / 64] >> (m % 64) & 1)) return TRUE; /* no short last segment ready */
+  return used + align_up(P->plan->msgs[m].bytes % C, RF_SCHEDULE_ALIGN) > room;
 }
 
 /* Whether endpoint e gives a ready message between it and endpoint o its key (the busier end;
@@ -724,6 +729,7 @@ static void placer_endpoints(Placer *P) {
   P->ep_wfirst = g_new0(uint64_t, ne + 1);
   P->ep_ready = g_new0(uint32_t, ne ? ne : 1);
   P->ep_small = g_new0(uint32_t, ne ? ne : 1);
+  P->msg_small = g_new0(uint64_t, plan->nmsgs / 64 + 1);
   P->ep_key = g_new0(uint64_t, ne ? ne : 1);
   P->ep_pos = g_new0(uint32_t, 2 * (plan->nmsgs ? plan->nmsgs : 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
@@ -856,6 +862,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_other);
   g_free(P.ep_ready);
   g_free(P.ep_small);
+  g_free(P.msg_small);
 }
 
 /* The staged first-fit of message m's segments (its stage's rounds start at round0): returns one
