@@ -89,10 +89,13 @@ static uint64_t unit_round_next(uint64_t *cur, const SimExecRound *rounds, int u
 }
 
 /* The (unit, round) pairs of keys[0 .. nk) (rkey), sorted and unique, as rounds indexed by unit
- * (first[u] .. first[u + 1]); sorts keys in place (tmp: room for nk keys). */
-static void index_rounds(uint64_t *keys, uint64_t *tmp, uint64_t nk, int nunits, int step0,
-                         uint64_t **first, SimExecRound **rounds) {
-  rf_radix_sort(keys, tmp, nk, NULL, FALSE);
+ * (first[u] .. first[u + 1]); sorts keys in place. */
+static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uint64_t **first,
+                         SimExecRound **rounds) {
+  {
+    g_autofree uint64_t *tmp = g_new(uint64_t, nk ? nk : 1);
+    rf_radix_sort(keys, tmp, nk, NULL, FALSE);
+  }
   uint64_t nu = 0;
   for (uint64_t i = 0; i < nk; i++)
     if (!nu || keys[nu - 1] != keys[i]) keys[nu++] = keys[i];
@@ -135,7 +138,6 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / group] : -1;
   /* 1. the (rank, round) pairs and each rank's copies and needs */
   g_autofree uint64_t *keys = g_new(uint64_t, 2 * s->nsegs + 1);
-  g_autofree uint64_t *ktmp = g_new(uint64_t, 2 * s->nsegs + 1);
   uint64_t nk = 0;
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -145,7 +147,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     }
   uint64_t *rfirst;
   SimExecRound *rr;
-  index_rounds(keys, ktmp, nk, pb->nranks, step0, &rfirst, &rr);
+  index_rounds(keys, nk, pb->nranks, step0, &rfirst, &rr);
   g_autofree uint64_t *cur = g_memdup2(rfirst, sizeof(uint64_t) * ((size_t)pb->nranks + 1));
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -164,7 +166,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     for (int r = 0; r < pb->nranks; r++)
       for (uint64_t i = rfirst[r]; i < rfirst[r + 1] && unit[r] >= 0; i++)
         keys[nk++] = rkey(unit[r], rr[i].round);
-    index_rounds(keys, ktmp, nk, e->nranks, step0, &e->round_first, &e->rounds);
+    index_rounds(keys, nk, e->nranks, step0, &e->round_first, &e->rounds);
     for (int r = 0; r < pb->nranks; r++)
       for (uint64_t i = rfirst[r]; i < rfirst[r + 1] && unit[r] >= 0; i++) {
         SimExecRound *u = &e->rounds[unit_round(e->round_first, e->rounds, unit[r], rr[i].round)];
@@ -175,6 +177,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     g_free(rfirst);
     g_free(rr);
   }
+  g_clear_pointer(&keys, g_free); /* two per segment: freed before the sends take room */
   /* 2. receives and the send counts, then the sends. The segments one rank sends another in
    * one round (of one phase) travel as one simulated message: NCCL runs the operations to one
    * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one
