@@ -655,8 +655,8 @@ static gboolean ep_keys(const Placer *P, uint64_t e, uint64_t o) {
   return ke > ko || (ke == ko && !(e & 1));
 }
 
-/* Where an endpoint's turn stands: at message m (position i of its list, other end o), the bits
- * of word k after it still to visit in x. */
+/* Where endpoint e's turn stands: at message m (its other end o), the bits of word k of its
+ * list after it still to visit in x. */
 typedef struct {
   uint64_t e, m, o, k, x;
 } Turn;
