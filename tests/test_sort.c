@@ -5,8 +5,8 @@
 
 #include <glib.h>
 
-/* Compares (key, position) of two values: v[i] = position i's value, so a pair (value, position)
- * is packed by the caller as an index into the original array. */
+/* The reference order: positions i, j of the input val[] compared by the key of their value
+ * (key[val[i]], or val[i] itself without a table), complemented when desc, then by position. */
 typedef struct {
   const uint64_t *val, *key;
   gboolean desc;

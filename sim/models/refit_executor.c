@@ -164,11 +164,11 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   } else { /* the units' rounds: the longest copy and the latest need of their ranks' */
     nk = 0;
     for (int r = 0; r < pb->nranks; r++)
-      for (uint64_t i = rfirst[r]; i < rfirst[r + 1] && unit[r] >= 0; i++)
+      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++) /* a rank without a GPU: none */
         keys[nk++] = rkey(unit[r], rr[i].round);
     index_rounds(keys, nk, e->nranks, step0, &e->round_first, &e->rounds);
     for (int r = 0; r < pb->nranks; r++)
-      for (uint64_t i = rfirst[r]; i < rfirst[r + 1] && unit[r] >= 0; i++) {
+      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++) {
         SimExecRound *u = &e->rounds[unit_round(e->round_first, e->rounds, unit[r], rr[i].round)];
         u->pack_s = MAX(u->pack_s, rr[i].pack_s);
         u->unpack_s = MAX(u->unpack_s, rr[i].unpack_s);
