@@ -507,6 +507,8 @@ typedef struct {
   uint64_t *ep_wfirst, *ep_bits;
   uint32_t *ep_pos;
   uint32_t *ep_other;  /* beside ep_msg: the message's other endpoint (no look at the message) */
+  uint32_t *ep_tail;   /* beside ep_msg: the message's short last segment in aligned units (0:
+                          none), so that msg_no_fit does not load the message */
   uint32_t *ep_small;  /* per endpoint: its messages whose short last segment is ready */
   uint64_t *msg_small; /* a bit per message: its short last segment is ready (msg_no_fit's test,
                           without a look at the message) */
@@ -638,14 +640,15 @@ static void place_msg(Placer *P, uint64_t m, int r) {
 }
 
 /* Message m has no ready segment that both ends have room for (and would place nothing): less
- * room than a whole segment at an end, and its short last segment not ready or too large. */
-static gboolean msg_no_fit(const Placer *P, uint64_t m, uint64_t a, uint64_t b) {
+ * room than a whole segment at an end, and its short last segment (tail aligned units, 0: none)
+ * not ready or too large. */
+static gboolean msg_no_fit(const Placer *P, uint64_t m, uint32_t tail, uint64_t a, uint64_t b) {
   const uint64_t cls = (a / 2) & 1; /* a, b: its source's and destination's endpoints */
   const uint64_t room = cls ? P->Bn : P->B, C = P->s->seg_bytes;
   const uint64_t used = MAX(P->use[2 * (a / 4) + cls].send, P->use[2 * (b / 4) + cls].recv);
   if (used + C <= room) return FALSE;
   if (!(P->msg_small[m / 64] >> (m % 64) & 1)) return TRUE; /* no short last segment ready */
-  return used + align_up(P->plan->msgs[m].bytes % C, RF_SCHEDULE_ALIGN) > room;
+  return used + (uint64_t)tail * RF_SCHEDULE_ALIGN > room;
 }
 
 /* Whether endpoint e gives a ready message between it and endpoint o its key (the busier end;
@@ -655,10 +658,12 @@ static gboolean ep_keys(const Placer *P, uint64_t e, uint64_t o) {
   return ke > ko || (ke == ko && !(e & 1));
 }
 
-/* Where endpoint e's turn stands: at message m (its other end o), the bits of word k of its
- * list after it still to visit in x. */
+/* Where endpoint e's turn stands: at message m (its other end o, its short last segment tail
+ * aligned units), the bits of word k of its list after it still to visit in x. */
 typedef struct {
-  uint64_t e, m, o, k, x;
+  uint64_t e, m;
+  uint32_t o, tail;
+  uint64_t k, x;
 } Turn;
 
 /* Moves t on to the next ready message of its endpoint's list that takes its key from it
@@ -677,6 +682,7 @@ static gboolean turn_next(const Placer *P, Turn *t) {
     t->o = P->ep_other[f + i];
     if (!ep_keys(P, e, t->o)) continue;
     t->m = P->ep_msg[f + i];
+    t->tail = P->ep_tail[f + i];
     return TRUE;
   }
 }
@@ -714,7 +720,8 @@ static void place_turns(Placer *P, const uint64_t *eps, uint64_t n, int r, Turn 
     Turn *t = &h[0];
     const uint64_t e = t->e, o = t->o;
     const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o; /* source, destination */
-    if (!ep_full(P, e) && !ep_full(P, o) && !msg_no_fit(P, t->m, a, b)) place_msg(P, t->m, r);
+    if (!ep_full(P, e) && !ep_full(P, o) && !msg_no_fit(P, t->m, t->tail, a, b))
+      place_msg(P, t->m, r);
     if (ep_full(P, e) || !turn_next(P, t)) h[0] = h[--nh];
     turn_sift(h, nh, 0);
   }
@@ -742,16 +749,21 @@ static void placer_endpoints(Placer *P) {
   }
   P->ep_msg = g_new(uint64_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
   P->ep_other = g_new(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  P->ep_tail = g_new(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
   P->ep_bits = g_new0(uint64_t, P->ep_wfirst[ne] ? P->ep_wfirst[ne] : 1);
   g_autofree uint64_t *fill = g_memdup2(P->ep_first, sizeof(uint64_t) * (ne + 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
-    if (P->s->seg_first[m + 1] > P->s->seg_first[m])
+    if (P->s->seg_first[m + 1] > P->s->seg_first[m]) {
+      const uint64_t tail = align_up(plan->msgs[m].bytes % P->s->seg_bytes, RF_SCHEDULE_ALIGN);
       for (int dir = 0; dir < 2; dir++) {
         const uint64_t e = msg_endpoint(&plan->msgs[m], dir);
         P->ep_pos[2 * m + (uint64_t)dir] = (uint32_t)(fill[e] - P->ep_first[e]);
         P->ep_other[fill[e]] = (uint32_t)msg_endpoint(&plan->msgs[m], !dir);
+        /* clamped (a staging bound of 1 TiB): a lower tail only costs a visit to place_msg */
+        P->ep_tail[fill[e]] = (uint32_t)MIN(tail / RF_SCHEDULE_ALIGN, UINT32_MAX);
         P->ep_msg[fill[e]++] = m;
       }
+    }
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     if (P->nready[m]) ep_ready_add(P, m, 1);
     const uint64_t g = P->s->seg_first[m + 1] - 1; /* the last segment, when ready */
@@ -860,6 +872,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_bits);
   g_free(P.ep_pos);
   g_free(P.ep_other);
+  g_free(P.ep_tail);
   g_free(P.ep_ready);
   g_free(P.ep_small);
   g_free(P.msg_small);
