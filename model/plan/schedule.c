@@ -500,6 +500,7 @@ typedef struct {
   /* per endpoint: its messages (ascending, ep_msg[ep_first[e] ..  ep_first[e + 1])), how many
    * of them are ready, the key at the start of the round */
   uint64_t *ep_first, *ep_msg, *ep_key;
+  uint64_t *ep_keyf; /* per endpoint: its key, or RF_KEY_FULL once it is full this round */
   uint32_t *ep_ready;
   /* per endpoint, a bit per message of its list, set while the message has a ready segment
    * (words ep_bits[ep_wfirst[e] .. ep_wfirst[e + 1])): a turn visits only those; per message,
@@ -651,11 +652,22 @@ static gboolean msg_no_fit(const Placer *P, uint64_t m, uint32_t tail, uint64_t 
   return used + (uint64_t)tail * RF_SCHEDULE_ALIGN > room;
 }
 
-/* Whether endpoint e gives a ready message between it and endpoint o its key (the busier end;
- * the source, the endpoint of direction 0, on a tie). */
-static gboolean ep_keys(const Placer *P, uint64_t e, uint64_t o) {
-  const uint64_t ke = P->ep_key[e], ko = P->ep_key[o];
+/* Above every key (class bit 62 and bytes left): a full endpoint's ep_keyf, so that the test
+ * of who keys a message also passes over the messages whose other end is full. */
+#define RF_KEY_FULL UINT64_MAX
+
+/* Whether endpoint e, not full, places a ready message between it and endpoint o in its turn:
+ * e gives its key (the busier end; the source, the endpoint of direction 0, on a tie) and o is
+ * not full. */
+static gboolean ep_takes(const Placer *P, uint64_t e, uint64_t o) {
+  const uint64_t ke = P->ep_key[e], ko = P->ep_keyf[o];
   return ke > ko || (ke == ko && !(e & 1));
+}
+
+/* The endpoints of rank x that are full now get RF_KEY_FULL (after a placement at x). */
+static void rank_keyf(Placer *P, uint64_t x) {
+  for (uint64_t e = 4 * x; e < 4 * x + 4; e++)
+    if (P->ep_keyf[e] != RF_KEY_FULL && ep_full(P, e)) P->ep_keyf[e] = RF_KEY_FULL;
 }
 
 /* Where endpoint e's turn stands: at message m (its other end o, its short last segment tail
@@ -666,12 +678,15 @@ typedef struct {
   uint64_t k, x;
 } Turn;
 
-/* Moves t on to the next ready message of its endpoint's list that takes its key from it
- * (ep_keys): FALSE when there is none. Placing a message changes only its own bit, so the bits a
- * turn holds stay those of the round's ready messages. */
+/* Moves t on to the next ready message of its endpoint's list that it may place: it takes the
+ * message's key, the other end is not full and the message fits (ep_takes, msg_no_fit); FALSE
+ * when there is none or the endpoint is full. Placing a message changes only its own bit, so the
+ * bits a turn holds stay those of the round's ready messages; fullness and no-fit only set
+ * within a round, so a message passed over here would place nothing later in it. */
 static gboolean turn_next(const Placer *P, Turn *t) {
   const uint64_t e = t->e, f = P->ep_first[e], wf = P->ep_wfirst[e];
   const uint64_t nw = P->ep_wfirst[e + 1] - wf;
+  if (P->ep_keyf[e] == RF_KEY_FULL) return FALSE;
   for (;;) {
     while (!t->x) {
       if (++t->k >= nw) return FALSE;
@@ -679,10 +694,14 @@ static gboolean turn_next(const Placer *P, Turn *t) {
     }
     const uint64_t i = 64 * t->k + (uint64_t)__builtin_ctzll(t->x);
     t->x &= t->x - 1;
-    t->o = P->ep_other[f + i];
-    if (!ep_keys(P, e, t->o)) continue;
-    t->m = P->ep_msg[f + i];
-    t->tail = P->ep_tail[f + i];
+    const uint64_t o = P->ep_other[f + i];
+    if (!ep_takes(P, e, o)) continue;
+    const uint64_t m = P->ep_msg[f + i];
+    const uint32_t tail = P->ep_tail[f + i];
+    if (msg_no_fit(P, m, tail, e & 1 ? o : e, e & 1 ? e : o)) continue;
+    t->o = (uint32_t)o;
+    t->m = m;
+    t->tail = tail;
     return TRUE;
   }
 }
@@ -698,31 +717,48 @@ static void turn_sift(Turn *h, uint64_t n, uint64_t i) {
   h[i] = t;
 }
 
+/* Places message m, whose turn found it placeable, if it still is (another turn of the merge
+ * may have filled an end since), and marks its ranks' endpoints that are full now. */
+static void place_taken(Placer *P, const Turn *t, int r) {
+  const uint64_t e = t->e, o = t->o;
+  const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o; /* source, destination */
+  if (P->ep_keyf[e] == RF_KEY_FULL || P->ep_keyf[o] == RF_KEY_FULL ||
+      msg_no_fit(P, t->m, t->tail, a, b))
+    return;
+  place_msg(P, t->m, r);
+  rank_keyf(P, a / 4);
+  rank_keyf(P, b / 4);
+}
+
 /* The turns of endpoints eps[0 .. n) (one key) in round r: their ready messages that take their
  * key from them, merged in message order (each message is in one list only: its keying end's),
  * each placed unless an end can place nothing (ep_full, msg_no_fit). An endpoint that is full
  * stops its turn: room and operations only shrink within a round, and no segment becomes ready
  * in it, so none of its remaining messages could place a segment. So a merge of endpoints gives
  * what collecting every message with room at the start and placing them in message order gave,
- * visiting only the messages before each endpoint fills. Only the messages with a ready segment
- * are visited (ep_bits). h: room for n turns. */
+ * visiting only the messages before each endpoint fills, and passing over, without the merge,
+ * those whose other end is full or that do not fit (turn_next). Only the messages with a ready
+ * segment are visited (ep_bits). h: room for n turns. */
 static void place_turns(Placer *P, const uint64_t *eps, uint64_t n, int r, Turn *h) {
+  if (n == 1) { /* one endpoint of this key (the most): its turn alone, no merge */
+    Turn t = {.e = eps[0], .k = 0, .x = P->ep_bits[P->ep_wfirst[eps[0]]]};
+    if (P->ep_wfirst[eps[0] + 1] == P->ep_wfirst[eps[0]]) return;
+    while (turn_next(P, &t))
+      place_taken(P, &t, r);
+    return;
+  }
   uint64_t nh = 0;
   for (uint64_t j = 0; j < n; j++) {
     const uint64_t e = eps[j];
-    if (ep_full(P, e) || P->ep_wfirst[e + 1] == P->ep_wfirst[e]) continue;
+    if (P->ep_wfirst[e + 1] == P->ep_wfirst[e]) continue;
     h[nh] = (Turn){.e = e, .k = 0, .x = P->ep_bits[P->ep_wfirst[e]]};
     if (turn_next(P, &h[nh])) nh++;
   }
   for (uint64_t i = nh / 2; i-- > 0;)
     turn_sift(h, nh, i);
   while (nh) {
-    Turn *t = &h[0];
-    const uint64_t e = t->e, o = t->o;
-    const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o; /* source, destination */
-    if (!ep_full(P, e) && !ep_full(P, o) && !msg_no_fit(P, t->m, t->tail, a, b))
-      place_msg(P, t->m, r);
-    if (ep_full(P, e) || !turn_next(P, t)) h[0] = h[--nh];
+    place_taken(P, &h[0], r);
+    if (!turn_next(P, &h[0])) h[0] = h[--nh];
     turn_sift(h, nh, 0);
   }
 }
@@ -738,6 +774,7 @@ static void placer_endpoints(Placer *P) {
   P->ep_small = g_new0(uint32_t, ne ? ne : 1);
   P->msg_small = g_new0(uint64_t, plan->nmsgs / 64 + 1);
   P->ep_key = g_new0(uint64_t, ne ? ne : 1);
+  P->ep_keyf = g_new0(uint64_t, ne ? ne : 1);
   P->ep_pos = g_new0(uint32_t, 2 * (plan->nmsgs ? plan->nmsgs : 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     if (P->s->seg_first[m + 1] > P->s->seg_first[m])
@@ -782,6 +819,8 @@ static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, Turn *h)
       P->ep_key[e] = ((uint64_t)(1 - ((e / 2) & 1)) << 62) | P->rem[e];
       act[nact++] = e;
     }
+  for (uint64_t i = 0; i < nact; i++) /* a ready message's ends are both in act */
+    P->ep_keyf[act[i]] = ep_full(P, act[i]) ? RF_KEY_FULL : P->ep_key[act[i]];
   rf_radix_sort(act, tmp, nact, P->ep_key, TRUE);
   for (uint64_t i = 0, j; i < nact; i = j) {
     for (j = i + 1; j < nact && P->ep_key[act[j]] == P->ep_key[act[i]];)
@@ -868,6 +907,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_first);
   g_free(P.ep_msg);
   g_free(P.ep_key);
+  g_free(P.ep_keyf);
   g_free(P.ep_wfirst);
   g_free(P.ep_bits);
   g_free(P.ep_pos);
