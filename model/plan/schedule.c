@@ -163,9 +163,10 @@ static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
     k->next[k->fill[before]++] = after;
 }
 
-/* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av (by key, t). */
+/* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av (by key, t);
+ * rank x's arrivals are av[rank_first[x] .. rank_first[x + 1]). */
 static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv, const Arrival *av,
-                      guint n, PairSink *pairs) {
+                      const guint *rank_first, guint n, PairSink *pairs) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
   for (guint j = 0; j < n; j++) {
     const RfMessage *msg = &plan->msgs[xv[j].key];
@@ -173,7 +174,8 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
     const RfPiece *pc = &plan->pieces[x->piece];
     const int ndim = model ? model->parts[pc->part].ndim : 0;
     const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
-    guint lo = 0, hi = n; /* the first arrival with this key */
+    /* the first arrival with this key, searched among its rank's (a smaller, nearer range) */
+    guint lo = rank_first[msg->src], hi = rank_first[msg->src + 1];
     while (lo < hi) {
       guint mid = lo + (hi - lo) / 2;
       if (av[mid].key < key)
@@ -257,6 +259,11 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
       av[i].key = key[id[i]];
     }
   }
+  g_autofree guint *rank_first = g_new0(guint, (size_t)s->nranks + 1);
+  for (guint i = 0; i < xs->len; i++) /* av's keys are (rank, part): by rank first */
+    rank_first[(av[i].key >> 32) + 1]++;
+  for (int x = 0; x < s->nranks; x++)
+    rank_first[x + 1] += rank_first[x];
   /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
@@ -266,14 +273,14 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   d->pre = g_new0(PreDep, nn ? nn : 1);
   g_autofree gboolean *joined = g_new0(gboolean, xs->len ? xs->len : 1);
   PairSink sink = {d->first, NULL, NULL, s->nsegs, joined};
-  dep_pairs(s, plan, xv, av, xs->len, &sink);
+  dep_pairs(s, plan, xv, av, rank_first, xs->len, &sink);
   for (uint64_t g = 0; g < nn; g++)
     d->first[g + 1] += d->first[g];
   d->next = g_new(uint64_t, d->first[nn] ? d->first[nn] : 1);
   memset(joined, 0, sizeof(gboolean) * (xs->len ? xs->len : 1));
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
-  dep_pairs(s, plan, xv, av, xs->len, &sink);
+  dep_pairs(s, plan, xv, av, rank_first, xs->len, &sink);
   memmove(d->first + 1, d->first, sizeof(uint64_t) * nn);
   d->first[0] = 0;
   uint64_t np2 = 0, ntmp = 0;
