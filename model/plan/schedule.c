@@ -143,7 +143,8 @@ typedef struct {
 } PreDep;
 
 typedef struct {
-  uint64_t *first, *next;
+  uint64_t *first;
+  uint32_t *next; /* node ids fit 32 bits (check_pipelined): half the largest array's bytes */
   PreDep *pre;    /* per segment: both in one place (a placement updates both of each dependent) */
   uint64_t nsegs; /* nodes below are segments; nodes nsegs + i join arrival i (below) */
 } DepGraph;
@@ -151,7 +152,8 @@ typedef struct {
 /* Where the (before, after) pairs of segments go: counted per `before` (next NULL), or written
  * into their bucket (next[fill[before]++] = after). */
 typedef struct {
-  uint64_t *first, *fill, *next;
+  uint64_t *first, *fill;
+  uint32_t *next;
   uint64_t nsegs;   /* the first join node */
   gboolean *joined; /* per arrival: its segments already point at its join node */
 } PairSink;
@@ -160,7 +162,7 @@ static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
   if (!k->next)
     k->first[before + 1]++;
   else
-    k->next[k->fill[before]++] = after;
+    k->next[k->fill[before]++] = (uint32_t)after;
 }
 
 /* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av (by key, t);
@@ -276,7 +278,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   dep_pairs(s, plan, xv, av, rank_first, xs->len, &sink);
   for (uint64_t g = 0; g < nn; g++)
     d->first[g + 1] += d->first[g];
-  d->next = g_new(uint64_t, d->first[nn] ? d->first[nn] : 1);
+  d->next = g_new(uint32_t, d->first[nn] ? d->first[nn] : 1);
   memset(joined, 0, sizeof(gboolean) * (xs->len ? xs->len : 1));
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
@@ -284,19 +286,24 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   memmove(d->first + 1, d->first, sizeof(uint64_t) * nn);
   d->first[0] = 0;
   uint64_t np2 = 0, ntmp = 0;
-  g_autofree uint64_t *tmp = NULL;
+  g_autofree uint64_t *tmp = NULL, *v = NULL;
   for (uint64_t g = 0; g < nn; g++) {
-    uint64_t *v = d->next + d->first[g], n = d->first[g + 1] - d->first[g];
+    const uint32_t *b = d->next + d->first[g];
+    const uint64_t n = d->first[g + 1] - d->first[g];
     if (n > ntmp) { /* buckets are small: a few each, a join node's as many as a transfer's */
       ntmp = MAX(n, 2 * ntmp);
+      g_free(v);
       g_free(tmp);
+      v = g_new(uint64_t, ntmp);
       tmp = g_new(uint64_t, ntmp);
     }
+    for (uint64_t i = 0; i < n; i++)
+      v[i] = b[i];
     rf_radix_sort(v, tmp, n, NULL, FALSE);
     d->first[g] = np2;
     for (uint64_t i = 0; i < n; i++)
       if (!i || v[i] != v[i - 1]) {
-        d->next[np2++] = v[i];
+        d->next[np2++] = (uint32_t)v[i];
         d->pre[v[i]].npre++;
       }
   }
@@ -527,7 +534,9 @@ typedef struct {
  * prerequisite this was becomes ready after the rounds in flight (`later`); a join node whose
  * last one it was is complete at once. */
 static void dep_release(Placer *P, uint64_t g, uint32_t dep1) {
-  for (uint64_t k = P->d.first[g]; k < P->d.first[g + 1]; k++) {
+  const uint64_t end = P->d.first[g + 1];
+  for (uint64_t k = P->d.first[g]; k < end; k++) {
+    if (k + 8 < end) __builtin_prefetch(&P->d.pre[P->d.next[k + 8]], 1); /* a join's many */
     const uint64_t n = P->d.next[k];
     PreDep *q = &P->d.pre[n];
     q->dep1 = MAX(q->dep1, dep1);
@@ -897,7 +906,8 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   s->nrounds = r;
   g_free(P.d.first); /* before seg_dep: the largest of the placement's arrays */
   g_free(P.d.next);
-  P.d.first = P.d.next = NULL;
+  P.d.first = NULL;
+  P.d.next = NULL;
   s->seg_dep = g_new(int, s->nsegs ? s->nsegs : 1);
   for (uint64_t g = 0; g < s->nsegs; g++)
     s->seg_dep[g] = (int)P.d.pre[g].dep1 - 1;
@@ -1060,8 +1070,16 @@ static gboolean place_staged(RfSchedule *s, const RfPlan *plan, int max_ops,
 }
 
 /* What the pipelined placement assumes of a plan: messages sorted by stage, every rank inside
- * the world. */
-static gboolean check_pipelined(const RfPlan *plan, int nranks, GError **error) {
+ * the world, and its dependency graph's nodes (a segment each, a join node per transfer)
+ * numbered in 32 bits. */
+static gboolean check_pipelined(const RfPlan *plan, int nranks, uint64_t nsegs, GError **error) {
+  if (nsegs + plan->nxfers >= UINT32_MAX) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%" G_GUINT64_FORMAT " segments and %" G_GUINT64_FORMAT
+                " transfers are more than the pipelined schedule numbers (2^32)",
+                nsegs, plan->nxfers);
+    return FALSE;
+  }
   for (uint64_t m = 1; m < plan->nmsgs; m++)
     if (plan->msgs[m].stage < plan->msgs[m - 1].stage) {
       g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "plan messages are not sorted by stage");
@@ -1205,7 +1223,7 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
   g_autoptr(RfSchedule) s =
       schedule_new(plan, nranks, room, B, max_ops, slots, pipelined, sizes_only);
   if (pipelined) { /* one round space for every stage: stage_round0 all 0 */
-    if (!check_pipelined(plan, nranks, error)) return NULL;
+    if (!check_pipelined(plan, nranks, s->nsegs, error)) return NULL;
     place_pipelined(s, plan, max_ops, progress, progress_ud);
     s->stage_round0[plan->nstages] = s->nrounds;
     return g_steal_pointer(&s);
