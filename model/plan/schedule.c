@@ -108,10 +108,10 @@ static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
 
 /* ---- pipelined schedules: rounds in time order ------------------------------------------ */
 
-/* A transfer and the segments that carry it [g0, g1); key: its message, or, as a piece some rank
- * received, (rank, part). t is in plan order (by stage). */
+/* A transfer t (in plan order: by stage) with bytes, of message m (both below 2^32:
+ * check_pipelined); its segments come from xfer_segs. */
 typedef struct {
-  uint64_t key, t, g0, g1;
+  uint32_t m, t;
   uint64_t w; /* the piece's first byte in its message */
 } Arrival;
 
@@ -154,8 +154,8 @@ typedef struct {
 typedef struct {
   uint64_t *first, *fill;
   uint32_t *next;
-  uint64_t nsegs;   /* the first join node */
-  gboolean *joined; /* per arrival: its segments already point at its join node */
+  uint64_t nsegs;  /* the first join node */
+  uint8_t *joined; /* per arrival: its segments already point at its join node */
 } PairSink;
 
 static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
@@ -165,43 +165,53 @@ static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
     k->next[k->fill[before]++] = (uint32_t)after;
 }
 
-/* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av (by key, t);
- * rank x's arrivals are av[rank_first[x] .. rank_first[x + 1]). */
-static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv, const Arrival *av,
-                      const guint *rank_first, guint n, PairSink *pairs) {
+/* The transfers as arrivals: sorted by (receiving rank, part), then t, arrival i is transfer
+ * xv[id[i]] with key[i]; rank x's are i in [rank_first[x], rank_first[x + 1]). Keys and ids
+ * apart from the transfers: 12 bytes an arrival, not a copy of the 40-byte record. */
+typedef struct {
+  const uint64_t *key;
+  const uint32_t *id;
+  const guint *rank_first;
+} Arrivals;
+
+/* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av. */
+static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv,
+                      const Arrivals *av, guint n, PairSink *pairs) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
   for (guint j = 0; j < n; j++) {
-    const RfMessage *msg = &plan->msgs[xv[j].key];
+    const RfMessage *msg = &plan->msgs[xv[j].m];
     const RfTransfer *x = &plan->xfers[xv[j].t];
     const RfPiece *pc = &plan->pieces[x->piece];
+    uint64_t g0, g1; /* the transfer's segments */
+    xfer_segs(s, xv[j].m, xv[j].w, pc->bytes, &g0, &g1);
     const int ndim = model ? model->parts[pc->part].ndim : 0;
     const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
     /* the first arrival with this key, searched among its rank's (a smaller, nearer range) */
-    guint lo = rank_first[msg->src], hi = rank_first[msg->src + 1];
+    guint lo = av->rank_first[msg->src], hi = av->rank_first[msg->src + 1];
     while (lo < hi) {
       guint mid = lo + (hi - lo) / 2;
-      if (av[mid].key < key)
+      if (av->key[mid] < key)
         lo = mid + 1;
       else
         hi = mid;
     }
     gboolean first_met = TRUE;
-    for (guint i = lo; i < n && av[i].key == key; i++) {
-      if (plan->xfers[av[i].t].stage >= msg->stage) break; /* only what came earlier */
-      const RfBox *held = &plan->pieces[plan->xfers[av[i].t].piece].box;
+    for (guint i = lo; i < n && av->key[i] == key; i++) {
+      const Arrival *a = &xv[av->id[i]];
+      if (plan->xfers[a->t].stage >= msg->stage) break; /* only what came earlier */
+      const RfBox *held = &plan->pieces[plan->xfers[a->t].piece].box;
       RfBox in;
       if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
       const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
       if (first_met && whole && (!model || rf_box_contains(&pc->box, held, ndim))) {
         /* the same box: segment g needs the arriving segments of its own bytes */
         const uint64_t C = s->seg_bytes, b = pc->bytes;
-        const uint64_t m_in = av[i].g0 - av[i].w / C; /* seg_first of the arriving message */
-        for (uint64_t g = xv[j].g0; g < xv[j].g1; g++) {
-          const uint64_t g_lo = (g - s->seg_first[xv[j].key]) * C, g_hi = g_lo + C;
+        const uint64_t m_in = s->seg_first[a->m]; /* the arriving message's first segment */
+        for (uint64_t g = g0; g < g1; g++) {
+          const uint64_t g_lo = (g - s->seg_first[xv[j].m]) * C, g_hi = g_lo + C;
           const uint64_t lo_b = MAX(g_lo, xv[j].w) - xv[j].w; /* the piece's bytes in g */
           const uint64_t hi_b = MIN(g_hi, xv[j].w + b) - xv[j].w;
-          for (uint64_t ga = m_in + (av[i].w + lo_b) / C; ga <= m_in + (av[i].w + hi_b - 1) / C;
-               ga++)
+          for (uint64_t ga = m_in + (a->w + lo_b) / C; ga <= m_in + (a->w + hi_b - 1) / C; ga++)
             pair_push(pairs, ga, g);
         }
         break;
@@ -213,11 +223,13 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
        * reads a whole shard: DeepSeek-V3's gather-broadcast made 36 G pairs) */
       const uint64_t v = pairs->nsegs + i;
       if (!pairs->joined[i]) {
-        pairs->joined[i] = TRUE;
-        for (uint64_t ga = av[i].g0; ga < av[i].g1; ga++)
+        pairs->joined[i] = 1;
+        uint64_t a0, a1;
+        xfer_segs(s, a->m, a->w, piece_bytes(plan, a->t), &a0, &a1);
+        for (uint64_t ga = a0; ga < a1; ga++)
           pair_push(pairs, ga, v);
       }
-      for (uint64_t g = xv[j].g0; g < xv[j].g1; g++)
+      for (uint64_t g = g0; g < g1; g++)
         pair_push(pairs, v, g);
       if (whole) break;
     }
@@ -226,7 +238,7 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
 
 static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
-  /* every transfer with bytes: its message and segments (Arrival.key holds the message) */
+  /* every transfer with bytes */
   g_autoptr(GArray) xs =
       g_array_sized_new(FALSE, FALSE, sizeof(Arrival), (guint)MAX(plan->nxfers, 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
@@ -235,8 +247,7 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t b = piece_bytes(plan, t);
       if (!b) continue;
-      Arrival x = {m, t, 0, 0, w};
-      xfer_segs(s, m, w, b, &x.g0, &x.g1);
+      const Arrival x = {(uint32_t)m, (uint32_t)t, w};
       g_array_append_val(xs, x);
       w += b;
     }
@@ -245,27 +256,27 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   /* what a rank receives, by (rank, part), then t: xs is in plan order (t ascending), so a
    * stable sort by (rank, part) */
   const size_t nx = xs->len ? xs->len : 1;
-  g_autofree Arrival *av = g_new(Arrival, nx);
+  g_autofree uint64_t *akey = g_new(uint64_t, nx); /* the sorted keys */
+  g_autofree uint32_t *aid = g_new(uint32_t, nx);
   {
     g_autofree uint64_t *key = g_new(uint64_t, nx), *id = g_new(uint64_t, nx);
-    g_autofree uint64_t *tmp = g_new(uint64_t, nx);
     for (guint i = 0; i < xs->len; i++) {
       const RfTransfer *x = &plan->xfers[xv[i].t];
-      key[i] =
-          arrival_key(plan->msgs[xv[i].key].dst, model ? plan->pieces[x->piece].part : x->piece);
+      key[i] = arrival_key(plan->msgs[xv[i].m].dst, model ? plan->pieces[x->piece].part : x->piece);
       id[i] = i;
     }
-    rf_radix_sort(id, tmp, xs->len, key, FALSE);
+    rf_radix_sort(id, akey, xs->len, key, FALSE); /* akey: the sort's room, then the keys */
     for (guint i = 0; i < xs->len; i++) {
-      av[i] = xv[id[i]];
-      av[i].key = key[id[i]];
+      aid[i] = (uint32_t)id[i];
+      akey[i] = key[id[i]];
     }
   }
   g_autofree guint *rank_first = g_new0(guint, (size_t)s->nranks + 1);
-  for (guint i = 0; i < xs->len; i++) /* av's keys are (rank, part): by rank first */
-    rank_first[(av[i].key >> 32) + 1]++;
+  for (guint i = 0; i < xs->len; i++) /* the keys are (rank, part): by rank first */
+    rank_first[(akey[i] >> 32) + 1]++;
   for (int x = 0; x < s->nranks; x++)
     rank_first[x + 1] += rank_first[x];
+  const Arrivals av = {akey, aid, rank_first};
   /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
@@ -273,16 +284,16 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
   d->nsegs = s->nsegs;
   d->first = g_new0(uint64_t, nn + 1);
   d->pre = g_new0(PreDep, nn ? nn : 1);
-  g_autofree gboolean *joined = g_new0(gboolean, xs->len ? xs->len : 1);
+  g_autofree uint8_t *joined = g_new0(uint8_t, xs->len ? xs->len : 1);
   PairSink sink = {d->first, NULL, NULL, s->nsegs, joined};
-  dep_pairs(s, plan, xv, av, rank_first, xs->len, &sink);
+  dep_pairs(s, plan, xv, &av, xs->len, &sink);
   for (uint64_t g = 0; g < nn; g++)
     d->first[g + 1] += d->first[g];
   d->next = g_new(uint32_t, d->first[nn] ? d->first[nn] : 1);
-  memset(joined, 0, sizeof(gboolean) * (xs->len ? xs->len : 1));
+  memset(joined, 0, sizeof(uint8_t) * (xs->len ? xs->len : 1));
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
-  dep_pairs(s, plan, xv, av, rank_first, xs->len, &sink);
+  dep_pairs(s, plan, xv, &av, xs->len, &sink);
   memmove(d->first + 1, d->first, sizeof(uint64_t) * nn);
   d->first[0] = 0;
   uint64_t np2 = 0, ntmp = 0;
@@ -1073,11 +1084,12 @@ static gboolean place_staged(RfSchedule *s, const RfPlan *plan, int max_ops,
  * the world, and its dependency graph's nodes (a segment each, a join node per transfer)
  * numbered in 32 bits. */
 static gboolean check_pipelined(const RfPlan *plan, int nranks, uint64_t nsegs, GError **error) {
-  if (nsegs + plan->nxfers >= UINT32_MAX) {
+  if (nsegs + plan->nxfers >= UINT32_MAX || plan->nmsgs >= UINT32_MAX) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "%" G_GUINT64_FORMAT " segments and %" G_GUINT64_FORMAT
-                " transfers are more than the pipelined schedule numbers (2^32)",
-                nsegs, plan->nxfers);
+                "%" G_GUINT64_FORMAT " segments, %" G_GUINT64_FORMAT
+                " transfers and %" G_GUINT64_FORMAT
+                " messages: more than the pipelined schedule numbers (2^32)",
+                nsegs, plan->nxfers, plan->nmsgs);
     return FALSE;
   }
   for (uint64_t m = 1; m < plan->nmsgs; m++)
