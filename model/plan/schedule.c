@@ -143,24 +143,24 @@ typedef struct {
 } PreDep;
 
 typedef struct {
-  uint64_t *first;
-  uint32_t *next; /* node ids fit 32 bits (check_pipelined): half the largest array's bytes */
-  PreDep *pre;    /* per segment: both in one place (a placement updates both of each dependent) */
-  uint64_t nsegs; /* nodes below are segments; nodes nsegs + i join arrival i (below) */
+  uint32_t *first; /* the pairs fit 32 bits (checked in dep_graph_build) */
+  uint32_t *next;  /* node ids fit 32 bits (check_pipelined): half the largest array's bytes */
+  PreDep *pre;     /* per segment: both in one place (a placement updates both of each dependent) */
+  uint64_t nsegs;  /* nodes below are segments; nodes nsegs + i join arrival i (below) */
 } DepGraph;
 
-/* Where the (before, after) pairs of segments go: counted per `before` (next NULL), or written
- * into their bucket (next[fill[before]++] = after). */
+/* Where the (before, after) pairs of segments go: counted per `before` (count[before + 1]; next
+ * NULL), or written into their bucket (next[fill[before]++] = after). */
 typedef struct {
-  uint64_t *first, *fill;
-  uint32_t *next;
+  uint64_t *count;
+  uint32_t *fill, *next;
   uint64_t nsegs;  /* the first join node */
   uint8_t *joined; /* per arrival: its segments already point at its join node */
 } PairSink;
 
 static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
   if (!k->next)
-    k->first[before + 1]++;
+    k->count[before + 1]++;
   else
     k->next[k->fill[before]++] = (uint32_t)after;
 }
@@ -236,7 +236,8 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
   }
 }
 
-static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan) {
+static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan,
+                                GError **error) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
   /* every transfer with bytes */
   g_autoptr(GArray) xs =
@@ -282,19 +283,30 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
    * (a few each): the sorted, distinct pairs */
   const uint64_t nn = s->nsegs + xs->len; /* segments, then a join node per arrival */
   d->nsegs = s->nsegs;
-  d->first = g_new0(uint64_t, nn + 1);
-  d->pre = g_new0(PreDep, nn ? nn : 1);
+  g_autofree uint64_t *count = g_new0(uint64_t, nn + 1);
   g_autofree uint8_t *joined = g_new0(uint8_t, xs->len ? xs->len : 1);
-  PairSink sink = {d->first, NULL, NULL, s->nsegs, joined};
+  PairSink sink = {count, NULL, NULL, s->nsegs, joined};
   dep_pairs(s, plan, xv, &av, xs->len, &sink);
   for (uint64_t g = 0; g < nn; g++)
-    d->first[g + 1] += d->first[g];
+    count[g + 1] += count[g];
+  if (count[nn] > UINT32_MAX) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "%" G_GUINT64_FORMAT " dependency pairs: more than the pipelined schedule "
+                "numbers (2^32)",
+                count[nn]);
+    return FALSE;
+  }
+  d->first = g_new(uint32_t, nn + 1); /* 32-bit offsets, the 64-bit counts freed before next */
+  for (uint64_t g = 0; g <= nn; g++)
+    d->first[g] = (uint32_t)count[g];
+  g_clear_pointer(&count, g_free);
+  d->pre = g_new0(PreDep, nn ? nn : 1);
   d->next = g_new(uint32_t, d->first[nn] ? d->first[nn] : 1);
   memset(joined, 0, sizeof(uint8_t) * (xs->len ? xs->len : 1));
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
   dep_pairs(s, plan, xv, &av, xs->len, &sink);
-  memmove(d->first + 1, d->first, sizeof(uint64_t) * nn);
+  memmove(d->first + 1, d->first, sizeof(uint32_t) * nn);
   d->first[0] = 0;
   uint64_t np2 = 0, ntmp = 0;
   g_autofree uint64_t *tmp = NULL, *v = NULL;
@@ -311,14 +323,15 @@ static void dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *plan
     for (uint64_t i = 0; i < n; i++)
       v[i] = b[i];
     rf_radix_sort(v, tmp, n, NULL, FALSE);
-    d->first[g] = np2;
+    d->first[g] = (uint32_t)np2;
     for (uint64_t i = 0; i < n; i++)
       if (!i || v[i] != v[i - 1]) {
         d->next[np2++] = (uint32_t)v[i];
         d->pre[v[i]].npre++;
       }
   }
-  d->first[nn] = np2;
+  d->first[nn] = (uint32_t)np2;
+  return TRUE;
 }
 
 static void dep_graph_clear(DepGraph *d) {
@@ -856,11 +869,11 @@ static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, Turn *h)
   }
 }
 
-static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
-                            RfScheduleProgress progress, void *progress_ud) {
+static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
+                                RfScheduleProgress progress, void *progress_ud, GError **error) {
   Placer P = {.s = s, .plan = plan, .B = s->room_bytes, .max_ops = max_ops};
   P.Bn = P.B * rf_schedule_nvlink_share(plan); /* a round's room over NVLink */
-  dep_graph_build(&P.d, s, plan);
+  if (!dep_graph_build(&P.d, s, plan, error)) return FALSE;
   for (uint64_t g = 0; g < s->nsegs; g++)
     s->seg_round[g] = -1;
   const size_t nm = plan->nmsgs ? plan->nmsgs : 1, ne = 4 * (size_t)s->nranks;
@@ -944,6 +957,7 @@ static void place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_ready);
   g_free(P.ep_small);
   g_free(P.msg_small);
+  return TRUE;
 }
 
 /* The staged first-fit of message m's segments (its stage's rounds start at round0): returns one
@@ -1236,7 +1250,7 @@ RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_b
       schedule_new(plan, nranks, room, B, max_ops, slots, pipelined, sizes_only);
   if (pipelined) { /* one round space for every stage: stage_round0 all 0 */
     if (!check_pipelined(plan, nranks, s->nsegs, error)) return NULL;
-    place_pipelined(s, plan, max_ops, progress, progress_ud);
+    if (!place_pipelined(s, plan, max_ops, progress, progress_ud, error)) return NULL;
     s->stage_round0[plan->nstages] = s->nrounds;
     return g_steal_pointer(&s);
   }
