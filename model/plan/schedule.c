@@ -757,17 +757,22 @@ static void turn_sift(Turn *h, uint64_t n, uint64_t i) {
   h[i] = t;
 }
 
-/* Places message m, whose turn found it placeable, if it still is (another turn of the merge
- * may have filled an end since), and marks its ranks' endpoints that are full now. */
+/* Places the message turn t found placeable and marks its ranks' endpoints that are full now. */
+static void place_found(Placer *P, const Turn *t, int r) {
+  place_msg(P, t->m, r);
+  rank_keyf(P, t->e / 4);
+  rank_keyf(P, t->o / 4);
+}
+
+/* The same, if the message still is placeable: another turn of the merge may have filled an end
+ * since its turn found it. */
 static void place_taken(Placer *P, const Turn *t, int r) {
   const uint64_t e = t->e, o = t->o;
   const uint64_t a = e & 1 ? o : e, b = e & 1 ? e : o; /* source, destination */
   if (P->ep_keyf[e] == RF_KEY_FULL || P->ep_keyf[o] == RF_KEY_FULL ||
       msg_no_fit(P, t->m, t->tail, a, b))
     return;
-  place_msg(P, t->m, r);
-  rank_keyf(P, a / 4);
-  rank_keyf(P, b / 4);
+  place_found(P, t, r);
 }
 
 /* The turns of endpoints eps[0 .. n) (one key) in round r: their ready messages that take their
@@ -783,8 +788,8 @@ static void place_turns(Placer *P, const uint64_t *eps, uint64_t n, int r, Turn 
   if (n == 1) { /* one endpoint of this key (the most): its turn alone, no merge */
     Turn t = {.e = eps[0], .k = 0, .x = P->ep_bits[P->ep_wfirst[eps[0]]]};
     if (P->ep_wfirst[eps[0] + 1] == P->ep_wfirst[eps[0]]) return;
-    while (turn_next(P, &t))
-      place_taken(P, &t, r);
+    while (turn_next(P, &t)) /* nothing placed since it looked: no test again */
+      place_found(P, &t, r);
     return;
   }
   uint64_t nh = 0;
