@@ -32,7 +32,8 @@
  * ranks' programs, the ranks of a host taking each round together (coupled: a round waits for the
  * slowest of them), the sends of each rank pair one message; on the four reported configurations
  * the coarse model of 8 GPUs per host comes within 1.1% of the exact one,
- * experiments/executor_scale.py). `refit sim` picks it
+ * experiments/executor_scale.py: two errors of 4-5% cancelling, the pooled host links faster and
+ * the coupled rounds slower, docs/sim.md). `refit sim` picks it
  * above SIM_EXEC_EXACT_RANKS ranks (sim/executor.c). The steps (one per round, on its lane) and
  * their flows only name the rounds for the timeline and give the platform its routes; the actors do
  * not use them. */
