@@ -2,6 +2,7 @@
 #include "datafile.h"
 #include "error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,14 +94,93 @@ static gboolean variant_error(const char *file, const char *software, const char
   return found;
 }
 
+/* Over the rows of CSV file (under experiments/results; its first line names the columns) whose
+ * column kcol reads kval, and whose column gcol reads gval where gcol is not NULL: how many, and
+ * the mean and largest |value of column col - offset| in percent. FALSE when the file, a column
+ * or every such row is missing or malformed (a row with a field missing or not a number is). */
+static gboolean results_abs_stats(const char *file, const char *col, double offset,
+                                  const char *kcol, const char *kval, const char *gcol,
+                                  const char *gval, int *rows, double *mean, double *max) {
+  g_autofree char *path = g_build_filename(rf_data_dir(), "experiments", "results", file, NULL);
+  g_autofree char *text = NULL;
+  *rows = 0;
+  *mean = *max = 0;
+  if (!rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, NULL)) return FALSE;
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  if (!lines[0]) return FALSE;
+  g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
+  int ic = -1, ik = -1, ig = -1;
+  const int nh = (int)g_strv_length(head);
+  for (int i = 0; i < nh; i++) {
+    if (!strcmp(head[i], col)) ic = i;
+    if (!strcmp(head[i], kcol)) ik = i;
+    if (gcol && !strcmp(head[i], gcol)) ig = i;
+  }
+  if (ic < 0 || ik < 0 || (gcol && ig < 0)) return FALSE;
+  double sum = 0;
+  for (int l = 1; lines[l]; l++) {
+    g_auto(GStrv) f = g_strsplit(lines[l], ",", -1);
+    if ((int)g_strv_length(f) != nh || strcmp(f[ik], kval) || (gcol && strcmp(f[ig], gval)))
+      continue;
+    char *end = NULL;
+    const double x = g_ascii_strtod(f[ic], &end);
+    if (!*f[ic] || *end || !isfinite(x)) return FALSE;
+    const double e = 100 * fabs(x - offset);
+    sum += e;
+    *max = MAX(*max, e);
+    (*rows)++;
+  }
+  if (!*rows) return FALSE;
+  *mean = sum / *rows;
+  return TRUE;
+}
+
+/* The executor model against refit run itself on an emulated network (experiments/emulated.py:
+ * measured / predicted per run), in words. Caller frees. */
+static char *executor_line(void) {
+  int n;
+  double mean, max;
+  GString *t = g_string_new("refit's executor: every rank's program of the schedule refit run "
+                            "executes, per-operation costs from public figures (calibration "
+                            "[executor])");
+  if (results_abs_stats("emulated.csv", "ratio", 1.0, "topology", "emulated-2x4", NULL, NULL, &n,
+                        &mean, &max))
+    g_string_append_printf(t,
+                           "; against refit run itself on an emulated network (the host backend, "
+                           "each rank's transfers paced at the topology's rates): mean |error| "
+                           "%.1f%%, max %.1f%% on %d run%s (experiments/emulated.py)",
+                           mean, max, n, n == 1 ? "" : "s");
+  else
+    g_string_append(t, "; against refit run on an emulated network: not measured "
+                       "(experiments/emulated.py)");
+  g_string_append(t, "; not yet checked against a GPU run");
+  return g_string_free(t, FALSE);
+}
+
+char *rf_predict_coarse_line(int group) {
+  int n;
+  double mean, max;
+  char g[16];
+  g_snprintf(g, sizeof g, "%d", group);
+  if (!results_abs_stats("executor-scale.csv", "error", 0.0, "kind", "coarse-check", "group", g, &n,
+                         &mean, &max))
+    return g_strdup_printf("simulated on hosts of %d GPUs (one actor per host): its error "
+                           "against the exact model not measured at this size "
+                           "(experiments/executor_scale.py)",
+                           group);
+  return g_strdup_printf(
+      "simulated on hosts of %d GPUs (one actor per host): within %.1f%% of "
+      "the exact model (mean %.1f%%) on the %d run%s where both run "
+      "(experiments/executor_scale.py; what the agreement is made of: docs/sim.md)",
+      group, max, mean, n, n == 1 ? "" : "s");
+}
+
 char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *oos_pct) {
   *oos_pct = -1;
   if (sw == RF_SOFTWARE_REFIT)
-    return g_strdup(rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR
-                        ? "refit's executor: every rank's program of the schedule refit run "
-                          "executes, per-operation costs from public figures (calibration "
-                          "[executor]; not yet checked against a GPU run)"
-                        : "flows: refit's plan as flows sharing the links max-min fair at "
+    return rf_variant_resolve(sw, v) == RF_VARIANT_EXECUTOR
+               ? executor_line()
+               : g_strdup("flows: refit's plan as flows sharing the links max-min fair at "
                           "calibrated rates, no software cost: an ideal estimate, not what refit "
                           "run executes (the default, --software-variant executor, is) and not a "
                           "lower bound (a schedule can beat fair sharing; the network lower "

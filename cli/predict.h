@@ -34,13 +34,22 @@ char *rf_predict_model_key(RfSoftware sw, RfSwVariant v, int strategy);
  * to it (rf_variant_applies: NeMo RL's gather-broadcast). */
 const char *rf_predict_path_name(RfSoftware sw, RfSwVariant v, int strategy);
 
-/* The same in words, for a report's "# model:" line: what the model is and, for a model of the
+/* The same in words, for a report's "# model:" line: what the model is; for refit's executor,
+ * its error against refit run itself on an emulated network as experiments/emulated.py last
+ * measured it (experiments/results/emulated.csv), or that it was not; for a model of the
  * published software, its out-of-sample error on the published runs of that path as
  * experiments/validate-public and experiments/main.sh (the reported table) last measured it
  * (experiments/results/validate-public-variants.csv and reproduce-models.csv under the data
  * dir), or that it has none. Caller frees. *oos_pct gets the mean |error| in percent
  * (validate-public's where it has one, else the reported table's), or -1 when not measured. */
 char *rf_predict_model_line(RfSoftware sw, RfSwVariant v, int strategy, double *oos_pct);
+
+/* For a prediction of refit's executor simulated on a coarse platform (group GPUs per simulated
+ * host, one actor per host: above 1,024 ranks, or --group): how far that platform came from the
+ * exact one where both run, as experiments/executor_scale.py last measured it at this group
+ * (experiments/results/executor-scale.csv under the data dir), or that it did not. Caller
+ * frees. */
+char *rf_predict_coarse_line(int group);
 
 /* Where a prediction's memory figure comes from, in words: rf_memory_from_name(m), and for a
  * model of the published software whose figure is refit run's schedule for the plan (not its

@@ -144,6 +144,27 @@ grep -q '"software_variant" : "executor"' "$TMP/out" || bad "sim: software_varia
 expect_ok "sim model line executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant executor
 grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"
+# its accuracy beside it: against refit run on the emulated network (experiments/results/emulated.csv),
+# and on a coarse platform how far that came from the exact one (executor-scale.csv; not at 2)
+grep -q "on an emulated network (.*): mean |error| [0-9.]*%, max [0-9.]*% on [0-9]* runs (experiments/emulated.py); not yet checked against a GPU run$" \
+  "$TMP/out" || bad "sim: the executor's emulated-network error missing"
+expect_ok "sim model line coarse" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n -q \
+  --group 2
+grep -q "; simulated on hosts of 2 GPUs (one actor per host): its error against the exact model not measured at this size" \
+  "$TMP/out" || bad "sim --group 2: the coarse platform's accuracy not stated"
+# the same from other result files: a malformed one says not measured, a measured group its figures
+mkdir -p "$TMP/data/experiments/results" "$TMP/data/model"
+ln -s "$REFIT_DATA_DIR/model/configs" "$TMP/data/model/configs"
+for d in topologies sim; do ln -s "$REFIT_DATA_DIR/$d" "$TMP/data/$d"; done
+printf 'model,topology,ratio\ntiny-moe,emulated-2x4,fast\n' >"$TMP/data/experiments/results/emulated.csv"
+printf 'kind,group,error\ncoarse-check,2,0.01\ncoarse-check,2,-0.03\ncoarse-check,8,0.5\nlarge,2,0.9\n' \
+  >"$TMP/data/experiments/results/executor-scale.csv"
+REFIT_DATA_DIR="$TMP/data" expect_ok "sim model line results" "$REFIT" sim -m tiny-moe -t TP2xPP2 \
+  -i TP4 -T dgx-h100 -s m2n -q --group 2
+grep -q "against refit run on an emulated network: not measured (experiments/emulated.py)" "$TMP/out" ||
+  bad "sim: a malformed emulated.csv not said unmeasured"
+grep -q "hosts of 2 GPUs (one actor per host): within 3.0% of the exact model (mean 2.0%) on the 2 runs where both run" \
+  "$TMP/out" || bad "sim: the coarse platform's error not read from executor-scale.csv"
 # --lane-comms: said in the header, and the lanes and staging chosen for it (8 lanes, 4 MiB)
 expect_ok "sim lane comms" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n --lane-comms
 grep -q "^# executor: each lane's groups on a communicator and stream of its own" "$TMP/out" ||
