@@ -37,6 +37,7 @@
  * above SIM_EXEC_EXACT_RANKS ranks (sim/executor.c). The steps (one per round, on its lane) and
  * their flows only name the rounds for the timeline and give the platform its routes; the actors do
  * not use them. */
+#include "bigmem.h"
 #include "error.h"
 #include "memory.h"
 #include "schedule.h"
@@ -95,6 +96,7 @@ static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uin
                          SimExecRound **rounds) {
   {
     g_autofree uint64_t *tmp = g_new(uint64_t, nk ? nk : 1);
+    rf_big_advise(tmp, sizeof(uint64_t) * (nk ? nk : 1)); /* huge-page candidates: bigmem.h */
     rf_radix_sort(keys, tmp, nk, NULL, FALSE);
   }
   uint64_t nu = 0;
@@ -139,6 +141,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / group] : -1;
   /* 1. the (rank, round) pairs and each rank's copies and needs */
   g_autofree uint64_t *keys = g_new(uint64_t, 2 * s->nsegs + 1);
+  rf_big_advise(keys, sizeof(uint64_t) * (2 * s->nsegs + 1));
   uint64_t nk = 0;
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -207,6 +210,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->rounds[i].nsend = 0;
   }
   e->sends = g_new(SimExecSend, ns + 1);
+  rf_big_advise(e->sends, sizeof(SimExecSend) * (ns + 1));
   RfU64Map *at = &pair; /* the send of each pair and phase in the round */
   memcpy(cur, e->round_first, sizeof(uint64_t) * ((size_t)e->nranks + 1));
   for (int r = 0; r < s->nrounds; r++) {
@@ -357,6 +361,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   const double copy_Bps = pb->topo->hbm_GBps * 1e9 * cal->hbm_efficiency;
   g_autofree uint64_t *first = rf_schedule_round_offsets(s); /* segments by round */
   g_autofree Seg *segs = g_new(Seg, s->nsegs ? s->nsegs : 1);
+  rf_big_advise(segs, sizeof(Seg) * (s->nsegs ? s->nsegs : 1));
   {
     g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
     for (uint64_t m = 0; m < plan->nmsgs; m++)
