@@ -6,18 +6,24 @@ actor per rank) does not finish at this size on a small machine; above 1,024 ran
 runs it on a coarse platform, 8 GPUs of a domain per simulated host and one actor per host
 (docs/sim.md, "refit's executor at scale"). This script
 1. measures what the coarse platform costs in accuracy where the exact one runs: the four
-   reported configurations with `--group 8` beside the exact (`--group 1`) prediction of
-   experiments/results/executor.csv (written by experiments/executor.py; ~4 min at load 3-5);
-2. predicts m2n for Kimi K3 and Qwen3.8 2.4T (Megatron TP8xPP16xEP64, DP8 -> vLLM TP32xDP32) on
-   gb200-nvl72, against the plan's network bound and the published-software prediction of
-   experiments/results/whatif.csv (NeMo RL's python fallback; written by experiments/whatif.py).
-   with one simulated message per rank pair (since 2026-12-02) Kimi K3 takes about an hour and
-   3.5 GB alone on a core (about 20 min with the per-host messages before), Qwen3.8 less; both at
-   once on 2 cores
-   (`--jobs`; refit's progress lines on stderr).
+   reported configurations with `--group 8` (and, on GB200 NVL72, the other groups that divide
+   its domain of 72, up to one domain per simulated host) beside the exact (`--group 1`)
+   prediction of experiments/results/executor.csv (written by experiments/executor.py; ~4 min
+   on the idle machine);
+   `refit sim` states these errors beside a prediction made on such a platform;
+2. predicts m2n for Kimi K3 and Qwen3.8 2.4T (Megatron TP8xPP16xEP64, DP8 -> vLLM TP32xDP32, and
+   Kimi K3 -> SGLang TP128xADP128xEP128xDP8, a layout that holds it: case kimi-k3@sglang) on
+   gb200-nvl72, against the plan's network bound and, for the what-if's layouts, the
+   published-software prediction of experiments/results/whatif.csv (NeMo RL's python fallback;
+   written by experiments/whatif.py). With one simulated message per rank pair Kimi K3 at vLLM
+   TP32 takes about an hour and 3.5 GB alone on a core, at SGLang's layout 19 min, Qwen3.8 48 min;
+   `--jobs` of them at once (refit's progress lines on stderr).
 
 usage: /usr/bin/python3 experiments/executor_scale.py [--build DIR | --refit PATH]
-       [--skip-check] [--models kimi-k3,qwen3.8-2.4t-a95b] [--jobs 2] [--out experiments/results]
+       [--skip-check] [--groups 8,9,18,24,36,72]
+       [--models kimi-k3,kimi-k3@sglang,qwen3.8-2.4t-a95b] [--jobs 2] [--out experiments/results]
+(`--skip-check` keeps part 1's rows of the last run, `--models ''` runs part 1 only and keeps
+part 2's: each table says which rows it kept)
 writes OUT/executor-scale.{csv,txt}
 """
 import argparse
@@ -34,9 +40,15 @@ from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # no
 from reproduce import TABLE, read_table  # noqa: E402
 
 EXEC = ["--software", "refit", "--software-variant", "executor"]
-LARGE = {"kimi-k3": ("TP8xPP16xEP64", "TP32xDP32"),
-         "qwen3.8-2.4t-a95b": ("TP8xPP16xEP64", "TP32xDP32")}
+# part 2's cases: name -> (model, train, infer, inference framework). Kimi K3 at vLLM TP32 is the
+# what-if of experiments/whatif.py, whose weights alone (184.6 GB) overfill the GPU; no vLLM
+# layout of 1,024 GPUs holds it (TP64 and TP128 do not divide its 96 KDA heads, EP1024 not its 896
+# experts); SGLang's data-parallel attention with EP128 does (refit sim's memory line).
+LARGE = {"kimi-k3": ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32", "vllm"),
+         "kimi-k3@sglang": ("kimi-k3", "TP8xPP16xEP64", "TP128xADP128xEP128xDP8", "sglang"),
+         "qwen3.8-2.4t-a95b": ("qwen3.8-2.4t-a95b", "TP8xPP16xEP64", "TP32xDP32", "vllm")}
 LARGE_TOPO = "gb200-nvl72"
+DOMAIN = {"dgx-h100": 8, "gb200-nvl72": 72}  # GPUs per NVLink domain: a group must divide it
 
 
 def read_csv(path):
@@ -46,18 +58,18 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def large(refit, model, t0):
-    """refit sim's m2n executor prediction of model on 1024 + 1024 GPUs (its JSON row), wall s."""
-    train, infer = LARGE[model]
-    sys.stderr.write("executor_scale: %s started (%.0f s)\n" % (model, time.time() - t0))
-    cmd = [refit, "sim", "--json", "-m", model, "-t", train, "-i", infer, "-T", LARGE_TOPO,
-           "-s", "m2n"] + EXEC
+def large(refit, case, t0):
+    """refit sim's m2n executor prediction of a case on 1024 + 1024 GPUs (its JSON row), wall s."""
+    model, train, infer, fw = LARGE[case]
+    sys.stderr.write("executor_scale: %s started (%.0f s)\n" % (case, time.time() - t0))
+    cmd = [refit, "sim", "--json", "-m", model, "-t", train, "-i", infer, "--infer-framework", fw,
+           "-T", LARGE_TOPO, "-s", "m2n"] + EXEC
     w0 = time.time()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT)))
     if out.returncode != 0:
         sys.exit("executor_scale: %s failed" % " ".join(cmd))
-    sys.stderr.write("executor_scale: %s done (%.0f s)\n" % (model, time.time() - t0))
+    sys.stderr.write("executor_scale: %s done (%.0f s)\n" % (case, time.time() - t0))
     return json.loads(out.stdout)["strategies"][0], time.time() - w0
 
 
@@ -66,6 +78,8 @@ def main():
     add_refit_args(ap)
     ap.add_argument("--skip-check", action="store_true",
                     help="skip the coarse-vs-exact check on the four reported configurations")
+    ap.add_argument("--groups", default="8,9,18,24,36,72",
+                    help="GPUs per simulated host to check (each where it divides the domain)")
     ap.add_argument("--models", default=",".join(LARGE))
     ap.add_argument("--jobs", type=int, default=2, help="large simulations run at once")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
@@ -79,56 +93,107 @@ def main():
              for x in read_csv(os.path.join(ROOT, "experiments", "results", "executor.csv"))}
     layouts = {(r["platform"], r["model"]): (r["train_layout"], r["infer_layout"])
                for r in read_table(TABLE)}
-    if not a.skip_check:
+    groups = [int(g) for g in a.groups.split(",") if g]
+    earlier = read_csv(os.path.join(a.out, "executor-scale.csv"))
+    if a.skip_check:  # the last run's check stays
+        rows += [r for r in earlier if r["kind"] == "coarse-check"]
+    else:
         if not exact:
             sys.exit("executor_scale: run experiments/executor.py first (the exact predictions)")
-        t.line("## The coarse platform (8 GPUs per simulated host) against the exact one")
+        for g in groups:
+            for (platform, model, strategy), x in exact.items():
+                if DOMAIN.get(platform, 0) % g:
+                    continue
+                sys.stderr.write("executor_scale: coarse %d %s %s %s (%.0f s)\n" % (
+                    g, platform, model, strategy, time.time() - t0))
+                train, infer = layouts[(platform, model)]
+                res, wall = sim(refit, model, train, infer, platform, [strategy],
+                                extra=EXEC + ["--group", str(g)])
+                ex, co = float(x["executor_2_s"]), res[strategy]["predicted_s"]
+                rows.append({"kind": "coarse-check", "platform": platform, "model": model,
+                             "strategy": strategy, "exact_s": ex, "predicted_s": co,
+                             "error": co / ex - 1, "bound_s": float(x["bound_s"]),
+                             "wall_s": wall, "group": g, "published_software_s": ""})
+    if rows:
+        t.line("## The coarse platform (N GPUs per simulated host, one actor per host) against "
+               "the exact one")
         t.line("")
-        t.line("| platform | model | strategy | exact (s) | coarse (s) | error | coarse wall (s) |")
-        t.line("|---|---|---|---|---|---|---|")
-        errs = []
-        for (platform, model, strategy), x in exact.items():
-            sys.stderr.write("executor_scale: coarse %s %s %s (%.0f s)\n" % (
-                platform, model, strategy, time.time() - t0))
-            train, infer = layouts[(platform, model)]
-            res, wall = sim(refit, model, train, infer, platform, [strategy],
-                            extra=EXEC + ["--group", "8"])
-            ex, co = float(x["executor_2_s"]), res[strategy]["predicted_s"]
-            err = co / ex - 1
-            errs.append(abs(err))
-            rows.append({"kind": "coarse-check", "platform": platform, "model": model,
-                         "strategy": strategy, "exact_s": ex, "predicted_s": co, "error": err,
-                         "bound_s": float(x["bound_s"]), "wall_s": wall, "group": 8,
-                         "published_software_s": ""})
-            t.line("| %s | %s | %s | %.4f | %.4f | %+.1f%% | %.0f |" % (
-                platform, model, strategy, ex, co, 100 * err, wall))
+        t.line("| platform | model | strategy | GPUs per host | exact (s) | coarse (s) | error |"
+               " coarse wall (s) |")
+        t.line("|---|---|---|---|---|---|---|---|")
+        errs = {}
+        for r in rows:
+            err = float(r["error"])
+            errs.setdefault(int(r["group"]), []).append(abs(err))
+            t.line("| %s | %s | %s | %s | %.4f | %.4f | %+.1f%% | %.0f |" % (
+                r["platform"], r["model"], r["strategy"], r["group"], float(r["exact_s"]),
+                float(r["predicted_s"]), 100 * err, float(r["wall_s"])))
         t.line("")
-        t.line("mean |error| %.1f%%, max %.1f%%" % (100 * sum(errs) / len(errs), 100 * max(errs)))
+        for g, e in errs.items():
+            t.line("%d GPUs per host: mean |error| %.1f%%, max %.1f%% (%d runs)" % (
+                g, 100 * sum(e) / len(e), 100 * max(e), len(e)))
+        if a.skip_check:
+            t.line("(from the run before: `--skip-check`)")
         t.line("")
-    published = {x["model"]: float(x["predicted_s"])
+    published = {(x["model"], x["train"], x["infer"]): float(x["predicted_s"])
                  for x in read_csv(os.path.join(ROOT, "experiments", "results", "whatif.csv"))
                  if x["topology"] == LARGE_TOPO and x["predicted_s"]
                  and x["strategy"].startswith("hybrid nemo-rl")}
     t.line("## Kimi K3 and Qwen3.8 2.4T on 1024 + 1024 %s, m2n, refit's executor" % LARGE_TOPO)
     t.line("")
-    t.line("| model | train | infer | GPUs per simulated host | predicted (s) | network bound (s) |"
-           " x bound | published software (s) | speedup | wall (s) |")
-    t.line("|---|---|---|---|---|---|---|---|---|---|")
-    models = [m for m in a.models.split(",") if m]
+    t.line("| case | train | infer | GPUs per simulated host | predicted (s) | network bound (s) |"
+           " x bound | inference GPU peak (GB, of 186) | published software (s) | speedup | wall (s) |")
+    t.line("|---|---|---|---|---|---|---|---|---|---|---|")
+    cases = [c for c in a.models.split(",") if c]
+    for c in cases:
+        if c not in LARGE:
+            sys.exit("executor_scale: unknown case '%s' (%s)" % (c, ", ".join(LARGE)))
+
+    def line(r):
+        pred, bound = float(r["predicted_s"]), float(r["bound_s"])
+        pub, peak = r["published_software_s"], r.get("infer_peak_gb", "")
+        t.line("| %s | %s | %s | %s | %.3f | %.3f | %.2fx | %s | %s | %s | %.0f |" % (
+            r["case"], r["train"], r["infer"], r["group"], pred, bound, pred / bound,
+            "%.1f%s" % (float(peak), " (exceeds)" if r.get("memory_exceeded") == "True" else "")
+            if peak else "-",
+            "%.2f" % float(pub) if pub else "-", "%.1fx" % (float(pub) / pred) if pub else "-",
+            float(r["wall_s"])))
+
+    kept = 0  # the last run's rows of the cases not run now stay
+    for r in earlier:
+        if r["kind"] != "scale":
+            continue
+        if not r.get("case"):
+            r["case"] = r["model"]
+        if r["case"] not in cases:
+            r["train"], r["infer"] = r.get("train") or LARGE[r["case"]][1], \
+                r.get("infer") or LARGE[r["case"]][2]
+            rows.append(r)
+            line(r)
+            kept += 1
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        done = list(pool.map(lambda m: large(refit, m, t0), models))
-    for model, (r, wall) in zip(models, done):
-        train, infer = LARGE[model]
-        pred, bound = r["predicted_s"], r["lower_bound_s"]
-        pub = published.get(model)
-        rows.append({"kind": "scale", "platform": LARGE_TOPO, "model": model, "strategy": "m2n",
-                     "exact_s": "", "predicted_s": pred, "error": "", "bound_s": bound,
-                     "wall_s": wall, "group": r["sim_group"],
-                     "published_software_s": pub if pub else ""})
-        t.line("| %s | %s | %s | %d | %.3f | %.3f | %.2fx | %s | %s | %.0f |" % (
-            model, train, infer, r["sim_group"], pred, bound, pred / bound,
-            "%.2f" % pub if pub else "-", "%.1fx" % (pub / pred) if pub else "-", wall))
-    write_csv(os.path.join(a.out, "executor-scale.csv"), rows)
+        done = list(pool.map(lambda c: large(refit, c, t0), cases))
+    for case, (r, wall) in zip(cases, done):
+        model, train, infer, _ = LARGE[case]
+        pub = published.get((model, train, infer))
+        row = {"kind": "scale", "platform": LARGE_TOPO, "model": model, "strategy": "m2n",
+               "exact_s": "", "predicted_s": r["predicted_s"], "error": "",
+               "bound_s": r["lower_bound_s"], "wall_s": wall, "group": r["sim_group"],
+               "published_software_s": pub if pub else "", "case": case, "train": train,
+               "infer": infer, "infer_peak_gb": r["infer_peak_bytes"] / 1e9,
+               "memory_exceeded": r["memory_exceeded"]}
+        rows.append(row)
+        line({k: str(v) for k, v in row.items()})
+    if kept:
+        t.line("")
+        t.line("(%d row%s from the run before: not run this time)" % (kept, "" if kept == 1 else "s"))
+    if not rows:
+        sys.exit("executor_scale: nothing measured and no earlier rows to keep")
+    fields = ["kind", "platform", "model", "strategy", "exact_s", "predicted_s", "error",
+              "bound_s", "wall_s", "group", "published_software_s", "case", "train", "infer",
+              "infer_peak_gb", "memory_exceeded"]
+    write_csv(os.path.join(a.out, "executor-scale.csv"),
+              [{k: r.get(k, "") for k in fields} for r in rows])
     t.line("")
     t.line("(wall %.0f s)" % (time.time() - t0))
     t.save()
