@@ -141,11 +141,30 @@ static void test_alloc(void) {
   rf_big_advise(&small, sizeof small);
 }
 
+/* rf_big_new_n: large and small, zeroed or not, a GLib block; the zeroed one reads zero. */
+static void test_new_n(void) {
+  const size_t n = RF_BIG_MIN_BYTES / sizeof(uint64_t) + 777;
+  uint64_t *z = RF_BIG_NEW0(uint64_t, n);
+  for (size_t i = 0; i < n; i++)
+    if (z[i]) g_error("RF_BIG_NEW0: element %zu not zero", i);
+  uint64_t *w = RF_BIG_NEW(uint64_t, n);
+  for (size_t i = 0; i < n; i++)
+    w[i] = z[i] + i;
+  for (size_t i = 0; i < n; i++)
+    g_assert_cmpuint(w[i], ==, i);
+  g_free(w);
+  g_free(z);
+  uint32_t *s = RF_BIG_NEW0(uint32_t, 3); /* small: plain GLib */
+  g_assert_cmpuint(s[0] | s[1] | s[2], ==, 0);
+  g_free(s);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/bigmem/vec/small", test_vec_small);
   g_test_add_func("/bigmem/vec/large", test_vec_large);
   g_test_add_func("/bigmem/vec/no-reservation", test_vec_no_reservation);
   g_test_add_func("/bigmem/alloc", test_alloc);
+  g_test_add_func("/bigmem/new-n", test_new_n);
   return g_test_run();
 }

@@ -41,6 +41,12 @@ void *rf_big_alloc0(size_t bytes) {
   return p;
 }
 
+void *rf_big_new_n(size_t n, size_t size, int zero) {
+  void *p = zero ? g_malloc0_n(n, size) : g_malloc_n(n, size);
+  rf_big_advise(p, n * size); /* the product checked above */
+  return p;
+}
+
 void *rf_big_realloc(void *p, size_t old_bytes, size_t bytes) {
   if (bytes < RF_BIG_MIN_BYTES) return g_realloc(p, bytes);
   /* a new aligned block (realloc's mremap would keep the old alignment): the copy is as much

@@ -21,6 +21,13 @@ void *rf_big_alloc0(size_t bytes);
 /* g_realloc(p, bytes) for a block of old_bytes (contents kept), from RF_BIG_MIN_BYTES on into a
  * new block of rf_big_alloc's; p must come from rf_big_alloc, rf_big_realloc or GLib. */
 void *rf_big_realloc(void *p, size_t old_bytes, size_t bytes);
+/* n elements of size bytes (the product overflow-checked, as g_malloc_n), zeroed when zero,
+ * advised: GLib's block (g_free), unaligned. A large zeroed block is calloc's fresh mapping, its
+ * pages untouched until written (rf_big_alloc0 writes every one), for arrays written sparsely or
+ * out of order (a schedule's dependency graph and segment arrays). */
+void *rf_big_new_n(size_t n, size_t size, int zero);
+#define RF_BIG_NEW(T, n) ((T *)rf_big_new_n((n), sizeof(T), 0))
+#define RF_BIG_NEW0(T, n) ((T *)rf_big_new_n((n), sizeof(T), 1))
 /* Advise the pages holding [p, p + bytes) (p from malloc); no-op below RF_BIG_MIN_BYTES. */
 void rf_big_advise(void *p, size_t bytes);
 

@@ -16,18 +16,9 @@
 
 #include <string.h>
 
-/* A large array of n elements of sz bytes (zeroed: zero), its pages advised as huge-page
- * candidates (model/base/bigmem.h): a schedule of hundreds of millions of segments walks its
- * dependency graph and segment arrays out of order, and with 4 KiB pages each access misses the
- * TLB and each first write faults. GLib's block (g_free); a zeroed one's pages stay untouched
- * until written, as g_new0's. */
-static void *big_new(size_t n, size_t sz, gboolean zero) {
-  void *p = zero ? g_malloc0_n(n, sz) : g_malloc_n(n, sz);
-  rf_big_advise(p, n * sz);
-  return p;
-}
-#define BIG_NEW(T, n) ((T *)big_new((n), sizeof(T), FALSE))
-#define BIG_NEW0(T, n) ((T *)big_new((n), sizeof(T), TRUE))
+/* The large arrays below (dependency graph, arrivals, segments' rounds and dependencies,
+ * endpoint lists) are walked out of order on schedules of hundreds of millions of segments:
+ * RF_BIG_NEW advises their pages as huge-page candidates (fewer TLB misses and faults). */
 
 /* Rounds of usage a rank keeps allocated from one stage to the next (a few KiB). */
 #define KEEP_SLOTS 256u
@@ -271,10 +262,10 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
   /* what a rank receives, by (rank, part), then t: xs is in plan order (t ascending), so a
    * stable sort by (rank, part) */
   const size_t nx = xs->len ? xs->len : 1;
-  g_autofree uint64_t *akey = BIG_NEW(uint64_t, nx); /* the sorted keys */
-  g_autofree uint32_t *aid = BIG_NEW(uint32_t, nx);
+  g_autofree uint64_t *akey = RF_BIG_NEW(uint64_t, nx); /* the sorted keys */
+  g_autofree uint32_t *aid = RF_BIG_NEW(uint32_t, nx);
   {
-    g_autofree uint64_t *key = BIG_NEW(uint64_t, nx), *id = BIG_NEW(uint64_t, nx);
+    g_autofree uint64_t *key = RF_BIG_NEW(uint64_t, nx), *id = RF_BIG_NEW(uint64_t, nx);
     for (guint i = 0; i < xs->len; i++) {
       const RfTransfer *x = &plan->xfers[xv[i].t];
       key[i] = arrival_key(plan->msgs[xv[i].m].dst, model ? plan->pieces[x->piece].part : x->piece);
@@ -297,7 +288,7 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
    * (a few each): the sorted, distinct pairs */
   const uint64_t nn = s->nsegs + xs->len; /* segments, then a join node per arrival */
   d->nsegs = s->nsegs;
-  g_autofree uint64_t *count = BIG_NEW0(uint64_t, nn + 1);
+  g_autofree uint64_t *count = RF_BIG_NEW0(uint64_t, nn + 1);
   g_autofree uint8_t *joined = g_new0(uint8_t, xs->len ? xs->len : 1);
   PairSink sink = {count, NULL, NULL, s->nsegs, joined};
   dep_pairs(s, plan, xv, &av, xs->len, &sink);
@@ -310,12 +301,12 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
                 count[nn]);
     return FALSE;
   }
-  d->first = BIG_NEW(uint32_t, nn + 1); /* 32-bit offsets, the 64-bit counts freed before next */
+  d->first = RF_BIG_NEW(uint32_t, nn + 1); /* 32-bit offsets, the 64-bit counts freed before next */
   for (uint64_t g = 0; g <= nn; g++)
     d->first[g] = (uint32_t)count[g];
   g_clear_pointer(&count, g_free);
-  d->pre = BIG_NEW0(PreDep, nn ? nn : 1);
-  d->next = BIG_NEW(uint32_t, d->first[nn] ? d->first[nn] : 1);
+  d->pre = RF_BIG_NEW0(PreDep, nn ? nn : 1);
+  d->next = RF_BIG_NEW(uint32_t, d->first[nn] ? d->first[nn] : 1);
   memset(joined, 0, sizeof(uint8_t) * (xs->len ? xs->len : 1));
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
@@ -430,7 +421,7 @@ double rf_schedule_lockstep_s(const RfSchedule *s, const RfPlan *plan) {
   if (!t || !s->seg_round || t->nic_Gbps <= 0 || t->nvlink_GBps <= 0) return 0;
   const double nic = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1), nvl = t->nvlink_GBps * 1e9;
   g_autofree uint64_t *first = rf_schedule_round_offsets(s);
-  g_autofree uint64_t *order = BIG_NEW(uint64_t, s->nsegs ? s->nsegs : 1);
+  g_autofree uint64_t *order = RF_BIG_NEW(uint64_t, s->nsegs ? s->nsegs : 1);
   {
     g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
     for (uint64_t g = 0; g < s->nsegs; g++)
@@ -500,7 +491,7 @@ typedef struct {
 
 static void segset_init(SegSet *b, uint64_t n) {
   const uint64_t nw = n / 64 + 1;
-  b->bit = BIG_NEW0(uint64_t, nw);
+  b->bit = RF_BIG_NEW0(uint64_t, nw);
   b->sum = g_new0(uint64_t, nw / 64 + 1);
 }
 
@@ -834,7 +825,7 @@ static void placer_endpoints(Placer *P) {
   P->msg_small = g_new0(uint64_t, plan->nmsgs / 64 + 1);
   P->ep_key = g_new0(uint64_t, ne ? ne : 1);
   P->ep_keyf = g_new0(uint64_t, ne ? ne : 1);
-  P->ep_pos = BIG_NEW0(uint32_t, 2 * (plan->nmsgs ? plan->nmsgs : 1));
+  P->ep_pos = RF_BIG_NEW0(uint32_t, 2 * (plan->nmsgs ? plan->nmsgs : 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     if (P->s->seg_first[m + 1] > P->s->seg_first[m])
       for (int dir = 0; dir < 2; dir++)
@@ -843,10 +834,10 @@ static void placer_endpoints(Placer *P) {
     P->ep_wfirst[e + 1] = P->ep_wfirst[e] + (P->ep_first[e + 1] + 63) / 64;
     P->ep_first[e + 1] += P->ep_first[e];
   }
-  P->ep_msg = BIG_NEW(uint64_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
-  P->ep_other = BIG_NEW(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
-  P->ep_tail = BIG_NEW(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
-  P->ep_bits = BIG_NEW0(uint64_t, P->ep_wfirst[ne] ? P->ep_wfirst[ne] : 1);
+  P->ep_msg = RF_BIG_NEW(uint64_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  P->ep_other = RF_BIG_NEW(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  P->ep_tail = RF_BIG_NEW(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  P->ep_bits = RF_BIG_NEW0(uint64_t, P->ep_wfirst[ne] ? P->ep_wfirst[ne] : 1);
   g_autofree uint64_t *fill = g_memdup2(P->ep_first, sizeof(uint64_t) * (ne + 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     if (P->s->seg_first[m + 1] > P->s->seg_first[m]) {
@@ -896,7 +887,7 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   for (uint64_t g = 0; g < s->nsegs; g++)
     s->seg_round[g] = -1;
   const size_t nm = plan->nmsgs ? plan->nmsgs : 1, ne = 4 * (size_t)s->nranks;
-  P.cur = BIG_NEW(uint64_t, nm);
+  P.cur = RF_BIG_NEW(uint64_t, nm);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     P.cur[m] = s->seg_first[m];
   P.use = g_new0(Slot, 2 * (size_t)s->nranks);
@@ -911,7 +902,7 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
    * A segment whose last prerequisite is placed in round r is ready from round r + slots
    * (`later`, one bucket per round in flight: round r's is released at the end of round
    * r + slots - 1). */
-  P.nready = BIG_NEW0(uint32_t, nm);
+  P.nready = RF_BIG_NEW0(uint32_t, nm);
   segset_init(&P.rdy, s->nsegs);
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++)
@@ -951,7 +942,7 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.d.next);
   P.d.first = NULL;
   P.d.next = NULL;
-  s->seg_dep = BIG_NEW(int, s->nsegs ? s->nsegs : 1);
+  s->seg_dep = RF_BIG_NEW(int, s->nsegs ? s->nsegs : 1);
   for (uint64_t g = 0; g < s->nsegs; g++)
     s->seg_dep[g] = (int)P.d.pre[g].dep1 - 1;
   for (int i = 0; i < s->slots; i++)
@@ -1151,7 +1142,7 @@ static RfSchedule *schedule_new(const RfPlan *plan, int nranks, uint64_t room, u
   s->nranks = nranks;
   s->nmsgs = plan->nmsgs;
   s->nstages = plan->nstages;
-  s->seg_first = BIG_NEW(uint64_t, plan->nmsgs + 1);
+  s->seg_first = RF_BIG_NEW(uint64_t, plan->nmsgs + 1);
   uint64_t total = 0;
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     s->seg_first[m] = total;
@@ -1159,7 +1150,7 @@ static RfSchedule *schedule_new(const RfPlan *plan, int nranks, uint64_t room, u
   }
   s->seg_first[plan->nmsgs] = total;
   s->nsegs = total;
-  s->seg_round = sizes_only ? NULL : BIG_NEW(int, total ? total : 1);
+  s->seg_round = sizes_only ? NULL : RF_BIG_NEW(int, total ? total : 1);
   s->pipelined = pipelined;
   s->seg_dep = NULL; /* pipelined: written by the placement */
   s->send_max = g_new0(uint64_t, nranks);

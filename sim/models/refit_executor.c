@@ -95,8 +95,7 @@ static uint64_t unit_round_next(uint64_t *cur, const SimExecRound *rounds, int u
 static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uint64_t **first,
                          SimExecRound **rounds) {
   {
-    g_autofree uint64_t *tmp = g_new(uint64_t, nk ? nk : 1);
-    rf_big_advise(tmp, sizeof(uint64_t) * (nk ? nk : 1)); /* huge-page candidates: bigmem.h */
+    g_autofree uint64_t *tmp = RF_BIG_NEW(uint64_t, nk ? nk : 1); /* huge pages: bigmem.h */
     rf_radix_sort(keys, tmp, nk, NULL, FALSE);
   }
   uint64_t nu = 0;
@@ -140,8 +139,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   for (int u = 0; u < e->nranks; u++)
     e->host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / group] : -1;
   /* 1. the (rank, round) pairs and each rank's copies and needs */
-  g_autofree uint64_t *keys = g_new(uint64_t, 2 * s->nsegs + 1);
-  rf_big_advise(keys, sizeof(uint64_t) * (2 * s->nsegs + 1));
+  g_autofree uint64_t *keys = RF_BIG_NEW(uint64_t, 2 * s->nsegs + 1);
   uint64_t nk = 0;
   for (int r = 0; r < s->nrounds; r++)
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
@@ -209,8 +207,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     ns += e->rounds[i].nsend;
     e->rounds[i].nsend = 0;
   }
-  e->sends = g_new(SimExecSend, ns + 1);
-  rf_big_advise(e->sends, sizeof(SimExecSend) * (ns + 1));
+  e->sends = RF_BIG_NEW(SimExecSend, ns + 1);
   RfU64Map *at = &pair; /* the send of each pair and phase in the round */
   memcpy(cur, e->round_first, sizeof(uint64_t) * ((size_t)e->nranks + 1));
   for (int r = 0; r < s->nrounds; r++) {
@@ -360,8 +357,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   const int ngpus = x->ngpus;
   const double copy_Bps = pb->topo->hbm_GBps * 1e9 * cal->hbm_efficiency;
   g_autofree uint64_t *first = rf_schedule_round_offsets(s); /* segments by round */
-  g_autofree Seg *segs = g_new(Seg, s->nsegs ? s->nsegs : 1);
-  rf_big_advise(segs, sizeof(Seg) * (s->nsegs ? s->nsegs : 1));
+  g_autofree Seg *segs = RF_BIG_NEW(Seg, s->nsegs ? s->nsegs : 1);
   {
     g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
     for (uint64_t m = 0; m < plan->nmsgs; m++)
