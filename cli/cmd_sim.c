@@ -48,19 +48,18 @@ static RfSwVariant row_variant(const Row *r) {
   return r->ok && r->stats.exec_fallback ? RF_VARIANT_DEFAULT : r->variant;
 }
 
-/* The row's model line: what produced its figures and, after a fallback, why. Caller frees. */
+/* The row's model line: what produced its figures and, after a fallback, why; on a coarse
+ * platform, that platform's measured error. Caller frees. */
 static char *row_model_line(const Row *r, double *oos) {
   char *line = rf_predict_model_line(r->software, row_variant(r), (int)r->strategy, oos);
-  if (r->ok && !r->stats.exec_fallback && r->stats.group > 1 &&
-      rf_variant_is_executor(r->software, r->variant)) {
-    g_autofree char *coarse = rf_predict_coarse_line(r->stats.group);
-    char *all = g_strdup_printf("%s; %s", line, coarse);
-    g_free(line);
-    return all;
-  }
-  if (!(r->ok && r->stats.exec_fallback)) return line;
-  char *all = g_strdup_printf("%s; shown because refit's executor was not simulated: %s", line,
-                              r->stats.exec_fallback);
+  g_autofree char *more = NULL;
+  if (r->ok && r->stats.exec_fallback)
+    more = g_strdup_printf("shown because refit's executor was not simulated: %s",
+                           r->stats.exec_fallback);
+  else if (r->ok && r->stats.group > 1 && rf_variant_is_executor(r->software, r->variant))
+    more = rf_predict_coarse_line(r->stats.group);
+  if (!more) return line;
+  char *all = g_strdup_printf("%s; %s", line, more);
   g_free(line);
   return all;
 }

@@ -65,32 +65,33 @@ char *rf_predict_model_key(RfSoftware sw, RfSwVariant v, int strategy) {
   return g_strdup_printf("%s/%s", rf_software_name(sw), rf_predict_path_name(sw, v, strategy));
 }
 
+/* The lines of FILE under experiments/results in the data dir, or NULL when it cannot be read
+ * (g_strfreev). */
+static char **results_lines(const char *file) {
+  g_autofree char *path = g_build_filename(rf_data_dir(), "experiments", "results", file, NULL);
+  g_autofree char *text = NULL;
+  if (!rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, NULL)) return NULL;
+  return g_strsplit(text, "\n", -1);
+}
+
 /* The line of software/variant in an accuracy summary under experiments/results (FILE:
  * validate-public-variants.csv from experiments/validate-public, reproduce-models.csv from
  * experiments/main.sh): rows, mean and max |error| (%). FALSE when the file or the line is
  * missing or malformed. */
 static gboolean variant_error(const char *file, const char *software, const char *variant,
                               int *rows, double *mean, double *max) {
-  char *path = g_build_filename(rf_data_dir(), "experiments", "results", file, NULL);
-  char *text = NULL;
+  g_auto(GStrv) lines = results_lines(file);
   gboolean found = FALSE;
-  if (rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, NULL)) {
-    char **lines = g_strsplit(text, "\n", -1);
-    for (int i = 0; lines[i] && !found; i++) {
-      char **f = g_strsplit(lines[i], ",", -1);
-      if (g_strv_length(f) == 5 && !strcmp(f[0], software) && !strcmp(f[1], variant)) {
-        char *e1 = NULL, *e2 = NULL, *e3 = NULL;
-        *rows = (int)strtol(f[2], &e1, 10);
-        *mean = g_ascii_strtod(f[3], &e2);
-        *max = g_ascii_strtod(f[4], &e3);
-        found = *e1 == '\0' && *e2 == '\0' && *e3 == '\0' && *rows > 0;
-      }
-      g_strfreev(f);
+  for (int i = 0; lines && lines[i] && !found; i++) {
+    g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+    if (g_strv_length(f) == 5 && !strcmp(f[0], software) && !strcmp(f[1], variant)) {
+      char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+      *rows = (int)strtol(f[2], &e1, 10);
+      *mean = g_ascii_strtod(f[3], &e2);
+      *max = g_ascii_strtod(f[4], &e3);
+      found = *e1 == '\0' && *e2 == '\0' && *e3 == '\0' && *rows > 0;
     }
-    g_strfreev(lines);
   }
-  g_free(text);
-  g_free(path);
   return found;
 }
 
@@ -101,13 +102,10 @@ static gboolean variant_error(const char *file, const char *software, const char
 static gboolean results_abs_stats(const char *file, const char *col, double offset,
                                   const char *kcol, const char *kval, const char *gcol,
                                   const char *gval, int *rows, double *mean, double *max) {
-  g_autofree char *path = g_build_filename(rf_data_dir(), "experiments", "results", file, NULL);
-  g_autofree char *text = NULL;
   *rows = 0;
   *mean = *max = 0;
-  if (!rf_file_read(path, RF_MAX_INPUT_BYTES, &text, NULL, NULL)) return FALSE;
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  if (!lines[0]) return FALSE;
+  g_auto(GStrv) lines = results_lines(file);
+  if (!lines || !lines[0]) return FALSE;
   g_auto(GStrv) head = g_strsplit(lines[0], ",", -1);
   int ic = -1, ik = -1, ig = -1;
   const int nh = (int)g_strv_length(head);
