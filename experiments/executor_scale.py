@@ -48,7 +48,6 @@ LARGE = {"kimi-k3": ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32", "vllm"),
          "kimi-k3@sglang": ("kimi-k3", "TP8xPP16xEP64", "TP128xADP128xEP128xDP8", "sglang"),
          "qwen3.8-2.4t-a95b": ("qwen3.8-2.4t-a95b", "TP8xPP16xEP64", "TP32xDP32", "vllm")}
 LARGE_TOPO = "gb200-nvl72"
-DOMAIN = {"dgx-h100": 8, "gb200-nvl72": 72}  # GPUs per NVLink domain: a group must divide it
 
 
 def read_csv(path):
@@ -56,6 +55,14 @@ def read_csv(path):
         return []
     with open(path) as f:
         return list(csv.DictReader(f))
+
+
+def domain_gpus(refit, topology):
+    """GPUs per NVLink domain of a topology, as refit reads it (a group must divide it)."""
+    out = subprocess.run([refit, "topology", "show", topology, "--json"], stdout=subprocess.PIPE,
+                         text=True, check=True,
+                         env=dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT)))
+    return int(json.loads(out.stdout)["cluster.gpus_per_domain"])
 
 
 def large(refit, case, t0):
@@ -100,9 +107,10 @@ def main():
     else:
         if not exact:
             sys.exit("executor_scale: run experiments/executor.py first (the exact predictions)")
+        domain = {p: domain_gpus(refit, p) for (p, _, _) in exact}
         for g in groups:
             for (platform, model, strategy), x in exact.items():
-                if DOMAIN.get(platform, 0) % g:
+                if domain[platform] % g:
                     continue
                 sys.stderr.write("executor_scale: coarse %d %s %s %s (%.0f s)\n" % (
                     g, platform, model, strategy, time.time() - t0))
