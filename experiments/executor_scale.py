@@ -101,6 +101,10 @@ def main():
     layouts = {(r["platform"], r["model"]): (r["train_layout"], r["infer_layout"])
                for r in read_table(TABLE)}
     groups = [int(g) for g in a.groups.split(",") if g]
+    cases = [c for c in a.models.split(",") if c]
+    for c in cases:  # before part 1's minutes
+        if c not in LARGE:
+            sys.exit("executor_scale: unknown case '%s' (%s)" % (c, ", ".join(LARGE)))
     earlier = read_csv(os.path.join(a.out, "executor-scale.csv"))
     if a.skip_check:  # the last run's check stays
         rows += [r for r in earlier if r["kind"] == "coarse-check"]
@@ -152,10 +156,6 @@ def main():
     t.line("| case | train | infer | GPUs per simulated host | predicted (s) | network bound (s) |"
            " x bound | inference GPU peak (GB, of 186) | published software (s) | speedup | wall (s) |")
     t.line("|---|---|---|---|---|---|---|---|---|---|---|")
-    cases = [c for c in a.models.split(",") if c]
-    for c in cases:
-        if c not in LARGE:
-            sys.exit("executor_scale: unknown case '%s' (%s)" % (c, ", ".join(LARGE)))
 
     def line(r):
         pred, bound = float(r["predicted_s"]), float(r["bound_s"])
@@ -169,13 +169,7 @@ def main():
 
     kept = 0  # the last run's rows of the cases not run now stay
     for r in earlier:
-        if r["kind"] != "scale":
-            continue
-        if not r.get("case"):
-            r["case"] = r["model"]
-        if r["case"] not in cases:
-            r["train"], r["infer"] = r.get("train") or LARGE[r["case"]][1], \
-                r.get("infer") or LARGE[r["case"]][2]
+        if r["kind"] == "scale" and r["case"] not in cases:
             rows.append(r)
             line(r)
             kept += 1
