@@ -23,28 +23,6 @@
 
 /* ---- platform ---- */
 
-/* Latency of link l: NVLink on the sending side of an NVLink hop, NIC + switch on the sending
- * side of a network hop, a switch on leaf uplinks. */
-static double link_latency_s(const SimProgram *p, int l) {
-  if (l >= p->nhosts * SIM_HOST_LINKS) return p->sw_lat_s;
-  int k = l % SIM_HOST_LINKS;
-  if (k == SIM_LINK_NVUP) return p->nvl_lat_s;
-  if (k == SIM_LINK_NICUP) return p->nic_lat_s + p->sw_lat_s;
-  return 0;
-}
-
-/* TRUE when host h's HBM link cannot be the bottleneck of any flow: every flow over it also
- * crosses one of the host's four NVLink / NIC links, so its load never exceeds their summed
- * capacity. Max-min sharing is then the same without it, and SimGrid solves a smaller system
- * (every message start and end re-solves the sharing of all messages in flight). Only for the
- * executor's rank actors: the flow model rescales links per step (step_set_bandwidths). */
-static gboolean hbm_slack(const SimProgram *p, int h) {
-  double sum = 0;
-  for (int k = SIM_LINK_NVUP; k < SIM_HOST_LINKS; k++)
-    sum += sim_link_Bps(p, h * SIM_HOST_LINKS + k);
-  return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
-}
-
 /* The executor's exact simulation (one GPU per host) uses SimGrid's selective (lazy) max-min
  * update, which re-solves only the constraints linked to what changed, with one pair link per
  * route: the route's first link,
@@ -97,7 +75,7 @@ static void write_routes(FILE *f, const SimProgram *p, const GArray *pairs) {
     for (int j = 0; j < n; j++) {
       int h = links[j] / SIM_HOST_LINKS;
       if (p->exec && !p->exact_routes && links[j] % SIM_HOST_LINKS == SIM_LINK_HBM &&
-          h < p->nhosts && hbm_slack(p, h))
+          h < p->nhosts && sim_link_hbm_slack(p, h))
         continue;
       fprintf(f, "<link_ctn id=\"l%d\"/>", links[j]);
     }
@@ -118,7 +96,7 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
     fprintf(f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", h);
   for (int l = 0; l < sim_nlinks(p); l++)
     fprintf(f, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", l,
-            sim_link_Bps(p, l), link_latency_s(p, l));
+            sim_link_Bps(p, l), sim_link_latency_s(p, l));
   g_autoptr(GArray) pairs = route_pairs(p);
   for (guint i = 0; pair_links(p) && i < pairs->len; i++)
     fprintf(f, "<link id=\"p%u\" bandwidth=\"%gBps\" latency=\"0s\"/>\n", i, SIM_PAIR_LINK_BPS);

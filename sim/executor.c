@@ -49,20 +49,41 @@ static gboolean sim_prepare(RfExecutor *ex, const RfProblem *pb, GError **error)
   return rf_calibration_for_topology(&st->calib, pb->topo, &found, error);
 }
 
+const char *rf_sim_engine_name(RfSimEngine e) {
+  switch (e) {
+  case RF_SIM_ENGINE_AUTO:
+  case RF_SIM_ENGINE_EVENTS:
+    return "events";
+  case RF_SIM_ENGINE_SIMGRID:
+    return "simgrid";
+  }
+  return NULL;
+}
+
+gboolean rf_sim_engine_parse(const char *name, RfSimEngine *out) {
+  if (!g_strcmp0(name, "events"))
+    *out = RF_SIM_ENGINE_EVENTS;
+  else if (!g_strcmp0(name, "simgrid"))
+    *out = RF_SIM_ENGINE_SIMGRID;
+  else
+    return FALSE;
+  return TRUE;
+}
+
 /* The program with the smallest group whose distinct flows (the cost SimGrid pays) fit. */
 static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, int forced,
-                                 int max_flows, GError **error) {
+                                 int max_flows, RfSimEngine engine, GError **error) {
   int G = plan->problem->topo->gpus_per_domain;
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(SimProtos) x = sim_protos_build(plan, cal);
   gint64 t1 = g_get_monotonic_time();
   SimProgram *p = NULL;
-  /* refit's executor: exact (one actor per rank) up to SIM_EXEC_EXACT_RANKS ranks; above, the
-   * largest group of at most SIM_EXEC_COARSE_GROUP GPUs dividing the domain
-   * (sim/models/refit_executor.c) */
+  /* refit's executor: exact (a GPU per host) on the events engine; on SimGrid up to
+   * SIM_EXEC_EXACT_RANKS ranks, above the largest group of at most SIM_EXEC_COARSE_GROUP GPUs
+   * dividing the domain (sim/models/refit_executor.c) */
   if (rf_variant_is_executor(cal->software, cal->variant) && forced <= 0) {
     forced = 1;
-    if (plan->problem->nranks > SIM_EXEC_EXACT_RANKS)
+    if (engine == RF_SIM_ENGINE_SIMGRID && plan->problem->nranks > SIM_EXEC_EXACT_RANKS)
       for (int g = SIM_EXEC_COARSE_GROUP; g > 1 && forced == 1; g--)
         if (G % g == 0) forced = g;
   }
@@ -247,7 +268,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     cal.exec_max_ops = st->staging.max_ops;
   }
   GError *e = NULL;
-  g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, &e);
+  g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, st->opt.engine, &e);
   /* refit's executor whose schedule is too long to simulate (the one limit its build checks):
    * the flow model (flows at calibrated rates, no software cost), where the caller allows it */
   g_autofree char *fallback = NULL;
@@ -256,7 +277,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     fallback = g_strdup(e->message);
     g_clear_error(&e);
     cal.variant = RF_VARIANT_DEFAULT;
-    p = build_fitting(plan, &cal, st->opt.group, max_flows, &e);
+    p = build_fitting(plan, &cal, st->opt.group, max_flows, st->opt.engine, &e);
   }
   if (!p) {
     g_propagate_error(error, e);
@@ -266,10 +287,13 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   p->progress = st->opt.progress;
   p->full_update = g_getenv("REFIT_SIM_REFERENCE") != NULL; /* engine.c: experiments */
   gint64 te = g_get_monotonic_time();
-  gboolean ran = sim_engine_run(p, st->opt.keep_platform, &oc, error);
+  const gboolean events = p->exec && st->opt.engine != RF_SIM_ENGINE_SIMGRID;
+  gboolean ran =
+      events ? sim_events_run(p, &oc, error) : sim_engine_run(p, st->opt.keep_platform, &oc, error);
   if (g_getenv("REFIT_SIM_VERBOSE"))
-    g_printerr("sim: %s: SimGrid %d hosts, %u flows: %.2f s\n", rf_strategy_name(plan->strategy),
-               p->nhosts, p->flows->len, (g_get_monotonic_time() - te) / 1e6);
+    g_printerr("sim: %s: %s, %d hosts, %u flows: %.2f s\n", rf_strategy_name(plan->strategy),
+               events ? "events engine" : "SimGrid", p->nhosts, p->flows->len,
+               (g_get_monotonic_time() - te) / 1e6);
   if (!ran) return FALSE;
   out->executor = g_strdup("sim");
   out->strategy = plan->strategy;
@@ -286,6 +310,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
   add_quantize(st, plan, out);
   fill_stats(st, p, plan->problem);
   st->stats.exec_fallback = g_steal_pointer(&fallback);
+  st->stats.engine = events ? RF_SIM_ENGINE_EVENTS : RF_SIM_ENGINE_SIMGRID;
   out->bound_by = bound_by(st, p, out->total_s);
   st->stats.wall_s = (g_get_monotonic_time() - t0) / 1e6;
   return TRUE;

@@ -95,6 +95,28 @@ double sim_link_base_Bps(const SimProgram *p, int link) {
   }
 }
 
+/* Latency of link l: NVLink on the sending side of an NVLink hop, NIC + switch on the sending
+ * side of a network hop, a switch on leaf uplinks. */
+double sim_link_latency_s(const SimProgram *p, int l) {
+  if (l >= p->nhosts * SIM_HOST_LINKS) return p->sw_lat_s;
+  int k = l % SIM_HOST_LINKS;
+  if (k == SIM_LINK_NVUP) return p->nvl_lat_s;
+  if (k == SIM_LINK_NICUP) return p->nic_lat_s + p->sw_lat_s;
+  return 0;
+}
+
+/* TRUE when host h's HBM link cannot be the bottleneck of any flow: every flow over it also
+ * crosses one of the host's four NVLink / NIC links, so its load never exceeds their summed
+ * capacity. Max-min sharing is then the same without it, and SimGrid solves a smaller system
+ * (every message start and end re-solves the sharing of all messages in flight). Only for the
+ * executor's rank actors: the flow model rescales links per step (step_set_bandwidths). */
+gboolean sim_link_hbm_slack(const SimProgram *p, int h) {
+  double sum = 0;
+  for (int k = SIM_LINK_NVUP; k < SIM_HOST_LINKS; k++)
+    sum += sim_link_Bps(p, h * SIM_HOST_LINKS + k);
+  return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
+}
+
 char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link) {
   (void)pb;
   int base = p->nhosts * SIM_HOST_LINKS;

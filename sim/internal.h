@@ -170,6 +170,9 @@ gboolean sim_route_is_net(const SimProgram *p, int src, int dst);
 double sim_link_Bps(const SimProgram *p, int link);      /* with the whole-run group factor */
 double sim_link_base_Bps(const SimProgram *p, int link); /* without it */
 char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link);
+double sim_link_latency_s(const SimProgram *p, int link);
+/* TRUE when host h's HBM link can never bind (see flow.c): routes may leave it off. */
+gboolean sim_link_hbm_slack(const SimProgram *p, int h);
 int sim_nlinks(const SimProgram *p);
 /* Per-GPU load for the group scales: bytes of GPU g on host link k in step s (s < 0: the run). */
 typedef double (*SimLoadFn)(const SimProgram *p, const void *ud, int s, int g, int k);
@@ -192,5 +195,9 @@ typedef struct {
  * simulations) and collect the phase times. FALSE + error when the run fails. */
 gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,
                         GError **error);
+
+/* refit's executor programs (p->exec) run by sim/events.c's own discrete-event simulation
+ * (equal link shares, no SimGrid): the same outcome fields as sim_engine_run. */
+gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error);
 
 #endif

@@ -181,8 +181,23 @@ void rf_calibration_memory_run_plan(const RfCalibration *c, const RfPlan *plan, 
  * to simulate). Cost: the plan's messages. */
 uint64_t rf_sim_work(const RfCalibration *c, const RfPlan *plan, RfSoftware sw, RfSwVariant v);
 
+/* What runs refit's executor model (the other models always run on SimGrid). */
+typedef enum {
+  RF_SIM_ENGINE_AUTO,    /* the events engine */
+  RF_SIM_ENGINE_EVENTS,  /* sim/events.c: its own discrete-event run of the rank programs, local
+                            max-min sharing; an exact platform (a GPU per host) at every size */
+  RF_SIM_ENGINE_SIMGRID, /* an actor per rank on SimGrid (its max-min sharing); hosts of up to 8
+                            GPUs above SIM_EXEC_EXACT_RANKS ranks */
+} RfSimEngine;
+
+/* "events" / "simgrid"; NULL for another value. */
+const char *rf_sim_engine_name(RfSimEngine e);
+/* The engine of a name (events, simgrid); FALSE for another. */
+gboolean rf_sim_engine_parse(const char *name, RfSimEngine *out);
+
 typedef struct {
   RfCalibration calib;    /* copied by rf_sim_executor_new (strings duplicated) */
+  RfSimEngine engine;     /* of refit's executor model */
   int max_hosts_pairs;    /* coarsen GPUs into groups above this many distinct flows (0: 15000) */
   int group;              /* force GPUs per simulated host (0: automatic, 1: never coarsen) */
   gboolean keep_platform; /* keep the generated XML (path printed on stderr) */
@@ -223,6 +238,7 @@ typedef struct {
   /* refit's executor model was not simulated (RfSimOptions.exec_fallback): why, one line; the
    * figures are the flow model's. NULL otherwise. */
   char *exec_fallback;
+  RfSimEngine engine; /* what ran the simulation: RF_SIM_ENGINE_EVENTS or _SIMGRID */
 } RfSimStats;
 
 /* The SimGrid executor. opt may be NULL (calibration of the problem's topology). */

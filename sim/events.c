@@ -1,0 +1,652 @@
+/* refit's executor programs (SimProgram.exec, sim/models/refit_executor.c) run by a discrete-event
+ * simulation of their own instead of SimGrid: the "events" engine.
+ *
+ * Why: SimGrid pays about 17 us of CPU per message start or end on these programs (simcalls,
+ * mailbox matching, the max-min re-solve), so Kimi K3's 13 M messages on 2,048 + 1,024 GPUs take an
+ * hour on hosts of 8 GPUs (docs/sim.md, Speed). This engine runs the same programs, one unit per
+ * rank (or per simulated host), with the same semantics as engine.c's rank_actor:
+ * - PACK r / UNPACK r add the round's copies to the time the unit owes (slept before its next
+ *   post or wait, as the actor's sleeps);
+ * - POST r pays the launch and what is owed, waits (on the one communication stream) for the
+ *   groups still moving, then posts the round's sends and receives;
+ * - a message starts when both its ends have posted their round (NCCL's send / receive
+ *   rendezvous, SimGrid's mailbox match), moves after its route's latency, and ends when its
+ *   bytes are through;
+ * - WAIT r blocks until every send and receive of the round has ended.
+ * The sharing is max-min, as SimGrid's, but solved locally: when a message starts or ends, the
+ * messages on its links and those within two more link hops (at most about EV_CAP of them) get
+ * max-min rates by progressive filling over their links, the capacity the messages outside the
+ * solve use held fixed. SimGrid re-solves what a change touches through any chain of shared links;
+ * a change this engine does not reach leaves a message at its old rate until an event on one of
+ * its links. On the four reported configurations the two give the same times within 1e-5
+ * (docs/sim.md "The events engine"; test /sim/executor/events-engine checks it on small plans), at
+ * a few microseconds an event instead of SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs,
+ * 43.5 M events, in 25 s. */
+#include "error.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EV_NONE UINT32_MAX
+#define EV_MAX_ROUTE 8
+#define EV_PROGRESS_US 10000000 /* a progress line every 10 s of wall time */
+/* The local solve: the messages on the changed links and those within EV_DEPTH - 1 more link
+ * hops, until EV_CAP are in (docs/sim.md "The events engine": at depth 1 DeepSeek-V3 GB200 m2n
+ * was 0.29% slower than SimGrid's exact model; at 2 the four reported configurations came within
+ * 1e-4 of it, at 3 within 1e-5; at 3 hops without a cap Kimi K3's first groups, every rank in
+ * flight at once, solved up to 3,576 messages an event and took 45 s; capped at 64, the same
+ * prediction to 1e-7 in 25 s) */
+#define EV_DEPTH 3
+#define EV_CAP 64
+
+enum { U_RUN, U_SLEEP, U_BLOCK_POST, U_BLOCK_WAIT, U_DONE };
+enum { M_FREE, M_PENDING, M_LATENCY, M_MOVING };
+
+typedef struct {
+  double rem, rate, last; /* bytes left, bytes/s, time rem was last brought up to date */
+  int32_t src, dst;       /* units */
+  int32_t links[EV_MAX_ROUTE];
+  uint32_t at[EV_MAX_ROUTE]; /* position in each link's list */
+  uint32_t next;             /* pending list (per receiving unit-round) or free list */
+  uint32_t stamp;            /* the last event that recomputed its rate */
+  uint8_t nlinks, lane_src, lane_dst, state;
+} Msg;
+
+typedef struct {
+  uint32_t *flow; /* messages moving on the link */
+  uint32_t n, cap;
+  double Bps;
+  double res;     /* local solve: capacity left to the messages being solved */
+  uint32_t cnt;   /* local solve: messages being solved not yet fixed */
+  uint32_t stamp; /* local solve: the link is in the solve */
+} Link;
+
+typedef struct {
+  uint64_t pc, end;   /* program ops [pc, end) */
+  uint64_t r0;        /* first of its rounds in exec->rounds */
+  uint32_t next;      /* its next round (relative to r0) */
+  uint8_t state, sub; /* sub: the current op has paid what was owed */
+  uint8_t block_lane;
+  double owed;
+  uint64_t moving;   /* lanes with groups in flight on the one stream */
+  uint32_t *cur;     /* per lane: the round in flight (relative) */
+  uint32_t *left;    /* per lane: sends and receives of that round not yet ended */
+  uint32_t *nposted; /* per lane: sends and receives the round posted (the actor's comms) */
+  double *posted, *done_at;
+} Unit;
+
+typedef struct {
+  const SimProgram *p;
+  const SimExec *e;
+  int nlanes;
+  Unit *u;
+  Link *l;
+  int nlinks;
+  Msg *m;
+  uint32_t nm, mcap, mfree;
+  uint32_t *pending;     /* per unit-round: messages waiting for that round's post */
+  uint8_t *round_posted; /* per unit-round: 0, or its lane + 1 once posted */
+  /* indexed binary heap of handles: unit u is handle u, message i is handle nunits + i */
+  uint32_t *heap, nheap, hcap;
+  uint32_t *hpos; /* per handle: position in heap (EV_NONE: not there) */
+  double *key;    /* per handle: its event's time */
+  uint32_t hposcap;
+  uint32_t stamp;
+  GArray *F, *Lam; /* local solve: messages and links */
+  uint64_t solves, solved, solved_max;
+  double now;
+  SimOutcome *out;
+  int progress_unit;
+  gint64 wall0, shown;
+  uint64_t events;
+} Ev;
+
+/* ---- the heap ---- */
+
+static gboolean h_less(const Ev *v, uint32_t a, uint32_t b) {
+  return v->key[a] < v->key[b] || (v->key[a] == v->key[b] && a < b);
+}
+
+static void h_swap(Ev *v, uint32_t i, uint32_t j) {
+  uint32_t a = v->heap[i], b = v->heap[j];
+  v->heap[i] = b;
+  v->heap[j] = a;
+  v->hpos[b] = i;
+  v->hpos[a] = j;
+}
+
+static void h_up(Ev *v, uint32_t i) {
+  while (i > 0) {
+    uint32_t parent = (i - 1) / 2;
+    if (!h_less(v, v->heap[i], v->heap[parent])) break;
+    h_swap(v, i, parent);
+    i = parent;
+  }
+}
+
+static void h_down(Ev *v, uint32_t i) {
+  for (;;) {
+    uint32_t a = 2 * i + 1, b = a + 1, s = i;
+    if (a < v->nheap && h_less(v, v->heap[a], v->heap[s])) s = a;
+    if (b < v->nheap && h_less(v, v->heap[b], v->heap[s])) s = b;
+    if (s == i) return;
+    h_swap(v, i, s);
+    i = s;
+  }
+}
+
+static void h_grow_handles(Ev *v, uint32_t need) {
+  if (need <= v->hposcap) return;
+  uint32_t cap = MAX(need, v->hposcap * 2);
+  v->hpos = g_renew(uint32_t, v->hpos, cap);
+  v->key = g_renew(double, v->key, cap);
+  for (uint32_t i = v->hposcap; i < cap; i++)
+    v->hpos[i] = EV_NONE;
+  v->hposcap = cap;
+}
+
+/* Handle h's event at time t (placed, or moved if it had one). */
+static void h_set(Ev *v, uint32_t h, double t) {
+  uint32_t i = v->hpos[h];
+  if (i == EV_NONE) {
+    if (v->nheap == v->hcap) {
+      v->hcap = v->hcap ? 2 * v->hcap : 1024;
+      v->heap = g_renew(uint32_t, v->heap, v->hcap);
+    }
+    i = v->nheap++;
+    v->heap[i] = h;
+    v->hpos[h] = i;
+    v->key[h] = t;
+    h_up(v, i);
+    return;
+  }
+  double old = v->key[h];
+  v->key[h] = t;
+  if (t < old)
+    h_up(v, i);
+  else
+    h_down(v, i);
+}
+
+static uint32_t h_pop(Ev *v) {
+  uint32_t h = v->heap[0];
+  v->hpos[h] = EV_NONE;
+  if (--v->nheap) {
+    v->heap[0] = v->heap[v->nheap];
+    v->hpos[v->heap[0]] = 0;
+    h_down(v, 0);
+  }
+  return h;
+}
+
+/* ---- messages and links ---- */
+
+static uint32_t msg_new(Ev *v) {
+  uint32_t i;
+  if (v->mfree != EV_NONE) {
+    i = v->mfree;
+    v->mfree = v->m[i].next;
+  } else {
+    if (v->nm == v->mcap) {
+      v->mcap = v->mcap ? 2 * v->mcap : 4096;
+      v->m = g_renew(Msg, v->m, v->mcap);
+    }
+    i = v->nm++;
+    h_grow_handles(v, (uint32_t)v->e->nranks + v->nm);
+  }
+  memset(&v->m[i], 0, sizeof v->m[i]);
+  v->m[i].next = EV_NONE;
+  return i;
+}
+
+static void msg_free(Ev *v, uint32_t i) {
+  v->m[i].state = M_FREE;
+  v->m[i].next = v->mfree;
+  v->mfree = i;
+}
+
+static uint32_t msg_handle(const Ev *v, uint32_t i) {
+  return (uint32_t)v->e->nranks + i;
+}
+
+/* Max-min rates of the messages within `depth` link hops of the changed links (progressive
+ * filling over their links, the capacity the other messages on those links use held fixed);
+ * their ends moved. */
+static void rerate(Ev *v, const int32_t *links, int n) {
+  const uint32_t st = ++v->stamp;
+  GArray *F = v->F, *Lam = v->Lam;
+  g_array_set_size(F, 0);
+  g_array_set_size(Lam, 0);
+  for (int k = 0; k < n; k++) {
+    Link *L = &v->l[links[k]];
+    if (L->stamp == st) continue;
+    L->stamp = st;
+    g_array_append_val(Lam, links[k]);
+  }
+  guint from = 0; /* links whose messages join */
+  for (int d = 0; d < EV_DEPTH && (d == 0 || F->len < EV_CAP); d++) {
+    guint to = Lam->len;
+    for (guint a = from; a < to; a++) {
+      const Link *L = &v->l[g_array_index(Lam, int32_t, a)];
+      for (uint32_t j = 0; j < L->n; j++) {
+        Msg *g = &v->m[L->flow[j]];
+        if (g->stamp == st) continue;
+        g->stamp = st;
+        g_array_append_val(F, L->flow[j]);
+        for (int q = 0; q < g->nlinks; q++) {
+          Link *Q = &v->l[g->links[q]];
+          if (Q->stamp == st) continue;
+          Q->stamp = st;
+          g_array_append_val(Lam, g->links[q]);
+        }
+      }
+    }
+    from = to;
+  }
+  /* capacity left on each link by the messages outside the solve */
+  for (guint a = 0; a < Lam->len; a++) {
+    Link *L = &v->l[g_array_index(Lam, int32_t, a)];
+    L->res = L->Bps;
+    L->cnt = 0;
+    for (uint32_t j = 0; j < L->n; j++) {
+      const Msg *g = &v->m[L->flow[j]];
+      if (g->stamp == st)
+        L->cnt++;
+      else
+        L->res -= g->rate;
+    }
+  }
+  v->solves++;
+  v->solved += F->len;
+  v->solved_max = MAX(v->solved_max, F->len);
+  const uint32_t *f = (const uint32_t *)(void *)F->data;
+  for (guint j = 0; j < F->len; j++) { /* up to date at the old rate */
+    Msg *g = &v->m[f[j]];
+    g->rem -= g->rate * (v->now - g->last);
+    if (g->rem < 0) g->rem = 0;
+    g->last = v->now;
+  }
+  const uint32_t fx = ++v->stamp; /* a fixed message carries this stamp */
+  for (guint left = F->len; left;) {
+    double share = INFINITY;
+    int best = -1;
+    for (guint a = 0; a < Lam->len; a++) {
+      const Link *L = &v->l[g_array_index(Lam, int32_t, a)];
+      if (!L->cnt) continue;
+      double sh = MAX(L->res, 0) / L->cnt;
+      if (sh < share) {
+        share = sh;
+        best = g_array_index(Lam, int32_t, a);
+      }
+    }
+    g_assert(best >= 0);
+    share = MAX(share, 1e-9 * v->l[best].Bps); /* never stalled: a floor far below any rate */
+    const Link *B = &v->l[best];
+    for (uint32_t j = 0; j < B->n; j++) {
+      Msg *g = &v->m[B->flow[j]];
+      if (g->stamp != st) continue; /* outside the solve, or fixed */
+      g->stamp = fx;
+      g->rate = share;
+      left--;
+      for (int q = 0; q < g->nlinks; q++) {
+        Link *Q = &v->l[g->links[q]];
+        Q->res -= share;
+        Q->cnt--;
+      }
+      h_set(v, msg_handle(v, B->flow[j]), v->now + g->rem / share);
+    }
+  }
+}
+
+static void link_add(Ev *v, uint32_t i) {
+  Msg *g = &v->m[i];
+  for (int k = 0; k < g->nlinks; k++) {
+    Link *L = &v->l[g->links[k]];
+    if (L->n == L->cap) {
+      L->cap = L->cap ? 2 * L->cap : 4;
+      L->flow = g_renew(uint32_t, L->flow, L->cap);
+    }
+    g->at[k] = L->n;
+    L->flow[L->n++] = i;
+  }
+}
+
+static void link_remove(Ev *v, uint32_t i) {
+  Msg *g = &v->m[i];
+  for (int k = 0; k < g->nlinks; k++) {
+    Link *L = &v->l[g->links[k]];
+    uint32_t pos = g->at[k], last = L->flow[--L->n];
+    L->flow[pos] = last;
+    Msg *o = &v->m[last];
+    for (int q = 0; q < o->nlinks; q++) /* the moved message's slot on this link */
+      if (o->links[q] == g->links[k] && o->at[q] == L->n) {
+        o->at[q] = pos;
+        break;
+      }
+  }
+}
+
+/* Both ends have posted: the message pays its route's latency, then moves. */
+static void msg_start(Ev *v, uint32_t i) {
+  Msg *g = &v->m[i];
+  const SimProgram *p = v->p;
+  int hs = v->e->host[g->src], hd = v->e->host[g->dst];
+  int route[8], n = sim_route(p, hs, hd, route);
+  double lat = 0;
+  g->nlinks = 0;
+  for (int k = 0; k < n; k++) {
+    int l = route[k], h = l / SIM_HOST_LINKS;
+    lat += sim_link_latency_s(p, l);
+    if (l < p->nhosts * SIM_HOST_LINKS && l % SIM_HOST_LINKS == SIM_LINK_HBM &&
+        sim_link_hbm_slack(p, h))
+      continue; /* it can never bind (engine.c prunes it the same way) */
+    g->links[g->nlinks++] = l;
+  }
+  g->state = M_LATENCY;
+  g->last = v->now;
+  h_set(v, msg_handle(v, i), v->now + lat);
+}
+
+static void unit_ready(Ev *v, int u) {
+  v->u[u].state = U_RUN;
+  h_set(v, (uint32_t)u, v->now);
+}
+
+/* One send or receive of unit u's round on lane has ended. */
+static void unit_end_one(Ev *v, int u, int lane) {
+  Unit *U = &v->u[u];
+  U->left[lane]--;
+  if (U->state == U_BLOCK_WAIT && U->block_lane == lane && !U->left[lane]) unit_ready(v, u);
+  if (U->state == U_BLOCK_POST) {
+    gboolean all = TRUE;
+    for (uint64_t m = U->moving; m && all; m &= m - 1)
+      all = U->left[__builtin_ctzll(m)] == 0;
+    if (all) unit_ready(v, u);
+  }
+}
+
+static void msg_event(Ev *v, uint32_t i) {
+  Msg *g = &v->m[i];
+  if (g->state == M_LATENCY) {
+    g->state = M_MOVING;
+    g->last = v->now;
+    g->rate = 0;
+    if (!g->nlinks) { /* nothing can slow it: done now */
+      h_set(v, msg_handle(v, i), v->now);
+      g->state = M_MOVING;
+      g->rem = 0;
+      return;
+    }
+    link_add(v, i);
+    rerate(v, g->links, g->nlinks);
+    return;
+  }
+  /* it has ended */
+  int32_t links[EV_MAX_ROUTE];
+  int n = g->nlinks;
+  memcpy(links, g->links, sizeof(int32_t) * (size_t)n);
+  const int src = g->src, dst = g->dst, ls = g->lane_src, ld = g->lane_dst;
+  if (n) link_remove(v, i);
+  msg_free(v, i);
+  if (n) rerate(v, links, n);
+  unit_end_one(v, src, ls);
+  unit_end_one(v, dst, ld);
+}
+
+/* ---- units: engine.c's rank_actor as a state machine ---- */
+
+static void mark_phase(Ev *v, int ph, double start, double end) {
+  SimOutcome *o = v->out;
+  if (!o->used[ph] || start < o->start_s[ph]) o->start_s[ph] = start;
+  o->used[ph] = 1;
+  if (end > o->end_s[ph]) o->end_s[ph] = end;
+}
+
+/* The index in exec->rounds of unit u's round `round` (it takes part in it). */
+static uint64_t unit_round(const SimExec *e, int u, int round) {
+  uint64_t lo = e->round_first[u], hi = e->round_first[u + 1];
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (e->rounds[mid].round < round)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  g_assert(lo < e->round_first[u + 1] && e->rounds[lo].round == round);
+  return lo;
+}
+
+static void post_round(Ev *v, int u, int lane) {
+  Unit *U = &v->u[u];
+  const SimExec *e = v->e;
+  const uint64_t ri = U->r0 + U->cur[lane];
+  const SimExecRound *r = &e->rounds[ri];
+  U->posted[lane] = v->now;
+  SimOutcome *o = v->out;
+  if (!o->step_start_s[r->step] || v->now < o->step_start_s[r->step])
+    o->step_start_s[r->step] = v->now;
+  U->left[lane] += r->nrecv + r->nsend;
+  U->nposted[lane] = r->nrecv + r->nsend;
+  /* the receives: messages waiting for this post start now */
+  v->round_posted[ri] = (uint8_t)(lane + 1);
+  for (uint32_t i = v->pending[ri]; i != EV_NONE;) {
+    uint32_t nx = v->m[i].next;
+    v->m[i].next = EV_NONE;
+    v->m[i].lane_dst = (uint8_t)lane;
+    msg_start(v, i);
+    i = nx;
+  }
+  v->pending[ri] = EV_NONE;
+  for (uint32_t k = 0; k < r->nsend; k++) {
+    const SimExecSend *sd = &e->sends[r->send_first + k];
+    uint32_t i = msg_new(v);
+    Msg *g = &v->m[i];
+    g->src = u;
+    g->dst = sd->peer;
+    g->rem = (double)(long)(sd->bytes + 0.5);
+    g->lane_src = (uint8_t)lane;
+    uint64_t di = unit_round(e, sd->peer, r->round);
+    if (v->round_posted[di]) { /* the receiver's lane of that round, + 1 */
+      g->lane_dst = (uint8_t)(v->round_posted[di] - 1);
+      msg_start(v, i);
+    } else {
+      g->state = M_PENDING;
+      g->next = v->pending[di];
+      v->pending[di] = i;
+    }
+  }
+  if (U->nposted[lane] && !e->lane_comms) U->moving |= UINT64_C(1) << lane;
+}
+
+/* Sleeps what unit u owes; TRUE when it has gone to sleep (resume at the same op). */
+static gboolean pay(Ev *v, int u) {
+  Unit *U = &v->u[u];
+  if (U->owed <= 0) return FALSE;
+  U->state = U_SLEEP;
+  h_set(v, (uint32_t)u, v->now + U->owed);
+  U->owed = 0;
+  return TRUE;
+}
+
+static void show_progress(Ev *v, int done, int n) {
+  gint64 t = g_get_monotonic_time();
+  if (t - v->shown < EV_PROGRESS_US) return;
+  v->shown = t;
+  fprintf(
+      stderr, "refit sim: executor (events): %s %d at group %d of %d, %.3f s simulated (%.0f s)\n",
+      v->p->group > 1 ? "host" : "rank", v->progress_unit, done, n, v->now, (t - v->wall0) / 1e6);
+  fflush(stderr);
+}
+
+/* Runs unit u's program from where it stands until it sleeps, blocks or ends. */
+static void unit_run(Ev *v, int u) {
+  Unit *U = &v->u[u];
+  const SimExec *e = v->e;
+  U->state = U_RUN;
+  while (U->pc < U->end) {
+    const RfSchedOp *op = &e->prog[U->pc];
+    const int lane = op->lane;
+    switch ((RfSchedOpKind)op->kind) {
+    case RF_SOP_PACK: {
+      U->cur[lane] = U->next++;
+      const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];
+      g_assert(r->round == op->round);
+      if (r->pack_s > 0) U->owed += r->pack_s;
+      break;
+    }
+    case RF_SOP_POST:
+      if (U->sub == 0) {
+        if (e->launch_s > 0) U->owed += e->launch_s;
+        U->sub = 1;
+        if (pay(v, u)) return;
+      }
+      for (uint64_t m = U->moving; m; m &= m - 1)
+        if (U->left[__builtin_ctzll(m)]) {
+          U->state = U_BLOCK_POST;
+          return;
+        }
+      for (uint64_t m = U->moving; m; m &= m - 1) {
+        const int l = __builtin_ctzll(m);
+        U->nposted[l] = 0;
+        U->done_at[l] = v->now;
+      }
+      U->moving = 0;
+      post_round(v, u, lane);
+      U->sub = 0;
+      break;
+    case RF_SOP_WAIT: {
+      if (U->sub == 0) {
+        U->sub = 1;
+        if (pay(v, u)) return;
+      }
+      if (U->nposted[lane]) {
+        if (U->left[lane]) {
+          U->state = U_BLOCK_WAIT;
+          U->block_lane = (uint8_t)lane;
+          return;
+        }
+        U->nposted[lane] = 0;
+        U->done_at[lane] = v->now;
+      }
+      U->sub = 0;
+      U->moving &= ~(UINT64_C(1) << lane);
+      const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];
+      double end = MAX(U->done_at[lane], U->posted[lane]);
+      for (uint32_t k = 0; k < r->nsend; k++)
+        mark_phase(v, e->sends[r->send_first + k].phase, U->posted[lane], end);
+      if (u == v->progress_unit)
+        show_progress(v, (int)U->cur[lane] + 1, (int)(e->round_first[u + 1] - U->r0));
+      break;
+    }
+    case RF_SOP_UNPACK: {
+      const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];
+      if (r->unpack_s > 0) U->owed += r->unpack_s;
+      double t = v->now + U->owed;
+      if (t > v->out->step_end_s[r->step]) v->out->step_end_s[r->step] = t;
+      break;
+    }
+    }
+    U->pc++;
+  }
+  if (pay(v, u)) return; /* the last unpack ends the unit's refit */
+  U->state = U_DONE;
+}
+
+gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
+  const SimExec *e = p->exec;
+  memset(out, 0, sizeof *out);
+  if (!e) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "sim: the events engine runs refit's executor programs only");
+    return FALSE;
+  }
+  Ev v = {.p = p, .e = e, .out = out, .mfree = EV_NONE, .progress_unit = -1};
+  for (uint64_t i = 0; i < e->prog_first[e->nranks]; i++)
+    v.nlanes = MAX(v.nlanes, e->prog[i].lane + 1);
+  v.nlanes = MAX(v.nlanes, 1);
+  if (v.nlanes > 64) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most 64 lanes");
+    return FALSE;
+  }
+  const uint64_t nrounds = e->round_first[e->nranks];
+  v.pending = g_new(uint32_t, nrounds + 1);
+  for (uint64_t i = 0; i <= nrounds; i++)
+    v.pending[i] = EV_NONE;
+  v.round_posted = g_new0(uint8_t, nrounds + 1);
+  v.F = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  v.Lam = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  v.nlinks = sim_nlinks(p);
+  v.l = g_new0(Link, v.nlinks);
+  for (int l = 0; l < v.nlinks; l++)
+    v.l[l].Bps = sim_link_Bps(p, l);
+  const int nu = e->nranks;
+  v.u = g_new0(Unit, nu);
+  g_autofree uint32_t *ubuf = g_new0(uint32_t, (size_t)nu * v.nlanes * 3);
+  g_autofree double *dbuf = g_new0(double, (size_t)nu *v.nlanes * 2);
+  h_grow_handles(&v, (uint32_t)nu + 1024);
+  v.wall0 = v.shown = g_get_monotonic_time();
+  uint64_t most = 0;
+  for (int u = 0; u < nu; u++) {
+    Unit *U = &v.u[u];
+    U->cur = ubuf + (size_t)u * v.nlanes * 3;
+    U->left = U->cur + v.nlanes;
+    U->nposted = U->left + v.nlanes;
+    U->posted = dbuf + (size_t)u * v.nlanes * 2;
+    U->done_at = U->posted + v.nlanes;
+    U->pc = e->prog_first[u];
+    U->end = e->prog_first[u + 1];
+    U->r0 = e->round_first[u];
+    U->owed = e->setup_s > 0 ? e->setup_s : 0;
+    if (e->host[u] < 0 || U->pc == U->end) {
+      U->state = U_DONE;
+      continue;
+    }
+    if (p->progress && e->round_first[u + 1] - e->round_first[u] > most) {
+      most = e->round_first[u + 1] - e->round_first[u];
+      v.progress_unit = u;
+    }
+    U->state = U_RUN;
+    h_set(&v, (uint32_t)u, 0);
+  }
+  while (v.nheap) {
+    uint32_t h = h_pop(&v);
+    v.now = v.key[h];
+    v.events++;
+    if (h < (uint32_t)nu) {
+      if (v.u[h].state != U_DONE) unit_run(&v, (int)h);
+    } else {
+      msg_event(&v, h - (uint32_t)nu);
+    }
+  }
+  out->total_s = v.now;
+  gboolean ok = TRUE;
+  for (int u = 0; u < nu && ok; u++)
+    if (v.u[u].state != U_DONE) {
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                  "sim: events engine: unit %d stopped before the end of its program (a round "
+                  "whose peer never posted)",
+                  u);
+      ok = FALSE;
+    }
+  if (g_getenv("REFIT_SIM_VERBOSE"))
+    g_printerr("sim: events engine: %" G_GUINT64_FORMAT
+               " events, %u message records, %" G_GUINT64_FORMAT
+               " solves of %.1f messages (most %" G_GUINT64_FORMAT "), %.2f s\n",
+               v.events, v.nm, v.solves, v.solves ? (double)v.solved / v.solves : 0.0, v.solved_max,
+               (g_get_monotonic_time() - v.wall0) / 1e6);
+  for (int l = 0; l < v.nlinks; l++)
+    g_free(v.l[l].flow);
+  g_free(v.l);
+  g_array_free(v.F, TRUE);
+  g_array_free(v.Lam, TRUE);
+  g_free(v.u);
+  g_free(v.m);
+  g_free(v.pending);
+  g_free(v.round_posted);
+  g_free(v.heap);
+  g_free(v.hpos);
+  g_free(v.key);
+  return ok;
+}
