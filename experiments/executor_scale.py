@@ -1,29 +1,29 @@
 #!/usr/bin/env python3
 """refit's executor simulated at 2,048 ranks: Kimi K3 and Qwen3.8 2.4T on 1024 + 1024 GB200.
 
-The exact executor model (`refit sim --software refit --software-variant executor`, one SimGrid
-actor per rank) does not finish at this size on a small machine; above 1,024 ranks `refit sim`
-runs it on a coarse platform, 8 GPUs of a domain per simulated host and one actor per host
-(docs/sim.md, "refit's executor at scale"). This script
-1. measures what the coarse platform costs in accuracy where the exact one runs: the four
-   reported configurations with `--group 8` (and, on GB200 NVL72, the other groups that divide
-   its domain of 72, up to one domain per simulated host) beside the exact (`--group 1`)
-   prediction of experiments/results/executor.csv (written by experiments/executor.py; ~4 min
-   on the idle machine);
-   `refit sim` states these errors beside a prediction made on such a platform;
+`refit sim` runs refit's executor model (`--software refit --software-variant executor`, the
+default) on its events engine (sim/events.c: every rank's program, max-min sharing solved
+locally, a GPU per simulated host at every size); `--engine simgrid` runs the same programs as
+SimGrid actors, exact (an actor per rank) up to 1,024 ranks and on hosts of up to 8 GPUs above
+(docs/sim.md, "The events engine", "refit's executor at scale"). This script
+1. checks the events engine against SimGrid's exact model where SimGrid runs: the four reported
+   configurations (experiments/results/executor.csv's rows), each strategy with `--engine simgrid`
+   and with the default engine, both on the exact platform, their times and wall times (~2 min
+   on the idle machine); with `--groups 8,9,...` also SimGrid's coarse platforms (N GPUs per
+   simulated host, one actor per host; on GB200 NVL72 every N dividing its domain of 72) against
+   its exact one: `refit sim` states those errors beside a prediction made on such a platform;
 2. predicts m2n for Kimi K3 and Qwen3.8 2.4T (Megatron TP8xPP16xEP64, DP8 -> vLLM TP32xDP32, and
    Kimi K3 -> SGLang TP128xADP128xEP128xDP8, a layout that holds it: case kimi-k3@sglang) on
-   gb200-nvl72, against the plan's network bound and, for the what-if's layouts, the
-   published-software prediction of experiments/results/whatif.csv (NeMo RL's python fallback;
-   written by experiments/whatif.py). With one simulated message per rank pair Kimi K3 at vLLM
-   TP32 takes about an hour and 3.5 GB alone on a core, at SGLang's layout 19 min, Qwen3.8 48 min;
-   `--jobs` of them at once (refit's progress lines on stderr).
+   gb200-nvl72 with the default engine, against the plan's network bound and, for the what-if's
+   layouts, the published-software prediction of experiments/results/whatif.csv (NeMo RL's python
+   fallback; written by experiments/whatif.py); about a minute each and 4 GB, `--jobs` at once.
 
 usage: /usr/bin/python3 experiments/executor_scale.py [--build DIR | --refit PATH]
        [--skip-check] [--groups 8,9,18,24,36,72]
        [--models kimi-k3,kimi-k3@sglang,qwen3.8-2.4t-a95b] [--jobs 2] [--out experiments/results]
 (`--skip-check` keeps part 1's rows of the last run, `--models ''` runs part 1 only and keeps
-part 2's: each table says which rows it kept)
+part 2's; without `--groups` the coarse rows of the last run stay: each table says which rows it
+kept)
 writes OUT/executor-scale.{csv,txt}
 """
 import argparse
@@ -84,9 +84,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_refit_args(ap)
     ap.add_argument("--skip-check", action="store_true",
-                    help="skip the coarse-vs-exact check on the four reported configurations")
-    ap.add_argument("--groups", default="8,9,18,24,36,72",
-                    help="GPUs per simulated host to check (each where it divides the domain)")
+                    help="skip part 1 (the engine and coarse checks on the four reported "
+                         "configurations)")
+    ap.add_argument("--groups", default="",
+                    help="SimGrid's coarse platforms to check, GPUs per simulated host (each "
+                         "where it divides the domain; e.g. 8,9,18,24,36,72)")
     ap.add_argument("--models", default=",".join(LARGE))
     ap.add_argument("--jobs", type=int, default=2, help="large simulations run at once")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
@@ -106,35 +108,75 @@ def main():
         if c not in LARGE:
             sys.exit("executor_scale: unknown case '%s' (%s)" % (c, ", ".join(LARGE)))
     earlier = read_csv(os.path.join(a.out, "executor-scale.csv"))
-    if a.skip_check:  # the last run's check stays
-        rows += [r for r in earlier if r["kind"] == "coarse-check"]
+    if not a.skip_check and not exact:
+        sys.exit("executor_scale: run experiments/executor.py first (the configurations)")
+    if a.skip_check:  # the last run's checks stay
+        rows += [r for r in earlier if r["kind"] in ("engine-check", "coarse-check")]
     else:
-        if not exact:
-            sys.exit("executor_scale: run experiments/executor.py first (the exact predictions)")
-        domain = {p: domain_gpus(refit, p) for (p, _, _) in exact}
-        for g in groups:
-            for (platform, model, strategy), x in exact.items():
-                if domain[platform] % g:
-                    continue
-                sys.stderr.write("executor_scale: coarse %d %s %s %s (%.0f s)\n" % (
-                    g, platform, model, strategy, time.time() - t0))
-                train, infer = layouts[(platform, model)]
+        for (platform, model, strategy), x in exact.items():
+            train, infer = layouts[(platform, model)]
+            got = {}
+            for engine in ("simgrid", "events"):
+                sys.stderr.write("executor_scale: %s %s %s %s (%.0f s)\n" % (
+                    engine, platform, model, strategy, time.time() - t0))
                 res, wall = sim(refit, model, train, infer, platform, [strategy],
-                                extra=EXEC + ["--group", str(g)])
-                ex, co = float(x["executor_2_s"]), res[strategy]["predicted_s"]
-                rows.append({"kind": "coarse-check", "platform": platform, "model": model,
-                             "strategy": strategy, "exact_s": ex, "predicted_s": co,
-                             "error": co / ex - 1, "bound_s": float(x["bound_s"]),
-                             "wall_s": wall, "group": g, "published_software_s": ""})
-    if rows:
-        t.line("## The coarse platform (N GPUs per simulated host, one actor per host) against "
-               "the exact one")
+                                extra=EXEC + ["--engine", engine, "--group", "1"])
+                got[engine] = (res[strategy]["predicted_s"], wall)
+            (ex, ex_wall), (ev, ev_wall) = got["simgrid"], got["events"]
+            rows.append({"kind": "engine-check", "platform": platform, "model": model,
+                         "strategy": strategy, "exact_s": ex, "predicted_s": ev,
+                         "error": ev / ex - 1, "bound_s": float(x["bound_s"]),
+                         "wall_s": ev_wall, "exact_wall_s": ex_wall, "group": 1,
+                         "engine": "events", "published_software_s": ""})
+        if groups:
+            domain = {p: domain_gpus(refit, p) for (p, _, _) in exact}
+            exact_s = {(r["platform"], r["model"], r["strategy"]): r["exact_s"] for r in rows}
+            for g in groups:
+                for (platform, model, strategy), x in exact.items():
+                    if domain[platform] % g:
+                        continue
+                    sys.stderr.write("executor_scale: coarse %d %s %s %s (%.0f s)\n" % (
+                        g, platform, model, strategy, time.time() - t0))
+                    train, infer = layouts[(platform, model)]
+                    res, wall = sim(refit, model, train, infer, platform, [strategy],
+                                    extra=EXEC + ["--engine", "simgrid", "--group", str(g)])
+                    ex, co = exact_s[(platform, model, strategy)], res[strategy]["predicted_s"]
+                    rows.append({"kind": "coarse-check", "platform": platform, "model": model,
+                                 "strategy": strategy, "exact_s": ex, "predicted_s": co,
+                                 "error": co / ex - 1, "bound_s": float(x["bound_s"]),
+                                 "wall_s": wall, "group": g, "engine": "simgrid",
+                                 "published_software_s": ""})
+        else:
+            rows += [r for r in earlier if r["kind"] == "coarse-check"]
+    checks = [r for r in rows if r["kind"] == "engine-check"]
+    if checks:
+        t.line("## The events engine against SimGrid's exact model (an actor per rank)")
+        t.line("")
+        t.line("| platform | model | strategy | SimGrid (s) | events (s) | difference |"
+               " SimGrid wall (s) | events wall (s) |")
+        t.line("|---|---|---|---|---|---|---|---|")
+        for r in checks:
+            t.line("| %s | %s | %s | %.7f | %.7f | %+.1e | %.1f | %.1f |" % (
+                r["platform"], r["model"], r["strategy"], float(r["exact_s"]),
+                float(r["predicted_s"]), float(r["error"]), float(r["exact_wall_s"]),
+                float(r["wall_s"])))
+        e = [abs(float(r["error"])) for r in checks]
+        t.line("")
+        t.line("max |difference| %.1e on %d runs (wall: the whole `refit sim`, planning included)"
+               % (max(e), len(e)))
+        if a.skip_check:
+            t.line("(from the run before: `--skip-check`)")
+        t.line("")
+    coarse = [r for r in rows if r["kind"] == "coarse-check"]
+    if coarse:
+        t.line("## SimGrid's coarse platform (N GPUs per simulated host, one actor per host) "
+               "against its exact one")
         t.line("")
         t.line("| platform | model | strategy | GPUs per host | exact (s) | coarse (s) | error |"
                " coarse wall (s) |")
         t.line("|---|---|---|---|---|---|---|---|")
         errs = {}
-        for r in rows:
+        for r in coarse:
             err = float(r["error"])
             errs.setdefault(int(r["group"]), []).append(abs(err))
             t.line("| %s | %s | %s | %s | %.4f | %.4f | %+.1f%% | %.0f |" % (
@@ -144,8 +186,8 @@ def main():
         for g, e in errs.items():
             t.line("%d GPUs per host: mean |error| %.1f%%, max %.1f%% (%d runs)" % (
                 g, 100 * sum(e) / len(e), 100 * max(e), len(e)))
-        if a.skip_check:
-            t.line("(from the run before: `--skip-check`)")
+        if a.skip_check or not groups:
+            t.line("(from the run before)")
         t.line("")
     published = {(x["model"], x["train"], x["infer"]): float(x["predicted_s"])
                  for x in read_csv(os.path.join(ROOT, "experiments", "results", "whatif.csv"))
@@ -153,15 +195,17 @@ def main():
                  and x["strategy"].startswith("hybrid nemo-rl")}
     t.line("## Kimi K3 and Qwen3.8 2.4T on 1024 + 1024 %s, m2n, refit's executor" % LARGE_TOPO)
     t.line("")
-    t.line("| case | train | infer | GPUs per simulated host | predicted (s) | network bound (s) |"
-           " x bound | inference GPU peak (GB, of 186) | published software (s) | speedup | wall (s) |")
-    t.line("|---|---|---|---|---|---|---|---|---|---|---|")
+    t.line("| case | train | infer | engine | GPUs per simulated host | predicted (s) |"
+           " network bound (s) | x bound | inference GPU peak (GB, of 186) |"
+           " published software (s) | speedup | wall (s) |")
+    t.line("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def line(r):
         pred, bound = float(r["predicted_s"]), float(r["bound_s"])
         pub, peak = r["published_software_s"], r.get("infer_peak_gb", "")
-        t.line("| %s | %s | %s | %s | %.3f | %.3f | %.2fx | %s | %s | %s | %.0f |" % (
-            r["case"], r["train"], r["infer"], r["group"], pred, bound, pred / bound,
+        t.line("| %s | %s | %s | %s | %s | %.3f | %.3f | %.2fx | %s | %s | %s | %.0f |" % (
+            r["case"], r["train"], r["infer"], r.get("engine") or "simgrid", r["group"], pred,
+            bound, pred / bound,
             "%.1f%s" % (float(peak), " (exceeds)" if r.get("memory_exceeded") == "True" else "")
             if peak else "-",
             "%.2f" % float(pub) if pub else "-", "%.1fx" % (float(pub) / pred) if pub else "-",
@@ -181,6 +225,7 @@ def main():
         row = {"kind": "scale", "platform": LARGE_TOPO, "model": model, "strategy": "m2n",
                "exact_s": "", "predicted_s": r["predicted_s"], "error": "",
                "bound_s": r["lower_bound_s"], "wall_s": wall, "group": r["sim_group"],
+               "engine": r["sim_engine"],
                "published_software_s": pub if pub else "", "case": case, "train": train,
                "infer": infer, "infer_peak_gb": r["infer_peak_bytes"] / 1e9,
                "memory_exceeded": r["memory_exceeded"]}
@@ -193,7 +238,7 @@ def main():
         sys.exit("executor_scale: nothing measured and no earlier rows to keep")
     fields = ["kind", "platform", "model", "strategy", "exact_s", "predicted_s", "error",
               "bound_s", "wall_s", "group", "published_software_s", "case", "train", "infer",
-              "infer_peak_gb", "memory_exceeded"]
+              "infer_peak_gb", "memory_exceeded", "engine", "exact_wall_s"]
     write_csv(os.path.join(a.out, "executor-scale.csv"),
               [{k: r.get(k, "") for k in fields} for r in rows])
     t.line("")
