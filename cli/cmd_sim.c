@@ -607,7 +607,8 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "FILE.png"},
       {"group", 0, 0, G_OPTION_ARG_INT, &o->group,
        "GPUs per simulated host (default: 1, coarser only above --max-flows; refit's executor: "
-       "1 up to 1024 ranks, above that the largest of at most 8 dividing the domain)",
+       "1, or with --engine simgrid 1 up to 1024 ranks, above that the largest of at most 8 "
+       "dividing the domain)",
        "N"},
       {"max-flows", 0, 0, G_OPTION_ARG_INT, &o->max_flows,
        "Coarsen GPUs into hosts until at most N distinct flows (default 15000)", "N"},

@@ -141,6 +141,15 @@ grep -q '"memory_from" : "buckets"' "$TMP/out" && grep -q '"memory_from" : "sche
 expect_ok "sim predicted_by executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
 grep -q '"predicted_by" : "executor"' "$TMP/out" || bad "sim: predicted_by executor (the default) missing"
 grep -q '"software_variant" : "executor"' "$TMP/out" || bad "sim: software_variant executor missing"
+grep -q '"sim_engine" : "events"' "$TMP/out" || bad "sim: sim_engine events (the default) missing"
+# the same programs on SimGrid's actors: the same prediction (sim/events.c, docs/sim.md)
+ev=$(sed -n 's/.*"predicted_s" : \([0-9.e+-]*\).*/\1/p' "$TMP/out" | head -n 1)
+expect_ok "sim engine simgrid" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q \
+  --engine simgrid
+grep -q '"sim_engine" : "simgrid"' "$TMP/out" || bad "sim --engine simgrid: sim_engine simgrid missing"
+sg=$(sed -n 's/.*"predicted_s" : \([0-9.e+-]*\).*/\1/p' "$TMP/out" | head -n 1)
+awk -v a="$ev" -v b="$sg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-5 * b) }' ||
+  bad "sim: events engine $ev s against SimGrid $sg s"
 expect_ok "sim model line executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant executor
 grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"

@@ -30,6 +30,10 @@ expect_rc "sim lane comms with nemo-rl" 2 "--lane-comms applies to refit's execu
   "$REFIT" sim $P -T dgx-h100 -s hybrid --software nemo-rl --lane-comms
 expect_rc "sim staging with flows" 2 "--staging-mib applies to refit's executor" \
   "$REFIT" sim $P -T dgx-h100 -s m2n --software-variant flows --staging-mib 8
+expect_rc "sim engine events with nemo-rl" 2 "--engine events applies to refit's executor" \
+  "$REFIT" sim $P -T dgx-h100 -s hybrid --software nemo-rl --engine events
+expect_rc "sim engine unknown" 2 "--engine must be events or simgrid, not 'ns3'" \
+  "$REFIT" sim $P -T dgx-h100 -s m2n --engine ns3
 expect_rc "sim double bank with nemo-rl" 2 "--software nemo-rl has no second weight bank" \
   "$REFIT" sim $P -T dgx-h100 -s hybrid --software nemo-rl --double-bank
 
