@@ -25,8 +25,9 @@ typedef struct {
 #define SIM_MAX_STEPS                                                                              \
   65535 /* software models: a few per pipeline stage; refit's executor: one per group              \
            (SimFlow.step is 16 bits) */
-/* refit's executor simulation: exact (an actor per rank) up to this many ranks; above, hosts of
- * up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the exact model) */
+/* refit's executor simulation on SimGrid (--engine simgrid): exact (an actor per rank) up to this
+ * many ranks; above, hosts of up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the
+ * exact model). The events engine (sim/events.c, the default) is exact at every size. */
 #define SIM_EXEC_EXACT_RANKS 1024
 /* refit's executor simulation: the most segments a schedule it builds may hold (a placement costs
  * about 40 bytes a segment: Kimi K3 m2n on 1,024 + 1,024 GPUs, 22.9 M, builds in 3.4 GB); above

@@ -22,7 +22,8 @@
  *   of the bytes it received, at the device copy rate.
  * A self-send (source rank = destination rank) is a pack and an unpack, no transfer.
  *
- * That is the exact model (group 1). Its cost is SimGrid's: a message's start and end re-solve
+ * That is the exact model (group 1), run by sim/events.c (the default) or SimGrid's actors
+ * (engine.c). On SimGrid its cost is SimGrid's: a message's start and end re-solve
  * the sharing of the messages whose links it shares (the lazy max-min update with a link of its
  * own per route pair, sim/engine.c; the full update, REFIT_SIM_REFERENCE=1, re-solves all
  * messages in flight and gives the same times to SimGrid's precision; a coarse platform, below,
@@ -33,10 +34,11 @@
  * slowest of them), the sends of each rank pair one message; on the four reported configurations
  * the coarse model of 8 GPUs per host comes within 1.1% of the exact one,
  * experiments/executor_scale.py: two errors of 4-5% cancelling, the pooled host links faster and
- * the coupled rounds slower, docs/sim.md). `refit sim` picks it
- * above SIM_EXEC_EXACT_RANKS ranks (sim/executor.c). The steps (one per round, on its lane) and
- * their flows only name the rounds for the timeline and give the platform its routes; the actors do
- * not use them. */
+ * the coupled rounds slower, docs/sim.md). `refit sim --engine simgrid` picks it
+ * above SIM_EXEC_EXACT_RANKS ranks (sim/executor.c); the events engine (sim/events.c, the default)
+ * runs these programs exact at every size, a coarse one only with --group. The steps (one per
+ * round, on its lane) and their flows only name the rounds for the timeline and give the platform
+ * its routes; the actors do not use them. */
 #include "bigmem.h"
 #include "error.h"
 #include "memory.h"
