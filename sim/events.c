@@ -404,9 +404,31 @@ static void mark_phase(Ev *v, int ph, double start, double end) {
   if (end > o->end_s[ph]) o->end_s[ph] = end;
 }
 
-/* The index in exec->rounds of unit u's round `round` (it takes part in it). */
-static uint64_t unit_round(const SimExec *e, int u, int round) {
-  uint64_t lo = e->round_first[u], hi = e->round_first[u + 1];
+/* The index in exec->rounds of unit u's round `round` (it takes part in it): a galloping search
+ * from the unit's next round, near which a peer's rounds fall (a binary search over all of them
+ * missed the cache at its probes: 13% of Kimi K3's p2p run; the engine's 30.0 s -> 26.4 s, the
+ * same prediction). */
+static uint64_t unit_round(const Ev *v, int u, int round) {
+  const SimExec *e = v->e;
+  const uint64_t first = e->round_first[u], end = e->round_first[u + 1];
+  uint64_t at = MIN(first + v->u[u].next, end - 1), lo, hi;
+  if (e->rounds[at].round < round) { /* ahead: [at + 1, end) */
+    uint64_t step = 1;
+    lo = at + 1;
+    while (lo + step < end && e->rounds[lo + step - 1].round < round) {
+      lo += step;
+      step *= 2;
+    }
+    hi = MIN(lo + step, end);
+  } else { /* at or behind: [first, at] */
+    uint64_t step = 1;
+    hi = at + 1;
+    while (hi - first > step && e->rounds[hi - step - 1].round >= round) {
+      hi -= step;
+      step *= 2;
+    }
+    lo = hi - first > step ? hi - step - 1 : first;
+  }
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
     if (e->rounds[mid].round < round)
@@ -414,7 +436,7 @@ static uint64_t unit_round(const SimExec *e, int u, int round) {
     else
       hi = mid;
   }
-  g_assert(lo < e->round_first[u + 1] && e->rounds[lo].round == round);
+  g_assert(lo < end && e->rounds[lo].round == round);
   return lo;
 }
 
@@ -447,7 +469,7 @@ static void post_round(Ev *v, int u, int lane) {
     g->dst = sd->peer;
     g->rem = (double)(long)(sd->bytes + 0.5);
     g->lane_src = (uint8_t)lane;
-    uint64_t di = unit_round(e, sd->peer, r->round);
+    uint64_t di = unit_round(v, sd->peer, r->round);
     if (v->round_posted[di]) { /* the receiver's lane of that round, + 1 */
       g->lane_dst = (uint8_t)(v->round_posted[di] - 1);
       msg_start(v, i);
