@@ -551,6 +551,57 @@ static void test_exec_coarse(void) {
   }
 }
 
+/* The engine tests' case: Qwen3-30B-A3B TP1xPP2xEP8 -> TP4xDP4 (16 + 16 GPUs, bandwidth-bound:
+ * 0.08-0.36 s) on DGX H100 (t 0) or GB200 (t 1), p2p (k 0) or m2n (k 1), refit's executor program
+ * on hosts of `group` GPUs. */
+typedef struct {
+  RfProblem *pb;
+  RfPlan *plan;
+  RfCalibration cal;
+  SimProgram *p;
+  const char *topo, *strategy;
+} ExecCase;
+
+static ExecCase exec_case(int t, int k, int group, gboolean lane_comms) {
+  static const char *const topos[] = {"dgx-h100", "gb200-nvl72"};
+  static const RfStrategy strat[] = {RF_STRATEGY_P2P, RF_STRATEGY_M2N};
+  ExecCase c = {.topo = topos[t], .strategy = rf_strategy_name(strat[k])};
+  c.pb = preset("qwen3-30b-a3b", "TP1xPP2xEP8", "TP4xDP4", topos[t]);
+  topology_calib(&c.cal, c.pb->topo);
+  c.cal.software = RF_SOFTWARE_REFIT;
+  c.cal.variant = RF_VARIANT_EXECUTOR;
+  c.cal.exec_lane_comms = lane_comms;
+  GError *e = NULL;
+  c.plan = rf_plan_build(c.pb, strat[k], NULL, &e);
+  g_assert_no_error(e);
+  g_autoptr(SimProtos) x = sim_protos_build(c.plan, &c.cal);
+  c.p = sim_program_build(x, &c.cal, group, &e);
+  g_assert_no_error(e);
+  g_assert_nonnull(c.p->exec);
+  return c;
+}
+
+static void exec_case_clear(ExecCase *c) {
+  sim_program_free(c->p);
+  rf_plan_free(c->plan);
+  rf_calibration_clear(&c->cal);
+  rf_problem_free(c->pb);
+}
+
+/* got against want: the same phases, the total within rel x want's, each phase's end (and start,
+ * with starts) within 10 x that (the total alone: rel). */
+static void assert_outcomes(const SimOutcome *got, const SimOutcome *want, double rel,
+                            gboolean starts) {
+  g_assert_cmpfloat(want->total_s, >, 0);
+  const double tol = rel * want->total_s, ptol = starts ? 10 * tol : tol;
+  g_assert_cmpfloat_with_epsilon(got->total_s, want->total_s, tol);
+  for (int l = 0; l < RF_PHASE_COUNT; l++) {
+    g_assert_cmpint(got->used[l], ==, want->used[l]);
+    g_assert_cmpfloat_with_epsilon(got->end_s[l], want->end_s[l], ptol);
+    if (starts) g_assert_cmpfloat_with_epsilon(got->start_s[l], want->start_s[l], ptol);
+  }
+}
+
 /* The executor's fast path against its exact one: the engine leaves off the routes the HBM links
  * that cannot bind (each host's HBM is faster than its four NVLink and NIC links together, on
  * DGX H100 and GB200), so SimGrid solves half the link entries per message, and on the exact
@@ -565,48 +616,26 @@ static void test_exec_pruned_routes(void) {
    * event the two differ by up to 1.3e-8 s here (the reference itself moves by as much between
    * the two precisions); at 1e-12 s they agree to 1e-14 s (docs/sim.md, Speed) */
   g_setenv("REFIT_SIM_CFG", "--cfg=surf/precision:1e-12", TRUE);
-  const char *topos[] = {"dgx-h100", "gb200-nvl72"};
-  const RfStrategy strat[] = {RF_STRATEGY_P2P, RF_STRATEGY_M2N};
   for (int t = 0; t < 2; t++)
     for (int k = 0; k < 2; k++) {
-      g_autoptr(RfProblem) pb = preset("qwen3-30b-a3b", "TP1xPP2xEP8", "TP4xDP4", topos[t]);
-      RfCalibration cal;
-      topology_calib(&cal, pb->topo);
-      cal.software = RF_SOFTWARE_REFIT;
-      cal.variant = RF_VARIANT_EXECUTOR;
-      GError *e = NULL;
-      RfPlan *plan = rf_plan_build(pb, strat[k], NULL, &e);
-      g_assert_no_error(e);
-      g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
       /* the exact platform and hosts of 2 in turn: each topology and strategy once, each group
        * size on both topologies and both strategies (four pairs of runs: CI time, valgrind) */
-      {
-        const int group = 1 + (t + k) % 2;
-        g_autoptr(SimProgram) p = sim_program_build(x, &cal, group, &e);
-        g_assert_no_error(e);
-        g_assert_nonnull(p->exec);
-        /* on the heap: two outcomes hold 2 MB of step times (SIM_MAX_STEPS) */
-        g_autofree SimOutcome *fo = g_new0(SimOutcome, 1), *xo = g_new0(SimOutcome, 1);
-        SimOutcome *fast = fo, *exact = xo;
-        g_assert_true(sim_engine_run(p, FALSE, fast, &e));
-        g_assert_no_error(e);
-        p->exact_routes = TRUE;
-        p->full_update = TRUE;
-        g_assert_true(sim_engine_run(p, FALSE, exact, &e));
-        g_assert_no_error(e);
-        g_test_message("%s %s group %d: exact %.12g s, pruned%s %.12g s", topos[t],
-                       rf_strategy_name(strat[k]), group, exact->total_s,
-                       group == 1 ? " and lazy" : "", fast->total_s);
-        g_assert_cmpfloat(exact->total_s, >, 0);
-        const double tol = 1e-9 * exact->total_s;
-        g_assert_cmpfloat_with_epsilon(fast->total_s, exact->total_s, tol);
-        for (int l = 0; l < RF_PHASE_COUNT; l++) {
-          g_assert_cmpint(fast->used[l], ==, exact->used[l]);
-          g_assert_cmpfloat_with_epsilon(fast->end_s[l], exact->end_s[l], tol);
-        }
-      }
-      rf_plan_free(plan);
-      rf_calibration_clear(&cal);
+      const int group = 1 + (t + k) % 2;
+      ExecCase c = exec_case(t, k, group, FALSE);
+      SimProgram *p = c.p;
+      /* on the heap: two outcomes hold 2 MB of step times (SIM_MAX_STEPS) */
+      g_autofree SimOutcome *fast = g_new0(SimOutcome, 1), *exact = g_new0(SimOutcome, 1);
+      GError *e = NULL;
+      g_assert_true(sim_engine_run(p, FALSE, fast, &e));
+      g_assert_no_error(e);
+      p->exact_routes = TRUE;
+      p->full_update = TRUE;
+      g_assert_true(sim_engine_run(p, FALSE, exact, &e));
+      g_assert_no_error(e);
+      g_test_message("%s %s group %d: exact %.12g s, pruned%s %.12g s", c.topo, c.strategy, group,
+                     exact->total_s, group == 1 ? " and lazy" : "", fast->total_s);
+      assert_outcomes(fast, exact, 1e-9, FALSE);
+      exec_case_clear(&c);
     }
   g_unsetenv("REFIT_SIM_CFG");
 }
@@ -620,43 +649,22 @@ static void test_exec_pruned_routes(void) {
  * communicator per lane 7e-7, a phase end 1.7e-5). */
 static void test_exec_events_engine(void) {
   g_setenv("REFIT_SIM_CFG", "--cfg=surf/precision:1e-12", TRUE);
-  const char *topos[] = {"dgx-h100", "gb200-nvl72"};
-  const RfStrategy strat[] = {RF_STRATEGY_P2P, RF_STRATEGY_M2N};
   for (int t = 0; t < 2; t++)
     for (int k = 0; k < 2; k++) {
-      g_autoptr(RfProblem) pb = preset("qwen3-30b-a3b", "TP1xPP2xEP8", "TP4xDP4", topos[t]);
-      RfCalibration cal;
-      topology_calib(&cal, pb->topo);
-      cal.software = RF_SOFTWARE_REFIT;
-      cal.variant = RF_VARIANT_EXECUTOR;
-      cal.exec_lane_comms = t == 1 && k == 1; /* GB200 m2n: a communicator per lane */
-      GError *e = NULL;
-      RfPlan *plan = rf_plan_build(pb, strat[k], NULL, &e);
-      g_assert_no_error(e);
-      g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
-      const int group = t == 0 && k == 1 ? 2 : 1; /* DGX H100 m2n: hosts of 2 GPUs */
-      g_autoptr(SimProgram) p = sim_program_build(x, &cal, group, &e);
-      g_assert_no_error(e);
-      g_assert_nonnull(p->exec);
+      const int group = t == 0 && k == 1 ? 2 : 1;   /* DGX H100 m2n: hosts of 2 GPUs */
+      const gboolean lane_comms = t == 1 && k == 1; /* GB200 m2n: a communicator per lane */
+      ExecCase c = exec_case(t, k, group, lane_comms);
       g_autofree SimOutcome *eo = g_new0(SimOutcome, 1), *so = g_new0(SimOutcome, 1);
-      gboolean ran = sim_events_run(p, eo, &e);
+      GError *e = NULL;
+      gboolean ran = sim_events_run(c.p, eo, &e);
       g_assert_no_error(e);
       g_assert_true(ran);
-      g_assert_true(sim_engine_run(p, FALSE, so, &e));
+      g_assert_true(sim_engine_run(c.p, FALSE, so, &e));
       g_assert_no_error(e);
-      g_test_message("%s %s group %d%s: SimGrid %.12g s, events %.12g s", topos[t],
-                     rf_strategy_name(strat[k]), group, cal.exec_lane_comms ? " lane-comms" : "",
-                     so->total_s, eo->total_s);
-      g_assert_cmpfloat(so->total_s, >, 0);
-      const double tol = 1e-5 * so->total_s;
-      g_assert_cmpfloat_with_epsilon(eo->total_s, so->total_s, tol);
-      for (int l = 0; l < RF_PHASE_COUNT; l++) {
-        g_assert_cmpint(eo->used[l], ==, so->used[l]);
-        g_assert_cmpfloat_with_epsilon(eo->start_s[l], so->start_s[l], 10 * tol);
-        g_assert_cmpfloat_with_epsilon(eo->end_s[l], so->end_s[l], 10 * tol);
-      }
-      rf_plan_free(plan);
-      rf_calibration_clear(&cal);
+      g_test_message("%s %s group %d%s: SimGrid %.12g s, events %.12g s", c.topo, c.strategy, group,
+                     lane_comms ? " lane-comms" : "", so->total_s, eo->total_s);
+      assert_outcomes(eo, so, 1e-5, TRUE);
+      exec_case_clear(&c);
     }
   g_unsetenv("REFIT_SIM_CFG");
 }
