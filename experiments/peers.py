@@ -18,14 +18,13 @@ topologies/h20-8nic.topo for the H20 cluster).
 usage: /usr/bin/python3 experiments/peers.py [--build DIR | --refit PATH] [--group G]
        [--out experiments/results] [--plot FILE.png] [--kimi-k3] [--replot]
 writes OUT/peers.{csv,txt} and the plot (default OUT/peers.png); progress on stderr.
---group G simulates G GPUs per host (refit sim --group; default 8, a whole H100 or H20 NVLink
-domain per simulated host; the table's "sim" column): the exact executor (one actor per rank)
-takes minutes per row at 512 ranks on 2 cores; the coarse model of 8 GPUs per host came within
-1.1% of the exact one (mean 0.4%) on the four reported configurations
-(experiments/executor_scale.py).
+--group G simulates G GPUs per host (refit sim --group; default 1: the exact executor model, a
+GPU per simulated host, on refit sim's events engine; the table's "sim" column); before that
+engine the exact model took minutes per row at 512 ranks on 2 cores on SimGrid, and the default
+here was 8 GPUs per host, which came within 1.1% of the exact model (mean 0.4%) on the four
+reported configurations (experiments/executor_scale.py).
 --kimi-k3 adds the issue's case Kimi K3 2,048 GB200 -> 896 (TP32xDP28xEP896): the recommended
-strategy (m2n, docs/advise.md) against p2p under the executor, one NVL72 domain per simulated host
-(--group 72: about 4 minutes on 2 cores).
+strategy (m2n, docs/advise.md) against p2p under the exact executor model (a few minutes).
 """
 import argparse
 import csv
@@ -137,16 +136,18 @@ def predict(refit, c, group):
 def kimi_k3(refit, t):
     """The issue's case: the recommended strategy (m2n) against p2p, Kimi K3 EP896, executor."""
     args = ["sim", "-m", "kimi-k3", "-t", "TP8xPP16xEP64xDP16", "-i", "TP32xDP28xEP896",
-            "-T", "gb200-nvl72", "-s", "m2n,p2p", "--group", "72"]
+            "-T", "gb200-nvl72", "-s", "m2n,p2p"]
     sys.stderr.write("peers: Kimi K3 2048 -> 896 (minutes)\n")
     d, wall = refit_json(refit, args)
     r = {x["strategy"]: x for x in d["strategies"]}
     m, p = r["m2n"]["predicted_s"], r["p2p"]["predicted_s"]
     t.line("")
-    t.line("Kimi K3 2,048 GB200 -> 896 TP32xDP28xEP896 (`refit %s`, executor, %d GPUs (one "
-           "NVL72 domain) per simulated host, %.0f s wall): m2n %.3f s, p2p %.3f s: the "
-           "recommended m2n %s p2p (%.2fx)." % (" ".join(args), r["m2n"]["sim_group"], wall, m, p,
-                         "does not lose to" if m <= p else "LOSES to", p / m))
+    g = r["m2n"]["sim_group"]
+    t.line("Kimi K3 2,048 GB200 -> 896 TP32xDP28xEP896 (`refit %s`, executor, %s, %.0f s wall): "
+           "m2n %.3f s, p2p %.3f s: the recommended m2n %s p2p (%.2fx)." % (
+               " ".join(args), "exact (a GPU per simulated host, %s engine)" % r["m2n"]["sim_engine"]
+               if g == 1 else "%d GPUs per simulated host" % g, wall, m, p,
+               "does not lose to" if m <= p else "LOSES to", p / m))
     return {"m2n_s": m, "p2p_s": p}
 
 
@@ -180,7 +181,7 @@ def plot(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_refit_args(ap)
-    ap.add_argument("--group", type=int, default=8, help="GPUs per simulated host (1: exact)")
+    ap.add_argument("--group", type=int, default=1, help="GPUs per simulated host (1: exact)")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
     ap.add_argument("--plot", help="the PNG (default OUT/peers.png)")
     ap.add_argument("--kimi-k3", action="store_true", help="add the Kimi K3 EP896 check (slow)")
