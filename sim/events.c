@@ -13,12 +13,13 @@
  *   rendezvous, SimGrid's mailbox match), moves after its route's latency, and ends when its
  *   bytes are through;
  * - WAIT r blocks until every send and receive of the round has ended.
- * The sharing is max-min, as SimGrid's, but solved locally: when a message starts or ends, the
- * messages on its links and those within two more link hops (at most about EV_CAP of them) get
- * max-min rates by progressive filling over their links, the capacity the messages outside the
- * solve use held fixed. SimGrid re-solves what a change touches through any chain of shared links;
- * a change this engine does not reach leaves a message at its old rate until an event on one of
- * its links. On the four reported configurations the two give the same times within 1e-5
+ * The sharing is max-min, as SimGrid's (weighted as its CM02 model weighs it, by 1 / a message's
+ * route latency), but solved locally: when a message starts or ends, the messages on its links and
+ * those within two more link hops (the hops stop once EV_CAP are in; a hop brings every message of
+ * its links) get max-min rates by progressive filling over their links, the capacity the messages
+ * outside the solve use held fixed. SimGrid re-solves what a change touches through any chain of
+ * shared links; a change this engine does not reach leaves a message at its old rate until an event
+ * on one of its links. On the four reported configurations the two give the same times within 1e-5
  * (docs/sim.md "The events engine"; test /sim/executor/events-engine checks it on small plans), at
  * a few microseconds an event instead of SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs,
  * 43.5 M events, in 25 s. */
@@ -46,11 +47,12 @@ enum { M_FREE, M_PENDING, M_LATENCY, M_MOVING };
 
 typedef struct {
   double rem, rate, last; /* bytes left, bytes/s, time rem was last brought up to date */
+  double w;               /* sharing weight: 1 / its route's latency (1 without latency) */
   int32_t src, dst;       /* units */
   int32_t links[EV_MAX_ROUTE];
   uint32_t at[EV_MAX_ROUTE]; /* position in each link's list */
   uint32_t next;             /* pending list (per receiving unit-round) or free list */
-  uint32_t stamp;            /* the last event that recomputed its rate */
+  uint64_t stamp;            /* the last event that recomputed its rate */
   uint8_t nlinks, lane_src, lane_dst, state;
 } Msg;
 
@@ -59,8 +61,9 @@ typedef struct {
   uint32_t n, cap;
   double Bps;
   double res;     /* local solve: capacity left to the messages being solved */
-  uint32_t cnt;   /* local solve: messages being solved not yet fixed */
-  uint32_t stamp; /* local solve: the link is in the solve */
+  double wsum;    /* local solve: weight of those not yet fixed */
+  uint32_t cnt;   /* local solve: how many of them */
+  uint64_t stamp; /* local solve: the link is in the solve */
 } Link;
 
 typedef struct {
@@ -93,7 +96,7 @@ typedef struct {
   uint32_t *hpos; /* per handle: position in heap (EV_NONE: not there) */
   double *key;    /* per handle: its event's time */
   uint32_t hposcap;
-  uint32_t stamp;
+  uint64_t stamp;
   GArray *F, *Lam; /* local solve: messages and links */
   uint64_t solves, solved, solved_max;
   double now;
@@ -211,11 +214,13 @@ static uint32_t msg_handle(const Ev *v, uint32_t i) {
   return (uint32_t)v->e->nranks + i;
 }
 
-/* Max-min rates of the messages within `depth` link hops of the changed links (progressive
- * filling over their links, the capacity the other messages on those links use held fixed);
- * their ends moved. */
+/* Max-min rates of the messages within EV_DEPTH link hops of the changed links, weighted as
+ * SimGrid's CM02 weights them (a message's share of a link in proportion to 1 / its route's
+ * latency: its sharing penalty is that latency, network_cm02.cpp; equal where the latencies are,
+ * as on a fabric without oversubscribed leaves): progressive filling over their links, the
+ * capacity the other messages on those links use held fixed; their ends moved. */
 static void rerate(Ev *v, const int32_t *links, int n) {
-  const uint32_t st = ++v->stamp;
+  const uint64_t st = ++v->stamp;
   GArray *F = v->F, *Lam = v->Lam;
   g_array_set_size(F, 0);
   g_array_set_size(Lam, 0);
@@ -249,13 +254,16 @@ static void rerate(Ev *v, const int32_t *links, int n) {
   for (guint a = 0; a < Lam->len; a++) {
     Link *L = &v->l[g_array_index(Lam, int32_t, a)];
     L->res = L->Bps;
+    L->wsum = 0;
     L->cnt = 0;
     for (uint32_t j = 0; j < L->n; j++) {
       const Msg *g = &v->m[L->flow[j]];
-      if (g->stamp == st)
+      if (g->stamp == st) {
         L->cnt++;
-      else
+        L->wsum += g->w;
+      } else {
         L->res -= g->rate;
+      }
     }
   }
   v->solves++;
@@ -268,34 +276,36 @@ static void rerate(Ev *v, const int32_t *links, int n) {
     if (g->rem < 0) g->rem = 0;
     g->last = v->now;
   }
-  const uint32_t fx = ++v->stamp; /* a fixed message carries this stamp */
+  const uint64_t fx = ++v->stamp; /* a fixed message carries this stamp */
   for (guint left = F->len; left;) {
-    double share = INFINITY;
+    double share = INFINITY; /* bytes/s per unit of weight */
     int best = -1;
     for (guint a = 0; a < Lam->len; a++) {
       const Link *L = &v->l[g_array_index(Lam, int32_t, a)];
       if (!L->cnt) continue;
-      double sh = MAX(L->res, 0) / L->cnt;
+      double sh = MAX(L->res, 0) / L->wsum;
       if (sh < share) {
         share = sh;
         best = g_array_index(Lam, int32_t, a);
       }
     }
     g_assert(best >= 0);
-    share = MAX(share, 1e-9 * v->l[best].Bps); /* never stalled: a floor far below any rate */
     const Link *B = &v->l[best];
     for (uint32_t j = 0; j < B->n; j++) {
       Msg *g = &v->m[B->flow[j]];
       if (g->stamp != st) continue; /* outside the solve, or fixed */
       g->stamp = fx;
-      g->rate = share;
+      /* never stalled: a floor far below any rate (links are checked > 0 at the start) */
+      const double rate = MAX(g->w * share, 1e-9 * B->Bps);
+      g->rate = rate;
       left--;
       for (int q = 0; q < g->nlinks; q++) {
         Link *Q = &v->l[g->links[q]];
-        Q->res -= share;
+        Q->res -= rate;
+        Q->wsum -= g->w;
         Q->cnt--;
       }
-      h_set(v, msg_handle(v, B->flow[j]), v->now + g->rem / share);
+      h_set(v, msg_handle(v, B->flow[j]), v->now + g->rem / rate);
     }
   }
 }
@@ -339,11 +349,12 @@ static void msg_start(Ev *v, uint32_t i) {
   for (int k = 0; k < n; k++) {
     int l = route[k], h = l / SIM_HOST_LINKS;
     lat += sim_link_latency_s(p, l);
-    if (l < p->nhosts * SIM_HOST_LINKS && l % SIM_HOST_LINKS == SIM_LINK_HBM &&
+    if (!p->exact_routes && l < p->nhosts * SIM_HOST_LINKS && l % SIM_HOST_LINKS == SIM_LINK_HBM &&
         sim_link_hbm_slack(p, h))
       continue; /* it can never bind (engine.c prunes it the same way) */
     g->links[g->nlinks++] = l;
   }
+  g->w = lat > 0 ? 1 / lat : 1; /* SimGrid's penalty: the latency, or 1 without one */
   g->state = M_LATENCY;
   g->last = v->now;
   h_set(v, msg_handle(v, i), v->now + lat);
@@ -512,6 +523,7 @@ static void unit_run(Ev *v, int u) {
     const int lane = op->lane;
     switch ((RfSchedOpKind)op->kind) {
     case RF_SOP_PACK: {
+      g_assert(U->r0 + U->next < e->round_first[u + 1]);
       U->cur[lane] = U->next++;
       const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];
       g_assert(r->round == op->round);
@@ -601,8 +613,19 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   v.Lam = g_array_new(FALSE, FALSE, sizeof(int32_t));
   v.nlinks = sim_nlinks(p);
   v.l = g_new0(Link, v.nlinks);
-  for (int l = 0; l < v.nlinks; l++)
+  for (int l = 0; l < v.nlinks; l++) {
     v.l[l].Bps = sim_link_Bps(p, l);
+    if (!(v.l[l].Bps > 0)) {
+      g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: events engine: link %d has no bandwidth",
+                  l);
+      g_free(v.l);
+      g_free(v.pending);
+      g_free(v.round_posted);
+      g_array_free(v.F, TRUE);
+      g_array_free(v.Lam, TRUE);
+      return FALSE;
+    }
+  }
   const int nu = e->nranks;
   v.u = g_new0(Unit, nu);
   g_autofree uint32_t *ubuf = g_new0(uint32_t, (size_t)nu * v.nlanes * 3);
