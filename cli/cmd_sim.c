@@ -616,7 +616,8 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
        "Hybrid: run m2n and gather-broadcast concurrently", NULL},
       {"hybrid-sequential", 0, 0, G_OPTION_ARG_NONE, &o->sequential,
        "Hybrid: run m2n, then gather-broadcast", NULL},
-      {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &o->keep, "Keep the generated SimGrid XML", NULL},
+      {"keep-platform", 0, 0, G_OPTION_ARG_NONE, &o->keep,
+       "Keep the generated SimGrid XML (SimGrid runs only: the events engine writes none)", NULL},
       {"engine", 0, 0, G_OPTION_ARG_STRING, &o->engine,
        "What simulates refit's executor model: events (default: its own event simulation of "
        "every rank's program, max-min sharing solved locally; the same times as SimGrid's within "
