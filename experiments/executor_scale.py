@@ -16,7 +16,10 @@ SimGrid actors, exact (an actor per rank) up to 1,024 ranks and on hosts of up t
    Kimi K3 -> SGLang TP128xADP128xEP128xDP8, a layout that holds it: case kimi-k3@sglang) on
    gb200-nvl72 with the default engine, against the plan's network bound and, for the what-if's
    layouts, the published-software prediction of experiments/results/whatif.csv (NeMo RL's python
-   fallback; written by experiments/whatif.py); about a minute each and 4 GB, `--jobs` at once.
+   fallback; written by experiments/whatif.py); about a minute each and 4 GB, `--jobs` at once;
+   each on one communication stream (the default) and with `--lane-comms --slots 4 --staging-mib
+   16` (a communicator and stream per staging lane, docs/sim.md; the chosen 8 lanes of 4 MiB make
+   schedules too large to simulate at this size).
 
 usage: /usr/bin/python3 experiments/executor_scale.py [--build DIR | --refit PATH]
        [--skip-check] [--groups 8,9,18,24,36,72]
@@ -48,6 +51,7 @@ LARGE = {"kimi-k3": ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32", "vllm"),
          "kimi-k3@sglang": ("kimi-k3", "TP8xPP16xEP64", "TP128xADP128xEP128xDP8", "sglang"),
          "qwen3.8-2.4t-a95b": ("qwen3.8-2.4t-a95b", "TP8xPP16xEP64", "TP32xDP32", "vllm")}
 LARGE_TOPO = "gb200-nvl72"
+LANES = ["--lane-comms", "--slots", "4", "--staging-mib", "16"]
 
 
 def read_csv(path):
@@ -65,18 +69,21 @@ def domain_gpus(refit, topology):
     return int(json.loads(out.stdout)["cluster.gpus_per_domain"])
 
 
-def large(refit, case, t0):
-    """refit sim's m2n executor prediction of a case on 1024 + 1024 GPUs (its JSON row), wall s."""
+def large(refit, case, variant, t0):
+    """refit sim's m2n executor prediction of a case on 1024 + 1024 GPUs (its JSON row), wall s:
+    on one stream (refit run's default), or with a communicator and stream per staging lane, 4
+    lanes of 16 MiB (LANES: the chosen 8 lanes of 4 MiB make 114-181 M segments here, more than
+    one simulation builds)."""
     model, train, infer, fw = LARGE[case]
-    sys.stderr.write("executor_scale: %s started (%.0f s)\n" % (case, time.time() - t0))
+    sys.stderr.write("executor_scale: %s %s started (%.0f s)\n" % (case, variant, time.time() - t0))
     cmd = [refit, "sim", "--json", "-m", model, "-t", train, "-i", infer, "--infer-framework", fw,
-           "-T", LARGE_TOPO, "-s", "m2n"] + EXEC
+           "-T", LARGE_TOPO, "-s", "m2n"] + EXEC + (LANES if variant != "one stream" else [])
     w0 = time.time()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT)))
     if out.returncode != 0:
         sys.exit("executor_scale: %s failed" % " ".join(cmd))
-    sys.stderr.write("executor_scale: %s done (%.0f s)\n" % (case, time.time() - t0))
+    sys.stderr.write("executor_scale: %s %s done (%.0f s)\n" % (case, variant, time.time() - t0))
     return json.loads(out.stdout)["strategies"][0], time.time() - w0
 
 
@@ -195,16 +202,17 @@ def main():
                  and x["strategy"].startswith("hybrid nemo-rl")}
     t.line("## Kimi K3 and Qwen3.8 2.4T on 1024 + 1024 %s, m2n, refit's executor" % LARGE_TOPO)
     t.line("")
-    t.line("| case | train | infer | engine | GPUs per simulated host | predicted (s) |"
-           " network bound (s) | x bound | inference GPU peak (GB, of 186) |"
+    t.line("| case | train | infer | groups | model | engine | GPUs per simulated host |"
+           " predicted (s) | network bound (s) | x bound | inference GPU peak (GB, of 186) |"
            " published software (s) | speedup | wall (s) |")
-    t.line("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    t.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def line(r):
         pred, bound = float(r["predicted_s"]), float(r["bound_s"])
         pub, peak = r["published_software_s"], r.get("infer_peak_gb", "")
-        t.line("| %s | %s | %s | %s | %s | %.3f | %.3f | %.2fx | %s | %s | %s | %.0f |" % (
-            r["case"], r["train"], r["infer"], r.get("engine") or "simgrid", r["group"], pred,
+        t.line("| %s | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.2fx | %s | %s | %s | %.0f |" % (
+            r["case"], r["train"], r["infer"], r.get("variant") or "one stream",
+            r.get("predicted_by") or "executor", r.get("engine") or "simgrid", r["group"], pred,
             bound, pred / bound,
             "%.1f%s" % (float(peak), " (exceeds)" if r.get("memory_exceeded") == "True" else "")
             if peak else "-",
@@ -218,14 +226,16 @@ def main():
             line(r)
             kept += 1
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        done = list(pool.map(lambda c: large(refit, c, t0), cases))
-    for case, (r, wall) in zip(cases, done):
+        jobs = [(c, v) for c in cases for v in ("one stream", " ".join(LANES))]
+        done = list(pool.map(lambda cv: large(refit, cv[0], cv[1], t0), jobs))
+    for (case, variant), (r, wall) in zip(jobs, done):
         model, train, infer, _ = LARGE[case]
         pub = published.get((model, train, infer))
         row = {"kind": "scale", "platform": LARGE_TOPO, "model": model, "strategy": "m2n",
                "exact_s": "", "predicted_s": r["predicted_s"], "error": "",
                "bound_s": r["lower_bound_s"], "wall_s": wall, "group": r["sim_group"],
-               "engine": r["sim_engine"],
+               "engine": r["sim_engine"], "variant": variant,
+               "predicted_by": r["predicted_by"],
                "published_software_s": pub if pub else "", "case": case, "train": train,
                "infer": infer, "infer_peak_gb": r["infer_peak_bytes"] / 1e9,
                "memory_exceeded": r["memory_exceeded"]}
@@ -238,7 +248,8 @@ def main():
         sys.exit("executor_scale: nothing measured and no earlier rows to keep")
     fields = ["kind", "platform", "model", "strategy", "exact_s", "predicted_s", "error",
               "bound_s", "wall_s", "group", "published_software_s", "case", "train", "infer",
-              "infer_peak_gb", "memory_exceeded", "engine", "exact_wall_s"]
+              "infer_peak_gb", "memory_exceeded", "engine", "exact_wall_s", "variant",
+              "predicted_by"]
     write_csv(os.path.join(a.out, "executor-scale.csv"),
               [{k: r.get(k, "") for k in fields} for r in rows])
     t.line("")
