@@ -69,14 +69,12 @@ static void write_routes(FILE *f, const SimProgram *p, const GArray *pairs) {
   for (guint i = 0; i < pairs->len; i++) {
     const uint64_t key = g_array_index(pairs, uint64_t, i) - 1;
     const int src = (int)(key >> 32), dst = (int)(uint32_t)key;
-    int links[8], n = sim_route(p, src, dst, links);
+    int links[8];
+    const int n =
+        p->exec ? sim_exec_route(p, src, dst, links, NULL) : sim_route(p, src, dst, links);
     fprintf(f, "<route src=\"h%d\" dst=\"h%d\" symmetrical=\"NO\">", src, dst);
     if (pair_links(p)) fprintf(f, "<link_ctn id=\"p%u\"/>", i);
     for (int j = 0; j < n; j++) {
-      int h = links[j] / SIM_HOST_LINKS;
-      if (p->exec && !p->exact_routes && links[j] % SIM_HOST_LINKS == SIM_LINK_HBM &&
-          h < p->nhosts && sim_link_hbm_slack(p, h))
-        continue;
       fprintf(f, "<link_ctn id=\"l%d\"/>", links[j]);
     }
     fprintf(f, "</route>\n");
@@ -218,11 +216,6 @@ static void host_actor(int argc, char **argv) {
 
 /* refit's executor: actor `rank` runs its program of the schedule (sim/models/refit_executor.c):
  * one rank's, or on a coarse platform the one program of the ranks of one simulated host. */
-static void mark_phase(int ph, double start, double end) {
-  if (!S.out.used[ph] || start < S.out.start_s[ph]) S.out.start_s[ph] = start;
-  S.out.used[ph] = 1;
-  if (end > S.out.end_s[ph]) S.out.end_s[ph] = end;
-}
 
 /* The actor's copies and host time are slept in one piece where nothing happens between them
  * (an unpack, the next pack and its group's launch): each sleep is a SimGrid event, and the times
@@ -307,7 +300,7 @@ static void rank_actor(int argc, char **argv) {
       moving &= ~(UINT64_C(1) << lane);
       double now = MAX(done_at[lane], posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)
-        mark_phase(e->sends[r->send_first + k].phase, posted[lane], now);
+        sim_outcome_phase(&S.out, e->sends[r->send_first + k].phase, posted[lane], now);
       if (rank == S.progress_rank) show_progress(cur[lane] + 1, nr);
       break;
     }

@@ -43,7 +43,6 @@
 #define EV_CAP 64
 
 enum { U_RUN, U_SLEEP, U_BLOCK_POST, U_BLOCK_WAIT, U_DONE };
-enum { M_FREE, M_PENDING, M_LATENCY, M_MOVING };
 
 typedef struct {
   double rem, rate, last; /* bytes left, bytes/s, time rem was last brought up to date */
@@ -53,7 +52,8 @@ typedef struct {
   uint32_t at[EV_MAX_ROUTE]; /* position in each link's list */
   uint32_t next;             /* pending list (per receiving unit-round) or free list */
   uint64_t stamp;            /* the last event that recomputed its rate */
-  uint8_t nlinks, lane_src, lane_dst, state;
+  uint8_t nlinks, lane_src, lane_dst;
+  uint8_t moving; /* its latency paid: on its links */
 } Msg;
 
 typedef struct {
@@ -205,7 +205,6 @@ static uint32_t msg_new(Ev *v) {
 }
 
 static void msg_free(Ev *v, uint32_t i) {
-  v->m[i].state = M_FREE;
   v->m[i].next = v->mfree;
   v->mfree = i;
 }
@@ -341,21 +340,10 @@ static void link_remove(Ev *v, uint32_t i) {
 /* Both ends have posted: the message pays its route's latency, then moves. */
 static void msg_start(Ev *v, uint32_t i) {
   Msg *g = &v->m[i];
-  const SimProgram *p = v->p;
-  int hs = v->e->host[g->src], hd = v->e->host[g->dst];
-  int route[8], n = sim_route(p, hs, hd, route);
-  double lat = 0;
-  g->nlinks = 0;
-  for (int k = 0; k < n; k++) {
-    int l = route[k], h = l / SIM_HOST_LINKS;
-    lat += sim_link_latency_s(p, l);
-    if (!p->exact_routes && l < p->nhosts * SIM_HOST_LINKS && l % SIM_HOST_LINKS == SIM_LINK_HBM &&
-        sim_link_hbm_slack(p, h))
-      continue; /* it can never bind (engine.c prunes it the same way) */
-    g->links[g->nlinks++] = l;
-  }
+  double lat;
+  g->nlinks = (uint8_t)sim_exec_route(v->p, v->e->host[g->src], v->e->host[g->dst], g->links, &lat);
   g->w = lat > 0 ? 1 / lat : 1; /* SimGrid's penalty: the latency, or 1 without one */
-  g->state = M_LATENCY;
+  g->moving = 0;
   g->last = v->now;
   h_set(v, msg_handle(v, i), v->now + lat);
 }
@@ -380,13 +368,12 @@ static void unit_end_one(Ev *v, int u, int lane) {
 
 static void msg_event(Ev *v, uint32_t i) {
   Msg *g = &v->m[i];
-  if (g->state == M_LATENCY) {
-    g->state = M_MOVING;
+  if (!g->moving) { /* its latency is paid */
+    g->moving = 1;
     g->last = v->now;
     g->rate = 0;
     if (!g->nlinks) { /* nothing can slow it: done now */
       h_set(v, msg_handle(v, i), v->now);
-      g->state = M_MOVING;
       g->rem = 0;
       return;
     }
@@ -407,13 +394,6 @@ static void msg_event(Ev *v, uint32_t i) {
 }
 
 /* ---- units: engine.c's rank_actor as a state machine ---- */
-
-static void mark_phase(Ev *v, int ph, double start, double end) {
-  SimOutcome *o = v->out;
-  if (!o->used[ph] || start < o->start_s[ph]) o->start_s[ph] = start;
-  o->used[ph] = 1;
-  if (end > o->end_s[ph]) o->end_s[ph] = end;
-}
 
 /* The index in exec->rounds of unit u's round `round` (it takes part in it): a galloping search
  * from the unit's next round, near which a peer's rounds fall (a binary search over all of them
@@ -485,7 +465,6 @@ static void post_round(Ev *v, int u, int lane) {
       g->lane_dst = (uint8_t)(v->round_posted[di] - 1);
       msg_start(v, i);
     } else {
-      g->state = M_PENDING;
       g->next = v->pending[di];
       v->pending[di] = i;
     }
@@ -569,7 +548,7 @@ static void unit_run(Ev *v, int u) {
       const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];
       double end = MAX(U->done_at[lane], U->posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)
-        mark_phase(v, e->sends[r->send_first + k].phase, U->posted[lane], end);
+        sim_outcome_phase(v->out, e->sends[r->send_first + k].phase, U->posted[lane], end);
       if (u == v->progress_unit)
         show_progress(v, (int)U->cur[lane] + 1, (int)(e->round_first[u + 1] - U->r0));
       break;

@@ -51,7 +51,6 @@ static gboolean sim_prepare(RfExecutor *ex, const RfProblem *pb, GError **error)
 
 const char *rf_sim_engine_name(RfSimEngine e) {
   switch (e) {
-  case RF_SIM_ENGINE_AUTO:
   case RF_SIM_ENGINE_EVENTS:
     return "events";
   case RF_SIM_ENGINE_SIMGRID:

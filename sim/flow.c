@@ -117,6 +117,27 @@ gboolean sim_link_hbm_slack(const SimProgram *p, int h) {
   return sim_link_Bps(p, h * SIM_HOST_LINKS + SIM_LINK_HBM) >= sum;
 }
 
+int sim_exec_route(const SimProgram *p, int src, int dst, int *out, double *lat_s) {
+  int all[8], n = sim_route(p, src, dst, all), kept = 0;
+  double lat = 0;
+  for (int k = 0; k < n; k++) {
+    const int l = all[k];
+    lat += sim_link_latency_s(p, l);
+    if (!p->exact_routes && l < p->nhosts * SIM_HOST_LINKS && l % SIM_HOST_LINKS == SIM_LINK_HBM &&
+        sim_link_hbm_slack(p, l / SIM_HOST_LINKS))
+      continue;
+    out[kept++] = l;
+  }
+  if (lat_s) *lat_s = lat;
+  return kept;
+}
+
+void sim_outcome_phase(SimOutcome *o, int ph, double start, double end) {
+  if (!o->used[ph] || start < o->start_s[ph]) o->start_s[ph] = start;
+  o->used[ph] = 1;
+  if (end > o->end_s[ph]) o->end_s[ph] = end;
+}
+
 char *sim_link_name(const SimProgram *p, const RfProblem *pb, int link) {
   (void)pb;
   int base = p->nhosts * SIM_HOST_LINKS;

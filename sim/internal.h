@@ -192,6 +192,14 @@ typedef struct {
   double step_start_s[SIM_MAX_STEPS], step_end_s[SIM_MAX_STEPS];
 } SimOutcome;
 
+/* The route of one of refit's executor messages (p->exec) on the platform both engines run:
+ * sim_route less the HBM links that can never bind (sim_link_hbm_slack; all kept with
+ * p->exact_routes), into out (at most 8); its latency, summed over the whole route, into lat_s
+ * when not NULL. Returns the count. */
+int sim_exec_route(const SimProgram *p, int src, int dst, int *out, double *lat_s);
+/* Phase ph moved from start to end: widens its span in o. */
+void sim_outcome_phase(SimOutcome *o, int ph, double start, double end);
+
 /* Generate the platform, run SimGrid (in a child process, so that one process can run many
  * simulations) and collect the phase times. FALSE + error when the run fails. */
 gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,

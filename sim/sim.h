@@ -183,9 +183,9 @@ uint64_t rf_sim_work(const RfCalibration *c, const RfPlan *plan, RfSoftware sw, 
 
 /* What runs refit's executor model (the other models always run on SimGrid). */
 typedef enum {
-  RF_SIM_ENGINE_AUTO,    /* the events engine */
-  RF_SIM_ENGINE_EVENTS,  /* sim/events.c: its own discrete-event run of the rank programs, local
-                            max-min sharing; an exact platform (a GPU per host) at every size */
+  RF_SIM_ENGINE_EVENTS,  /* the default: sim/events.c, its own discrete-event run of the rank
+                            programs, local max-min sharing; an exact platform (a GPU per host) at
+                            every size */
   RF_SIM_ENGINE_SIMGRID, /* an actor per rank on SimGrid (its max-min sharing); hosts of up to 8
                             GPUs above SIM_EXEC_EXACT_RANKS ranks */
 } RfSimEngine;
