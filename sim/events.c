@@ -579,17 +579,10 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   for (uint64_t i = 0; i < e->prog_first[e->nranks]; i++)
     v.nlanes = MAX(v.nlanes, e->prog[i].lane + 1);
   v.nlanes = MAX(v.nlanes, 1);
-  if (v.nlanes > 64) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most 64 lanes");
+  if (v.nlanes > SIM_MAX_LANES) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most %d lanes", SIM_MAX_LANES);
     return FALSE;
   }
-  const uint64_t nrounds = e->round_first[e->nranks];
-  v.pending = g_new(uint32_t, nrounds + 1);
-  for (uint64_t i = 0; i <= nrounds; i++)
-    v.pending[i] = EV_NONE;
-  v.round_posted = g_new0(uint8_t, nrounds + 1);
-  v.F = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  v.Lam = g_array_new(FALSE, FALSE, sizeof(int32_t));
   v.nlinks = sim_nlinks(p);
   v.l = g_new0(Link, v.nlinks);
   for (int l = 0; l < v.nlinks; l++) {
@@ -598,13 +591,16 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
       g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: events engine: link %d has no bandwidth",
                   l);
       g_free(v.l);
-      g_free(v.pending);
-      g_free(v.round_posted);
-      g_array_free(v.F, TRUE);
-      g_array_free(v.Lam, TRUE);
       return FALSE;
     }
   }
+  const uint64_t nrounds = e->round_first[e->nranks];
+  v.pending = g_new(uint32_t, nrounds + 1);
+  for (uint64_t i = 0; i <= nrounds; i++)
+    v.pending[i] = EV_NONE;
+  v.round_posted = g_new0(uint8_t, nrounds + 1);
+  v.F = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  v.Lam = g_array_new(FALSE, FALSE, sizeof(int32_t));
   const int nu = e->nranks;
   v.u = g_new0(Unit, nu);
   g_autofree uint32_t *ubuf = g_new0(uint32_t, (size_t)nu * v.nlanes * 3);
