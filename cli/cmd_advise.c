@@ -350,6 +350,7 @@ static void json_cand(JsonBuilder *b, const RfAdviseCandidate *k, int rank) {
     const RfMemory from = {.from = (RfMemoryFrom)m->memory_from};
     rf_json_int(b, "infer_weights_bytes", (gint64)m->weights_bytes);
     rf_json_int(b, "refit_extra_bytes", (gint64)m->extra_bytes);
+    rf_json_int(b, "nccl_buffer_bytes", (gint64)m->nccl_bytes);
     rf_json_int(b, "infer_peak_bytes", (gint64)m->peak_bytes);
     rf_json_str(b, "memory_from", rf_memory_from_key(&from));
     rf_json_int(b, "network_bytes", (gint64)k->bound.network_bytes);

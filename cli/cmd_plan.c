@@ -61,6 +61,7 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   rf_json_int(b, "infer_weights_bytes", (gint64)r->mem.weights_bytes);
   rf_json_int(b, "weight_banks", r->mem.banks);
   rf_json_int(b, "refit_extra_bytes", (gint64)r->mem.extra_bytes);
+  rf_json_int(b, "nccl_buffer_bytes", (gint64)r->mem.nccl_bytes);
   rf_json_int(b, "infer_peak_bytes", (gint64)r->mem.peak_bytes);
   rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(&r->mem));
   rf_json_str(b, "memory_from", rf_memory_from_key(&r->mem));
@@ -189,7 +190,8 @@ int rf_cmd_plan(int argc, char **argv) {
       rows[i].staging_bytes = run.staging_bytes;
       rows[i].slots = run.slots;
       rows[i].lockstep_s = rf_schedule_lockstep_s(sg, plan);
-      rf_memory_of_schedule(plan, sg, &rows[i].mem); /* the same count, of this schedule */
+      rf_memory_of_schedule(plan, sg, run.lane_comms,
+                            &rows[i].mem); /* the same count, of this schedule */
       rf_memory_set_banks(&rows[i].mem, run.banks);
       rf_schedule_free(sg);
     }

@@ -60,8 +60,9 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   printf("# %s", st ? st : "staging, lanes and operation bound: no strategy planned");
   if (o->lane_comms) printf(", each lane's groups on a communicator and stream of its own");
   if (o->plan_only) {
-    printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; not counted: NCCL's own "
-           "buffers (communicator, channels, proxy), the CUDA context, the copy lists\n");
+    printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; NCCL's point-to-point "
+           "buffers counted, not allocated here; not counted: NCCL's fixed structures per "
+           "communicator, the CUDA context, the copy lists\n");
     return;
   }
   printf(", warm-up %d, iterations %d, timeout %.1f s\n", o->warmup, o->iters, o->timeout_s);
@@ -95,10 +96,11 @@ static void print_row(const Row *r, gboolean memory, const RfStaging *header) {
     /* the memory model's count, as refit plan / sim / advise / step print it */
     printf("   %s (%s)%s\n", line, rf_memory_from_name(m),
            rf_memory_exceeds(m) ? "  EXCEEDS GPU MEMORY" : "");
-    printf("   allocated: fullest inference rank %.3f GB (%+.2f%% of the count above: the holding "
-           "store's first-fit alignment and fragmentation)\n",
+    const uint64_t own = m->peak_bytes - m->peak_nccl_bytes; /* what refit allocates itself */
+    printf("   allocated: fullest inference rank %.3f GB (%+.2f%% of the count above less NCCL's "
+           "buffers: the holding store's first-fit alignment and fragmentation)\n",
            gb(r->spread.infer_alloc_bytes),
-           m->peak_bytes ? 100.0 * ((double)r->spread.infer_alloc_bytes / m->peak_bytes - 1) : 0);
+           own ? 100.0 * ((double)r->spread.infer_alloc_bytes / own - 1) : 0);
     printf("   largest rank: %.3f GB = source %.3f + destination %s%.3f + holding %.3f + staging "
            "%.3f (maxima over ranks, each)\n",
            gb(r->spread.rank_bytes), gb(r->spread.src_bytes), banks, gb(r->spread.dst_bytes),
@@ -195,6 +197,8 @@ static void json_row(JsonBuilder *b, int idx, const void *rows) {
   rf_json_int(b, "infer_weights_bytes", (gint64)r->spread.memory.weights_bytes);
   rf_json_int(b, "weight_banks", r->spread.banks);
   rf_json_int(b, "refit_extra_bytes", (gint64)r->spread.memory.extra_bytes);
+  rf_json_int(b, "nccl_buffer_bytes", (gint64)r->spread.memory.nccl_bytes);
+  rf_json_int(b, "infer_peak_nccl_bytes", (gint64)r->spread.memory.peak_nccl_bytes);
   rf_json_int(b, "infer_peak_bytes", (gint64)r->spread.memory.peak_bytes);
   rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(&r->spread.memory));
   rf_json_str(b, "memory_from", rf_memory_from_key(&r->spread.memory));

@@ -167,6 +167,8 @@ static void json_memory(JsonBuilder *b, const RfMemory *m) {
   rf_json_int(b, "infer_weights_bytes", (gint64)m->weights_bytes);
   rf_json_int(b, "weight_banks", m->banks);
   rf_json_int(b, "refit_extra_bytes", (gint64)m->extra_bytes);
+  rf_json_int(b, "nccl_buffer_bytes", (gint64)m->nccl_bytes);
+  rf_json_int(b, "nccl_communicators", m->comms);
   rf_json_int(b, "infer_peak_bytes", (gint64)m->peak_bytes);
   rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(m));
 }

@@ -290,7 +290,7 @@ static void print_table(const Report *r) {
   for (int i = 0; i < r->nrows; i++)
     if (r->rows[i].peak)
       printf("# %s: fullest inference GPU %.4g GB in place, %.4g GB with the second weight bank "
-             "async-overlap needs (%s; NCCL buffers not counted)\n",
+             "async-overlap needs (%s; NCCL's fixed structures not counted)\n",
              r->rows[i].label, r->rows[i].peak / 1e9, (r->rows[i].peak + r->rows[i].weights) / 1e9,
              r->rows[i].mem_from);
   printf("# step: sync R+T+O+F; async max(R,T+O)+F; async-overlap max(R,T+O+F); colocated "

@@ -118,6 +118,7 @@ void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *o
   out->max_ops = c->exec_max_ops;
   out->slots = c->exec_slots;
   out->staged = c->exec_staged;
+  out->lane_comms = c->exec_lane_comms;
   out->banks = banks;
   if (c->software == RF_SOFTWARE_NEMO_RL) {
     out->bucket_bytes = (uint64_t)rf_calibration_bucket_bytes(c);

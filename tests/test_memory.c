@@ -63,44 +63,49 @@ static void test_one_message(void) {
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
   g_assert_no_error(e);
   g_assert_cmpuint(plan->nmsgs, ==, 1);
+  /* rank 1 receives over the network: NCCL's receive pool, one communicator */
+  g_assert_true(plan->msgs[0].flags & RF_XFER_NET);
+  const uint64_t pool = (uint64_t)RF_NCCL_P2P_CHANNELS * RF_NCCL_NET_POOL_CHANNEL_BYTES;
   for (int slots = 1; slots <= 3; slots++) {
     RfSchedule *sg = rf_schedule_build(plan, pb->nranks, 4096, 0, slots, 0, NULL, NULL, &e);
     g_assert_no_error(e);
     g_assert_cmpint(sg->nrounds, ==, 3);
     RfMemory m;
-    rf_memory_of_schedule(plan, sg, &m);
+    rf_memory_of_schedule(plan, sg, FALSE, &m);
     g_assert_cmpuint(m.weights_bytes, ==, 10000);
     g_assert_cmpint(m.weights_rank, ==, 1);
     g_assert_cmpuint(m.hold_bytes, ==, 0);
     g_assert_cmpuint(m.staging_bytes, ==, 4096u * (unsigned)slots);
-    g_assert_cmpuint(m.extra_bytes, ==, m.staging_bytes);
-    g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes);
+    g_assert_cmpuint(m.nccl_bytes, ==, pool);
+    g_assert_cmpuint(m.extra_bytes, ==, m.staging_bytes + pool);
+    g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes + pool);
     rf_schedule_free(sg);
-    rf_memory_of_plan_staging(plan, 4096, slots, &m);
+    rf_memory_of_plan_staging(plan, 4096, slots, FALSE, &m);
     g_assert_cmpuint(m.staging_bytes, ==, 4096u * (unsigned)slots);
     g_assert_cmpuint(m.hold_bytes, ==, 0);
   }
   RfMemory m;
   rf_memory_of_plan(plan, &m);
   g_assert_cmpuint(m.staging_bytes, ==, RF_SCHEDULE_DEFAULT_SLOTS * 10000u);
-  g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes);
+  g_assert_cmpuint(m.peak_bytes, ==, 10000 + m.staging_bytes + pool);
   /* a staged schedule of sizes only counts the same: its staging maxima, holding by stage */
   RfSchedule *sz =
       rf_schedule_build(plan, pb->nranks, 4096, 0, 2, RF_SCHEDULE_SIZES_ONLY, NULL, NULL, &e);
   g_assert_no_error(e);
-  rf_memory_of_schedule(plan, sz, &m);
+  rf_memory_of_schedule(plan, sz, FALSE, &m);
   g_assert_cmpuint(m.staging_bytes, ==, 2 * 4096u);
-  g_assert_cmpuint(m.peak_bytes, ==, 10000 + 2 * 4096u);
+  g_assert_cmpuint(m.peak_bytes, ==, 10000 + 2 * 4096u + pool);
   rf_memory_set_banks(&m, 2); /* --double-bank: the weights twice */
   g_assert_cmpint(m.banks, ==, 2);
-  g_assert_cmpuint(m.peak_bytes, ==, 2 * 10000 + 2 * 4096u);
+  g_assert_cmpuint(m.peak_bytes, ==, 2 * 10000 + 2 * 4096u + pool);
   rf_schedule_free(sz);
   rf_plan_free(plan);
   rf_problem_free(pb);
 }
 
 /* What any count keeps: the weights of rf_memory_weights, peak = weights + extra (at a rank
- * holding the extra), extra between the larger and the sum of holding and staging, holding
+ * holding the extra), extra between the largest and the sum of holding, staging and NCCL's
+ * buffers, holding
  * within the bytes an inference rank receives and 0 where no inference rank sends or relays. */
 static void check_counts(const RfPlan *plan, const RfMemory *m) {
   const RfProblem *pb = plan->problem;
@@ -108,8 +113,8 @@ static void check_counts(const RfPlan *plan, const RfMemory *m) {
   rf_memory_weights(pb, &w);
   g_assert_cmpuint(m->weights_bytes, ==, w.weights_bytes);
   g_assert_cmpuint(m->peak_bytes, ==, m->weights_bytes + m->extra_bytes);
-  g_assert_cmpuint(m->extra_bytes, >=, MAX(m->hold_bytes, m->staging_bytes));
-  g_assert_cmpuint(m->extra_bytes, <=, m->hold_bytes + m->staging_bytes);
+  g_assert_cmpuint(m->extra_bytes, >=, MAX(MAX(m->hold_bytes, m->staging_bytes), m->nccl_bytes));
+  g_assert_cmpuint(m->extra_bytes, <=, m->hold_bytes + m->staging_bytes + m->nccl_bytes);
   g_assert_cmpint(rf_side_index(&pb->dst, m->peak_rank), >=, 0);
   uint64_t *got = g_new0(uint64_t, pb->nranks), most = 0;
   gboolean forwards = FALSE;
@@ -149,8 +154,8 @@ static void test_plan_counts(void) {
       const uint64_t share = rf_schedule_nvlink_share(plan);
       for (uint64_t B = 256; B <= 65536; B *= 16) {
         RfMemory one, two;
-        rf_memory_of_plan_staging(plan, B, 1, &one);
-        rf_memory_of_plan_staging(plan, B, 2, &two);
+        rf_memory_of_plan_staging(plan, B, 1, FALSE, &one);
+        rf_memory_of_plan_staging(plan, B, 2, FALSE, &two);
         check_counts(plan, &one);
         check_counts(plan, &two);
         g_assert_cmpuint(two.staging_bytes, ==, 2 * one.staging_bytes);
@@ -184,7 +189,7 @@ static void test_schedule_counts(void) {
                                                pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
             g_assert_no_error(e);
             RfMemory m;
-            rf_memory_of_schedule(plan, sg, &m);
+            rf_memory_of_schedule(plan, sg, FALSE, &m);
             check_counts(plan, &m);
             g_assert_cmpuint(m.staging_bytes % (uint64_t)slots, ==, 0);
             g_assert_cmpuint(m.staging_bytes, <=, (uint64_t)slots * 2 * B * (1 + share));
@@ -218,7 +223,7 @@ static void test_run_counts(void) {
                                          RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
       g_assert_no_error(e);
       RfMemory want, one, two, big;
-      rf_memory_of_schedule(plan, sg, &want);
+      rf_memory_of_schedule(plan, sg, FALSE, &want);
       rf_schedule_free(sg);
       g_assert_true(rf_memory_of_run(plan, &run, &one, &e));
       g_assert_cmpint(one.from, ==, RF_MEMORY_FROM_SCHEDULE);
@@ -237,7 +242,7 @@ static void test_run_counts(void) {
       g_assert_false(rf_memory_run_builds(plan, &run));
       { /* the plan's estimate at its bound and lanes (what rf_staging_choose reuses) */
         RfMemory est;
-        rf_memory_of_plan_staging(plan, run.staging_bytes, run.slots, &est);
+        rf_memory_of_plan_staging(plan, run.staging_bytes, run.slots, FALSE, &est);
         g_assert_cmpuint(big.hold_bytes, ==, est.hold_bytes);
         g_assert_cmpuint(big.staging_bytes, ==, est.staging_bytes);
         g_assert_cmpuint(big.peak_bytes, ==, est.peak_bytes);
@@ -247,7 +252,7 @@ static void test_run_counts(void) {
         RfSchedule *ss = rf_schedule_build(plan, pb->nranks, 4096, 0, run.slots, 0, NULL, NULL, &e);
         g_assert_no_error(e);
         RfMemory ws;
-        rf_memory_of_schedule(plan, ss, &ws);
+        rf_memory_of_schedule(plan, ss, FALSE, &ws);
         rf_schedule_free(ss);
         run.staged = TRUE;
         g_assert_true(rf_memory_of_run(plan, &run, &big, &e));
@@ -383,10 +388,86 @@ static uint64_t memory_hash(uint64_t h, const RfMemory *m) {
  * hashes to what memory.c gave before its speed-ups (issue 26): a faster count is the same
  * count. A change that means to change a count updates these, and says why. */
 /* (2026-12-03: gather-broadcast and hybrid now pipelined like m2n and p2p, their counts changed;
- * m2n's and p2p's are the same: `refit plan --schedule --json` byte for byte.) */
+ * m2n's and p2p's are the same: `refit plan --schedule --json` byte for byte.)
+ * (2026-12-04: NCCL's point-to-point buffers counted in the extra and the peak; with the
+ * RF_NCCL_* sizes set to 0 the hashes were the ones before, 0x6afcf3e44d11120c, ...: holding and
+ * staging unchanged.) */
 static const uint64_t memory_golden[G_N_ELEMENTS(cases)] = {
-    UINT64_C(0x6afcf3e44d11120c), UINT64_C(0x4e9b4108e801e526), UINT64_C(0xd0e4b3822653b05c),
-    UINT64_C(0xe049622f3ea4b5a0)};
+    UINT64_C(0xe4e296bd298a5129), UINT64_C(0xb891ba670cae9433), UINT64_C(0x15f6ef7faac09308),
+    UINT64_C(0xf8a72e297db646c0)};
+
+/* NCCL's buffers, counted the plain way: per inference rank, the distinct (peer, direction,
+ * NVLink or network) of its messages on one communicator, or of its segments' lanes with one
+ * communicator per lane; NVLink connections by their size, a network pool per direction in use. */
+static uint64_t nccl_by_peers(const RfPlan *plan, const RfSchedule *sg, int r) {
+  const int comms = sg ? sg->slots : 1;
+  const uint64_t cpp = (uint64_t)rf_memory_nccl_channels_per_peer(plan->problem);
+  uint64_t bytes = 0;
+  for (int c = 0; c < comms; c++) {
+    GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    gboolean pool[2] = {FALSE, FALSE};
+    for (uint64_t m = 0; m < plan->nmsgs; m++) {
+      const RfMessage *g = &plan->msgs[m];
+      if (g->src == g->dst || (g->src != r && g->dst != r)) continue;
+      gboolean on = !sg;
+      for (uint64_t k = sg ? sg->seg_first[m] : 0; sg && k < sg->seg_first[m + 1]; k++)
+        on |= rf_schedule_lane(sg, sg->seg_round[k]) == c;
+      if (!on) continue;
+      const int dir = g->dst == r, peer = dir ? g->src : g->dst;
+      if (g->flags & RF_XFER_NET) {
+        pool[dir] = TRUE;
+        continue;
+      }
+      gpointer key = GINT_TO_POINTER(2 * peer + dir + 1);
+      if (g_hash_table_contains(seen, key)) continue;
+      g_hash_table_add(seen, key);
+      bytes += cpp * (dir ? RF_NCCL_P2P_RECV_CONN_BYTES : RF_NCCL_P2P_SEND_CONN_BYTES);
+    }
+    bytes += (uint64_t)(pool[0] + pool[1]) * RF_NCCL_P2P_CHANNELS * RF_NCCL_NET_POOL_CHANNEL_BYTES;
+    g_hash_table_destroy(seen);
+  }
+  return bytes;
+}
+
+/* The NCCL count of every strategy of the tiny models (domains of 2 and 4: network and NVLink
+ * peers) is the plain count's largest over the inference ranks, on one communicator and on one
+ * per lane (4 lanes, the lanes of the schedule's rounds); a lane's communicator connects no more
+ * than the data communicator, and the extra is holding + staging + NCCL at the peak. */
+static void test_nccl(void) {
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++)
+    for (int domain = 2; domain <= 4; domain += 2) {
+      RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], domain);
+      for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+        GError *e = NULL;
+        RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+        g_assert_no_error(e);
+        RfSchedule *sg =
+            rf_schedule_build(plan, pb->nranks, 4096, 8, 4, RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+        g_assert_no_error(e);
+        RfMemory one, lanes;
+        rf_memory_of_schedule(plan, sg, FALSE, &one);
+        rf_memory_of_schedule(plan, sg, TRUE, &lanes);
+        uint64_t want_one = 0, want_lanes = 0;
+        for (int i = 0; i < pb->dst.nranks; i++) {
+          want_one = MAX(want_one, nccl_by_peers(plan, NULL, pb->dst.ranks[i]));
+          want_lanes = MAX(want_lanes, nccl_by_peers(plan, sg, pb->dst.ranks[i]));
+        }
+        g_assert_cmpuint(one.nccl_bytes, ==, want_one);
+        g_assert_cmpuint(lanes.nccl_bytes, ==, want_lanes);
+        g_assert_cmpint(one.comms, ==, 1);
+        g_assert_cmpint(lanes.comms, ==, 4);
+        g_assert_cmpuint(one.nccl_bytes, >, 0);
+        g_assert_cmpuint(lanes.nccl_bytes, >=, one.nccl_bytes);
+        g_assert_cmpuint(lanes.nccl_bytes, <=, 4 * one.nccl_bytes);
+        g_assert_cmpuint(one.extra_bytes, <=, one.hold_bytes + one.staging_bytes + one.nccl_bytes);
+        g_assert_cmpuint(one.peak_bytes - one.weights_bytes, <=, one.extra_bytes);
+        g_assert_cmpuint(one.peak_nccl_bytes, <=, one.nccl_bytes);
+        rf_schedule_free(sg);
+        rf_plan_free(plan);
+      }
+      rf_problem_free(pb);
+    }
+}
 
 static void test_golden(void) {
   int bad = 0;
@@ -400,7 +481,7 @@ static void test_golden(void) {
       RfMemory m;
       for (uint64_t B = 256; B <= 65536; B *= 16)
         for (int slots = 1; slots <= 2; slots++) {
-          rf_memory_of_plan_staging(plan, B, slots, &m);
+          rf_memory_of_plan_staging(plan, B, slots, FALSE, &m);
           h = memory_hash(h, &m);
         }
       for (int k = 0; k < 3; k++) {
@@ -434,5 +515,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/memory/run/counts", test_run_counts);
   g_test_add_func("/memory/reference", test_reference_counts);
   g_test_add_func("/memory/golden", test_golden);
+  g_test_add_func("/memory/nccl", test_nccl);
   return g_test_run();
 }

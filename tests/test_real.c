@@ -617,7 +617,7 @@ static void test_schedule_memory(void) {
                                            NULL, NULL, &e);
         g_assert_no_error(e);
         RfMemory m;
-        rf_memory_of_schedule(plan, sg, &m);
+        rf_memory_of_schedule(plan, sg, FALSE, &m);
         rf_schedule_free(sg);
         /* the most bytes held at once is the model's count, up to each piece's 64-byte slot */
         g_assert_cmpuint(m.hold_bytes, <=, real_live);

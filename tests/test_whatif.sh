@@ -32,10 +32,10 @@ grep -q "^# m2n inference GPU: weights .*EXCEEDS GPU MEMORY" "$TMP/out" || bad "
 expect_err "plan strict" "exceeds the GPU memory (--strict)" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" --strict -q
 expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" -s m2n --strict -q
 expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
-grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.588 GB (holding 4.387, staging 0.2265) = 19.87 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
+grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.789 GB (holding 4.387, staging 0.2265, NCCL 0.2013) = 20.07 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
 # sim counts the staging of the executor it is given (--staging-mib 64: twice the default's)
 expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64
-grep -q "^#  inference GPU: weights 15.29 GB + refit extra 5.877 GB (holding 4.862, staging 1.12) = 21.16 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
+grep -q "^#  inference GPU: weights 15.29 GB + refit extra 6.079 GB (holding 4.862, staging 1.12, NCCL 0.2013) = 21.36 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
 
 # --- plan --schedule: refit run's schedule of every strategy; its lockstep time (groups one after
 # another, each as long as its busiest rank at line rate) is never below the plan's lower bound
@@ -53,7 +53,7 @@ expect_ok "plan schedule table" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4
 grep -q "^# m2n schedule (refit run: 16 MiB staging, 2 lanes, pipelined): [0-9]* groups of up to 40 operations, [0-9]* segments; lockstep [0-9.]* s at line rate" "$TMP/out" || bad "plan --schedule line: $(grep schedule "$TMP/out")"
 # the same count as without --schedule (one memory model: refit run's schedule, by round); a
 # forwarded piece is held `--slots` rounds before it goes on (schedule.h)
-grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.588 GB (holding 4.387, staging 0.2265) = 19.87 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "plan --schedule memory line: $(grep inference "$TMP/out")"
+grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.789 GB (holding 4.387, staging 0.2265, NCCL 0.2013) = 20.07 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "plan --schedule memory line: $(grep inference "$TMP/out")"
 
 # --- refit's executor simulated on a coarse platform (--group; above 1,024 ranks by default):
 # one actor per host of 4 GPUs, within a few percent of the exact model (docs/sim.md)

@@ -94,20 +94,87 @@ static uint64_t events_peak(GArray *ev) {
 /* Counts rank r's holding and staging into out: the largest of each, of their sum, and the
  * largest weights plus this rank's extra (ranks of one layout hold nearly equal weights, and a
  * second pass over every buffer per rank would cost buffers x ranks again). */
-static void count_rank(RfMemory *out, int r, uint64_t hold, uint64_t staging) {
+static void count_rank(RfMemory *out, int r, uint64_t hold, uint64_t staging, uint64_t nccl) {
   out->hold_bytes = MAX(out->hold_bytes, hold);
   out->staging_bytes = MAX(out->staging_bytes, staging);
-  out->extra_bytes = MAX(out->extra_bytes, hold + staging);
-  const uint64_t total = out->weights_bytes + hold + staging;
+  out->nccl_bytes = MAX(out->nccl_bytes, nccl);
+  out->extra_bytes = MAX(out->extra_bytes, hold + staging + nccl);
+  const uint64_t total = out->weights_bytes + hold + staging + nccl;
   if (total > out->peak_bytes) {
     out->peak_bytes = total;
     out->peak_rank = r;
+    out->peak_nccl_bytes = nccl;
   }
+}
+
+int rf_memory_nccl_channels_per_peer(const RfProblem *pb) {
+  if (pb->nranks <= pb->topo->gpus_per_domain) return RF_NCCL_P2P_CHANNELS;
+  return 2 * pb->nranks > 4 * RF_NCCL_P2P_CHANNELS ? 1 : 2;
+}
+
+/* NCCL's point-to-point buffers of every inference rank (indexed as pb->dst.ranks), over `comms`
+ * communicators: the data communicator (comms 1: every lane's rounds) or one per lane. A
+ * connection is (rank, peer, direction, communicator): its lanes are those of its message's
+ * segments' rounds (sg with rounds), else every lane. */
+static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int comms) {
+  const RfProblem *pb = plan->problem;
+  const int n = pb->nranks, nd = pb->dst.nranks;
+  int *idx = g_new(int, MAX(n, 1)); /* rank -> its index in pb->dst.ranks, or -1 */
+  for (int r = 0; r < n; r++)
+    idx[r] = -1;
+  for (int i = 0; i < nd; i++)
+    idx[pb->dst.ranks[i]] = i;
+  const uint32_t all = comms >= 32 ? UINT32_MAX : (UINT32_C(1) << comms) - 1;
+  const gboolean by_round = comms > 1 && sg && sg->seg_round;
+  RfU64Map conn; /* (rank, peer, direction, network) + 1 -> the lanes' mask */
+  rf_u64map_init(&conn, 1024, TRUE);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *g = &plan->msgs[m];
+    if (g->src == g->dst || (idx[g->src] < 0 && idx[g->dst] < 0)) continue;
+    uint32_t lanes = comms > 1 ? all : 1;
+    if (by_round) {
+      lanes = 0;
+      for (uint64_t k = sg->seg_first[m]; k < sg->seg_first[m + 1]; k++)
+        lanes |= UINT32_C(1) << rf_schedule_lane(sg, sg->seg_round[k]);
+    }
+    const uint64_t net = (g->flags & RF_XFER_NET) != 0;
+    for (int dir = 0; dir < 2; dir++) { /* 0: the sender's connection, 1: the receiver's */
+      const int me = dir ? g->dst : g->src, peer = dir ? g->src : g->dst;
+      if (idx[me] < 0) continue;
+      const uint64_t k =
+          (((uint64_t)me << 33) | ((uint64_t)peer << 2) | ((uint64_t)dir << 1) | net) + 1;
+      rf_u64map_set(&conn, k, (int32_t)((uint32_t)rf_u64map_get(&conn, k, 0) | lanes));
+    }
+  }
+  /* per rank and communicator: NVLink connections and whether a network pool is in use */
+  uint64_t *out = g_new0(uint64_t, MAX(nd, 1));
+  uint8_t *pools = g_new0(uint8_t, (size_t)MAX(nd, 1) * comms); /* bit 0 send, bit 1 receive */
+  const uint64_t cpp = (uint64_t)rf_memory_nccl_channels_per_peer(pb);
+  for (uint64_t u = 0; u < conn.n; u++) {
+    const uint64_t k = conn.key[conn.used[u]] - 1;
+    const uint32_t lanes = (uint32_t)conn.val[conn.used[u]];
+    const int i = idx[k >> 33], dir = (int)((k >> 1) & 1), net = (int)(k & 1);
+    for (int c = 0; c < comms; c++) {
+      if (!(lanes & (UINT32_C(1) << c))) continue;
+      if (net)
+        pools[(size_t)i * comms + c] |= (uint8_t)(1u << dir);
+      else
+        out[i] += cpp * (dir ? RF_NCCL_P2P_RECV_CONN_BYTES : RF_NCCL_P2P_SEND_CONN_BYTES);
+    }
+  }
+  const uint64_t pool = (uint64_t)RF_NCCL_P2P_CHANNELS * RF_NCCL_NET_POOL_CHANNEL_BYTES;
+  for (int i = 0; i < nd; i++)
+    for (int c = 0; c < comms; c++)
+      out[i] += pool * (uint64_t)__builtin_popcount(pools[(size_t)i * comms + c]);
+  rf_u64map_free(&conn);
+  g_free(pools);
+  g_free(idx);
+  return out;
 }
 
 void rf_memory_of_plan(const RfPlan *plan, RfMemory *out) {
   rf_memory_of_plan_staging(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, RF_SCHEDULE_DEFAULT_SLOTS,
-                            out);
+                            FALSE, out);
 }
 
 #define DIFF_BUDGET (1u << 22) /* entries of the dense arrays below: 32 MiB of int64 */
@@ -244,7 +311,7 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
 }
 
 void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int slots,
-                               RfMemory *out) {
+                               gboolean lane_comms, RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
   out->from = RF_MEMORY_FROM_STAGES;
@@ -261,6 +328,8 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
     max_in[2 * g->dst + c] = MAX(max_in[2 * g->dst + c], g->bytes);
   }
   const uint64_t *hold = plan_holding(plan);
+  out->comms = lane_comms ? MAX(slots, 1) : 1;
+  uint64_t *nccl = nccl_of_ranks(plan, NULL, out->comms);
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
     const uint64_t cap = staging_bytes;
@@ -269,8 +338,9 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
       const uint64_t room = c ? cap * share : cap;
       staging += (uint64_t)slots * (MIN(max_out[2 * r + c], room) + MIN(max_in[2 * r + c], room));
     }
-    count_rank(out, r, hold[i], staging);
+    count_rank(out, r, hold[i], staging, nccl[i]);
   }
+  g_free(nccl);
   g_free(max_out);
   g_free(max_in);
 }
@@ -282,7 +352,8 @@ typedef struct {
   uint32_t stage, piece;
 } Got;
 
-void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *out) {
+void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean lane_comms,
+                           RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
   out->from = RF_MEMORY_FROM_SCHEDULE;
@@ -387,12 +458,15 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, RfMemory *o
   g_free(xf);
   g_free(xl);
   g_free(last_use);
+  out->comms = lane_comms ? MAX(sg->slots, 1) : 1;
+  uint64_t *nccl = nccl_of_ranks(plan, sg, out->comms);
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
     /* one lane holds the rank's fullest round each way, as real/lists.c lays it out */
     count_rank(out, r, events_peak(ev[r]),
-               (uint64_t)sg->slots * (sg->send_max[r] + sg->recv_max[r]));
+               (uint64_t)sg->slots * (sg->send_max[r] + sg->recv_max[r]), nccl[i]);
   }
+  g_free(nccl);
   g_free(ev);
   g_free(infer);
 }
@@ -407,12 +481,16 @@ char *rf_memory_format(const RfMemory *m) {
     g_snprintf(cap, sizeof cap, " of %.4g GB", m->gpu_memory_bytes / 1e9);
   else
     g_snprintf(cap, sizeof cap, " (GPU memory unknown: no [gpu] memory_GB)");
-  return g_strdup_printf("inference GPU: weights %.4g GB%s + refit extra %.4g GB (%s %.4g, "
-                         "staging %.4g) = %.4g GB%s",
-                         m->weights_bytes / 1e9, m->banks == 2 ? " x 2 banks" : "",
-                         m->extra_bytes / 1e9,
-                         m->from == RF_MEMORY_FROM_BUCKETS ? "buckets" : "holding",
-                         m->hold_bytes / 1e9, m->staging_bytes / 1e9, m->peak_bytes / 1e9, cap);
+  char nccl[64] = "";
+  if (m->nccl_bytes)
+    g_snprintf(nccl, sizeof nccl, ", NCCL %.4g%s", m->nccl_bytes / 1e9,
+               m->comms > 1 ? " in communicators of the lanes too" : "");
+  return g_strdup_printf(
+      "inference GPU: weights %.4g GB%s + refit extra %.4g GB (%s %.4g, "
+      "staging %.4g%s) = %.4g GB%s",
+      m->weights_bytes / 1e9, m->banks == 2 ? " x 2 banks" : "", m->extra_bytes / 1e9,
+      m->from == RF_MEMORY_FROM_BUCKETS ? "buckets" : "holding", m->hold_bytes / 1e9,
+      m->staging_bytes / 1e9, nccl, m->peak_bytes / 1e9, cap);
 }
 
 const char *rf_memory_from_name(const RfMemory *m) {
@@ -493,7 +571,7 @@ static void staged_unbuilt(const RfPlan *plan, const RfMemoryRun *run, RfMemory 
     sg.send_max[g->src] = MAX(sg.send_max[g->src], sum[k[0]]);
     sg.recv_max[g->dst] = MAX(sg.recv_max[g->dst], sum[k[1]]);
   }
-  rf_memory_of_schedule(plan, &sg, out);
+  rf_memory_of_schedule(plan, &sg, run->lane_comms, out);
   out->from = RF_MEMORY_FROM_STAGES;
   g_free(sum);
   g_free(at);
@@ -513,7 +591,7 @@ gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *
     memory_of_buckets(plan, run, out);
   } else if (!rf_memory_run_builds(plan, run)) { /* too many segments to build for a count */
     if (!run->staged)
-      rf_memory_of_plan_staging(plan, run->staging_bytes, run->slots, out);
+      rf_memory_of_plan_staging(plan, run->staging_bytes, run->slots, run->lane_comms, out);
     else
       staged_unbuilt(plan, run, out);
   } else {
@@ -521,7 +599,7 @@ gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *
         plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
         run->staged ? RF_SCHEDULE_SIZES_ONLY : RF_SCHEDULE_PIPELINED, NULL, NULL, error);
     if (!sg) return FALSE;
-    rf_memory_of_schedule(plan, sg, out);
+    rf_memory_of_schedule(plan, sg, run->lane_comms, out);
     rf_schedule_free(sg);
   }
   rf_memory_set_banks(out, run->banks);

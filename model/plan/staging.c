@@ -38,10 +38,11 @@ static uint64_t left_bytes(const RfMemory *m) {
 }
 
 static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
-                             uint64_t need) {
+                             int slots, uint64_t need) {
   const int banks = MAX(c->banks, 1);
-  RfMemory m;
-  rf_memory_of_plan(plan, &m);
+  RfMemory m; /* NCCL's buffers of every lane's communicator counted at the lanes asked for */
+  rf_memory_of_plan_staging(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, MAX(slots, 1), c->lane_comms,
+                            &m);
   rf_memory_set_banks(&m, banks);
   if (!(m.gpu_memory_bytes > 0)) return 0;
   if (left_bytes(&m) >= need) return left_bytes(&m);
@@ -49,6 +50,8 @@ static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, gboole
   rf_memory_run_init(&run);
   run.banks = banks;
   run.staged = !pipelined;
+  run.lane_comms = c->lane_comms;
+  run.slots = MAX(slots, 1);
   /* a pipelined schedule too large to build is counted by the plan's stages at the default
    * bound and lanes: rf_memory_of_run would count m again */
   if (!rf_memory_run_builds(plan, &run) && pipelined) return left_bytes(&m);
@@ -93,8 +96,8 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
                (guint64)RF_SCHEDULE_MAX_SEGMENTS);
   }
   if (!out->chose_staging && !out->chose_slots) return;
-  out->budget_bytes =
-      budget_bytes(plan, c, pipelined, footprint(out->staging_bytes, out->slots, share));
+  out->budget_bytes = budget_bytes(plan, c, pipelined, out->slots,
+                                   footprint(out->staging_bytes, out->slots, share));
   if (!out->budget_bytes) return;
   if (out->budget_bytes == 1) { /* weights and holding alone exceed the GPU: cutting cannot help */
     g_strlcat(out->why, "; not cut: the weights and holding alone exceed the GPU", sizeof out->why);

@@ -44,7 +44,8 @@
 #define RF_STAGING_MAX_BYTES (UINT64_C(256) << 20)
 #define RF_STAGING_LANES 2
 #define RF_STAGING_LANES_CONCURRENT 8
-#define RF_STAGING_BUDGET_FRACTION 0.5 /* the rest: NCCL's buffers, the CUDA context, lists */
+/* the rest: NCCL's fixed structures, the CUDA context, lists */
+#define RF_STAGING_BUDGET_FRACTION 0.5
 
 /* What the choice depends on besides the plan (the calibration of the topology). */
 typedef struct {

@@ -128,6 +128,7 @@ static void outcome_error(RfAdviseOutcome *o, const GError *e) {
 static void set_memory(RfAdviseOutcome *out, const RfMemory *m) {
   out->weights_bytes = m->weights_bytes;
   out->extra_bytes = m->extra_bytes;
+  out->nccl_bytes = m->nccl_bytes;
   out->peak_bytes = m->peak_bytes;
   out->memory_from = (int)m->from;
 }
@@ -193,6 +194,7 @@ void rf_advise_evaluate(int i, const RfAdviseCandidate *k, gboolean simulate, Rf
     } else {
       out->weights_bytes = k->bound.weights_bytes;
       out->extra_bytes = k->bound.extra_bytes;
+      out->nccl_bytes = k->bound.nccl_bytes;
       out->peak_bytes = k->bound.peak_bytes;
       out->memory_from = k->bound.memory_from;
     }

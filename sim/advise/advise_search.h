@@ -22,6 +22,7 @@ typedef struct {
   double predicted_s;     /* simulated time (s); 0 for a bound step */
   uint64_t weights_bytes; /* inference weights per GPU (B) */
   uint64_t extra_bytes;   /* refit's extra memory per GPU (B) */
+  uint64_t nccl_bytes;    /* of which NCCL's point-to-point buffers (B) */
   uint64_t peak_bytes;    /* weights + extra at the peak (B) */
   int memory_from;        /* RfMemoryFrom (model/plan/memory.h): what counted the three above */
   uint64_t network_bytes; /* bytes over the network (B) */

@@ -433,6 +433,6 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   }
   p->exec->setup_s = cal->fixed_s;
   p->exec->lane_comms = cal->exec_lane_comms;
-  rf_memory_of_schedule(plan, s, &p->exec_mem);
+  rf_memory_of_schedule(plan, s, cal->exec_lane_comms, &p->exec_mem);
   return TRUE;
 }
