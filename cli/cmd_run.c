@@ -58,7 +58,10 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   /* the first strategy's (model/plan/staging.h); a row whose choice differs prints its own */
   g_autofree char *st = staging ? rf_staging_describe(staging) : NULL;
   printf("# %s", st ? st : "staging, lanes and operation bound: no strategy planned");
-  if (o->lane_comms) printf(", each lane's groups on a communicator and stream of its own");
+  if (o->lane_comms && !o->local)
+    printf(", each lane's groups on a communicator and stream of its own");
+  else if (!o->local)
+    printf(", every lane's groups on one communicator and stream (--one-comm)");
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; NCCL's point-to-point "
            "buffers counted, not allocated here; not counted: NCCL's fixed structures per "
@@ -231,7 +234,8 @@ typedef struct {
   double delay_ms; /* --test-delay-ms */
   int drop;        /* --test-drop; G_MININT when not given */
   gboolean csv;
-  gboolean emulate; /* --emulate-network */
+  gboolean emulate;  /* --emulate-network */
+  gboolean one_comm; /* --one-comm: every lane on the data communicator */
   RfRealNetEmulation emu;
   RfStrategy strategies[RF_STRATEGY_COUNT];
   int ns;
@@ -314,13 +318,20 @@ static gboolean check_options(RunCmd *c, GError **error) {
   o->staging_bytes = (uint64_t)(c->staging_mib * 1048576.0);
   if (o->plan_only) o->local = TRUE;
   /* --local moves a round by device copies once every rank posted it: no communicator, no group
-   * in flight; --memory moves nothing */
-  if (o->lane_comms && o->local) {
-    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "--lane-comms gives each staging lane a communicator of its own: it needs MPI "
-                "(one process per rank), not --local or --memory");
+   * in flight; --memory moves nothing and counts the run as MPI runs it */
+  if (o->lane_comms && c->one_comm) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "--lane-comms and --one-comm exclude each other");
     return FALSE;
   }
+  if (o->lane_comms && o->local && !o->plan_only) {
+    g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
+                "--lane-comms gives each staging lane a communicator of its own: it needs MPI "
+                "(one process per rank), not --local");
+    return FALSE;
+  }
+  /* the default: a communicator per lane where MPI runs it; the staging choice and the memory
+   * count take it also with --local and --memory (what the run on GPUs would choose and hold) */
+  o->lane_comms = !c->one_comm;
   return TRUE;
 }
 
@@ -411,7 +422,7 @@ static int run_rows(RunCmd *c, RfExecutor *ex, Row *rows) {
   for (int i = 0; i < c->ns; i++) {
     Row *r = &rows[i];
     r->strategy = c->strategies[i];
-    r->lane_comms = c->o.lane_comms;
+    r->lane_comms = c->o.lane_comms && !c->o.local;
     GError *pe = NULL;
     RfPlan *plan = rf_plan_build(c->pb, c->strategies[i], NULL, &r->error);
     if (!plan) continue;
@@ -506,15 +517,19 @@ int rf_cmd_run(int argc, char **argv) {
        "N"},
       {"slots", 0, 0, G_OPTION_ARG_INT, &o->slots,
        "Staging lanes per rank and direction: groups a rank keeps in flight, so that packing and "
-       "unpacking overlap the transfers (default 0: chosen, 2 where the memory allows, 8 with "
-       "--lane-comms; 1: one group at a time)",
+       "unpacking overlap the transfers (default 0: chosen, 8 on lane communicators, the default, "
+       "2 with --one-comm, fewer where the memory does not allow them; 1: one group at a time)",
        "N"},
       {"lane-comms", 0, 0, G_OPTION_ARG_NONE, &o->lane_comms,
-       "Each staging lane's groups on a communicator and stream of its own (cuda: a communicator "
-       "split from the world's per lane; host --emulate-network: a group waits only for its own "
-       "lane), so that a rank's groups on different lanes run at the same time; where not given, "
-       "8 lanes and an eighth of the staging bound (at least 4 MiB) are chosen. Default off: one "
-       "communicator, groups one after another. Needs MPI (not --local or --memory)",
+       "Each staging lane's groups on a communicator and stream of its own (the default under "
+       "MPI; cuda: a communicator split from the world's per lane; host --emulate-network: a "
+       "group waits only for its own lane), so that a rank's groups on different lanes run at "
+       "the same time; where not given, 8 lanes and an eighth of the staging bound (at least "
+       "4 MiB) are chosen. Needs MPI (not --local)",
+       NULL},
+      {"one-comm", 0, 0, G_OPTION_ARG_NONE, &c.one_comm,
+       "Every lane's groups on the data communicator and one stream, one after another (before "
+       "2026-12-04 the default; 2 lanes chosen)",
        NULL},
       {"double-bank", 0, 0, G_OPTION_ARG_NONE, &o->double_bank,
        "Destinations twice: the refit writes a second weight bank, swapped in once every rank "

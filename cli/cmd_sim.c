@@ -100,9 +100,13 @@ static void print_header(FILE *f, const RfArgs *a, const RfProblem *pb, const Rf
   rf_args_print_node_map(f, a, pb);
   g_autofree char *quant = rf_quant_describe(pb);
   if (quant) fprintf(f, "# quant: %s\n", quant);
-  if (c->exec_lane_comms)
-    fprintf(f, "# executor: each lane's groups on a communicator and stream of its own "
-               "(--lane-comms): a rank's groups on different lanes run at once\n");
+  if (rf_variant_is_executor(c->software, c->variant))
+    fprintf(f, "# executor: %s\n",
+            c->exec_lane_comms
+                ? "each lane's groups on a communicator and stream of its own (refit run's "
+                  "default): a rank's groups on different lanes run at once"
+                : "every lane on one communicator and stream (--one-comm): a rank's groups one "
+                  "after another");
 }
 
 static void print_row(FILE *f, const Row *r) {
@@ -591,11 +595,11 @@ typedef struct {
   char *calib_path, *timeline, *software, *variant;
   int group, max_flows, exec_slots, exec_max_ops, jobs;
   double exec_staging_mib;
-  gboolean keep, overlap, sequential, exec_staged, exec_lane_comms;
+  gboolean keep, overlap, sequential, exec_staged, exec_lane_comms, exec_one_comm;
   char *engine;
 } SimOpts;
 
-#define SIM_NENTRIES 17 /* with the terminator */
+#define SIM_NENTRIES 18 /* with the terminator */
 
 /* The option entries of o's fields, with its defaults set. */
 static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
@@ -658,10 +662,13 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
       {"staged", 0, 0, G_OPTION_ARG_NONE, &o->exec_staged,
        "refit executor variant: refit run --staged (the plan's stages one after another)", NULL},
       {"lane-comms", 0, 0, G_OPTION_ARG_NONE, &o->exec_lane_comms,
-       "refit executor variant: refit run --lane-comms (each staging lane's groups on a "
-       "communicator and stream of its own, so a rank's groups on different lanes run at once; "
-       "where not given, 8 lanes and an eighth of the staging bound, at least 4 MiB; default: one "
-       "communication stream, a rank's groups one after another)",
+       "refit executor variant: refit run --lane-comms, its default (each staging lane's groups "
+       "on a communicator and stream of its own, so a rank's groups on different lanes run at "
+       "once; where not given, 8 lanes and an eighth of the staging bound, at least 4 MiB)",
+       NULL},
+      {"one-comm", 0, 0, G_OPTION_ARG_NONE, &o->exec_one_comm,
+       "refit executor variant: refit run --one-comm (every lane on one communicator and stream, "
+       "a rank's groups one after another; the default before 2026-12-04)",
        NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   memcpy(out, entries, sizeof entries);
@@ -688,6 +695,10 @@ static gboolean sim_opts_check(const SimOpts *o, GError **e) {
                 "--hybrid-overlap and --hybrid-sequential exclude each other");
     return FALSE;
   }
+  if (o->exec_lane_comms && o->exec_one_comm) {
+    g_set_error(e, RF_ERROR, RF_ERROR_INPUT, "--lane-comms and --one-comm exclude each other");
+    return FALSE;
+  }
   if (!(o->exec_staging_mib >= 0 && o->exec_staging_mib <= 1 << 20) ||
       (o->exec_staging_mib > 0 && o->exec_staging_mib * 1048576.0 < 64) ||
       (o->exec_max_ops < 2 && o->exec_max_ops != RF_SCHEDULE_AUTO_OPS) || o->exec_slots < 0 ||
@@ -707,6 +718,7 @@ static gboolean executor_opts_check(const SimOpts *o, RfSoftware sw, RfSwVariant
   if (rf_variant_is_executor(sw, swv)) return TRUE;
   const char *flag = o->engine && !strcmp(o->engine, "events") ? "--engine events"
                      : o->exec_lane_comms                      ? "--lane-comms"
+                     : o->exec_one_comm                        ? "--one-comm"
                      : o->exec_staged                          ? "--staged"
                      : o->exec_staging_mib > 0                 ? "--staging-mib"
                      : o->exec_slots > 0                       ? "--slots"
@@ -796,7 +808,7 @@ int rf_cmd_sim(int argc, char **argv) {
   cal.exec_max_ops = o->exec_max_ops;
   cal.exec_slots = o->exec_slots;
   cal.exec_staged = o->exec_staged;
-  cal.exec_lane_comms = o->exec_lane_comms;
+  cal.exec_lane_comms = !o->exec_one_comm; /* refit run's default: a communicator per lane */
   cal.exec_banks = pa.double_bank ? 2 : 1;
   if (o->overlap) cal.hybrid_overlap = TRUE;
   if (o->sequential) cal.hybrid_overlap = FALSE;

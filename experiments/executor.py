@@ -8,11 +8,13 @@ against the physical network bound (the plan's lower bound) and the schedule's l
 schedule would take with no loss but its groups'), NVIDIA's reported reshard time and
 the published-software model's prediction of it (the hybrid row of
 experiments/results/reproduce.csv, written by `sh experiments/main.sh`), with the speedup of the
-2-lane executor over that prediction.
+default executor (lanes on communicators of their own, refit run's default since 2026-12-04;
+the staging and lanes chosen) over that prediction. The `--slots` columns and the staged one run
+on one communicator (`--one-comm`, the default before).
 
 usage: /usr/bin/python3 experiments/executor.py [--build DIR | --refit PATH] [--slots 1,2,4]
        [--out experiments/results]
-writes OUT/executor.{csv,txt}; progress on stderr (about 11 minutes on 2 cores).
+writes OUT/executor.{csv,txt}; progress on stderr (about 5 minutes on 2 cores, the events engine).
 """
 import argparse
 import csv
@@ -45,9 +47,10 @@ def main():
     t = Table(os.path.join(a.out, "executor.txt"))
     head = "| platform | model | strategy | bound (s) | schedule lockstep (s) | flow model (s) | " + \
         " | ".join(
-        "executor, %d lane%s (s)" % (s, "" if s == 1 else "s") for s in slots) + \
-        " | executor staged, 2 lanes (s) | reported reshard (s) | published-software" \
-        " prediction (s) | speedup over it |"
+        "executor, one comm, %d lane%s (s)" % (s, "" if s == 1 else "s") for s in slots) + \
+        " | executor staged, one comm, 2 lanes (s) | **executor, default** (lane communicators," \
+        " chosen) (s) | reported reshard (s) | published-software prediction (s) | speedup" \
+        " over it |"
     t.line(head)
     t.line("|" + "---|" * (head.count("|") - 1))
     published = {}  # (platform, model) -> the published-software prediction of the reshard row
@@ -65,10 +68,11 @@ def main():
         flows, _ = sim(*args, extra=["--software-variant", "flows"])
         lock = lockstep(*args)
         ex = {s: sim(*args, extra=["--software", "refit", "--software-variant", "executor",
-                                   "--slots", str(s)])[0] for s in slots}
+                                   "--one-comm", "--slots", str(s)])[0] for s in slots}
         staged = sim(refit, r["model"], r["train_layout"], r["infer_layout"], r["platform"],
                      ["m2n"], extra=["--software", "refit", "--software-variant", "executor",
-                                     "--slots", "2", "--staged"])[0]
+                                     "--one-comm", "--slots", "2", "--staged"])[0]
+        dflt = sim(*args, extra=["--software", "refit", "--software-variant", "executor"])[0]
         for st in strategies:
             bound = flows[st]["lower_bound_s"]
             row = {"platform": r["platform"], "model": r["model"], "strategy": st,
@@ -76,11 +80,13 @@ def main():
             for s in slots:
                 row["executor_%d_s" % s] = ex[s][st]["predicted_s"]
             row["executor_staged_2_s"] = staged["m2n"]["predicted_s"] if st == "m2n" else ""
+            row["executor_default_s"] = dflt[st]["predicted_s"]
+            row["executor_default_model"] = dflt[st].get("predicted_by", "")
             row["reported_reshard_s"] = float(r["reshard_s"])
             pub = published.get((r["platform"], r["model"]))
             row["published_software_s"] = pub if pub is not None else ""
-            row["speedup_over_published"] = (pub / row["executor_2_s"]
-                                             if pub is not None and "executor_2_s" in row else "")
+            row["speedup_over_published"] = (pub / row["executor_default_s"]
+                                             if pub is not None else "")
             row["lockstep_s"] = lock[st]
             rows.append(row)
             cells = ["%.2f (%.2fx)" % (row["executor_%d_s" % s], row["executor_%d_s" % s] / bound)
@@ -90,10 +96,12 @@ def main():
             pub_cells = ("%.2f | %.1fx" % (row["published_software_s"],
                                            row["speedup_over_published"])
                          if row["speedup_over_published"] != "" else "- | -")
-            t.line("| %s | %s | %s | %.2f | %.2f (%.2fx) | %.2f (%.2fx) | %s | %s | %.1f | %s |" % (
-                r["platform"], r["model"], st, bound, lock[st], lock[st] / bound, row["flows_s"],
-                row["flows_s"] / bound,
-                " | ".join(cells), stg, row["reported_reshard_s"], pub_cells))
+            t.line("| %s | %s | %s | %.2f | %.2f (%.2fx) | %.2f (%.2fx) | %s | %s | **%.3f (%.3fx)**"
+                   " | %.1f | %s |" % (
+                       r["platform"], r["model"], st, bound, lock[st], lock[st] / bound,
+                       row["flows_s"], row["flows_s"] / bound, " | ".join(cells), stg,
+                       row["executor_default_s"], row["executor_default_s"] / bound,
+                       row["reported_reshard_s"], pub_cells))
     write_csv(os.path.join(a.out, "executor.csv"), rows)
     t.line("(x: ratio to the bound; wall %.0f s)" % (time.time() - t0))
     t.save()

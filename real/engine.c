@@ -548,7 +548,7 @@ static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
     }
   }
   /* the memory model (model/plan/memory.h) of this very schedule: what --memory reports */
-  rf_memory_of_schedule(plan, sg, st->opt.lane_comms && !st->opt.local, &sp->memory);
+  rf_memory_of_schedule(plan, sg, st->opt.lane_comms, &sp->memory);
   rf_memory_set_banks(&sp->memory, st->nbanks);
   sp->banks = st->nbanks;
   sp->process_bytes += plan_bytes;

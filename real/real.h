@@ -28,7 +28,8 @@ typedef struct {
   gboolean lane_comms;    /* each lane's groups on a communicator and stream of its own (cuda;
                            * host: the emulated network starts a group after its own lane's
                            * previous group only); FALSE: one communicator, groups in post order.
-                           * Ignored with local (no communicator) */
+                           * With local no communicator moves data: the staging choice and the
+                           * memory count still take it (the run under MPI) */
   RfStagingCosts costs;   /* what the choice weighs (refit run: the topology's calibration) */
   gboolean staged;        /* m2n / p2p too: one plan stage after another (no pipelining) */
   gboolean double_bank;   /* destinations twice: the refit writes a second bank, swapped in after

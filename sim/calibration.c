@@ -35,6 +35,7 @@ void rf_calibration_defaults(RfCalibration *c) {
   c->exec_max_ops = RF_SCHEDULE_AUTO_OPS;
   c->exec_slots = 0;
   c->exec_banks = 1;
+  c->exec_lane_comms = TRUE; /* refit run's default under MPI: a communicator per lane */
 }
 
 static const char *const SOFTWARE[] = {"refit", "nemo-rl", "nccl-m2n"};

@@ -4,6 +4,7 @@
 
 #include "schedule.h"
 #include "sim.h"
+#include "staging.h"
 #include <stdint.h>
 
 /* One flow: bytes from one simulated host to another, started offset_s after its step starts.
@@ -34,7 +35,7 @@ typedef struct {
  * it the row is refused before the build, as one whose groups exceed SIM_MAX_STEPS
  * (DeepSeek-V3's pipelined gather-broadcast, 245 M segments and 102,395 groups, took 9.6 GB and
  * 111 s to build only to be refused) */
-#define SIM_EXEC_MAX_SEGMENTS UINT64_C(64000000)
+#define SIM_EXEC_MAX_SEGMENTS RF_STAGING_MAX_SEGMENTS /* what a chosen bound stays within */
 #define SIM_EXEC_COARSE_GROUP 8
 #define SIM_MAX_LANES 64     /* concurrent streams (lanes) of a program (nemo.streams <= 64) */
 #define SIM_DEPTH_CLASSES 64 /* pipeline depth classes kept exact */

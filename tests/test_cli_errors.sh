@@ -73,8 +73,10 @@ expect_rc "run emulate oversubscribed (MPI not started)" 2 "oversubscribed fabri
 # --lane-comms: a communicator per staging lane needs MPI (one process per rank)
 expect_rc "run lane-comms local" 2 "lane-comms gives each staging lane a communicator of its own: it needs MPI" \
   "$REFIT" run --local --lane-comms $P
-expect_rc "run lane-comms memory" 2 "lane-comms gives each staging lane a communicator of its own: it needs MPI" \
-  "$REFIT" run --memory --lane-comms $P
+expect_rc "run lane-comms one-comm" 2 "--lane-comms and --one-comm exclude each other" \
+  "$REFIT" run --memory --lane-comms --one-comm $P
+expect_rc "sim lane-comms one-comm" 2 "--lane-comms and --one-comm exclude each other" \
+  "$REFIT" sim --lane-comms --one-comm -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100
 expect_rc "run bad model (MPI not started)" 2 "unknown model" "$REFIT" run -m nope -t TP2 -i TP2
 
 # Quantized inference targets: unknown names, a shard boundary inside a block, no executor.

@@ -504,10 +504,10 @@ static void test_staging_choose(void) {
 }
 
 /* The staging choice raises its bound while refit run's schedule would have more segments than
- * one build places: the tiny plan with one message grown to 3 x RF_SCHEDULE_MAX_SEGMENTS
- * segments of a quarter of the 16 MiB the bandwidth-delay rule gives (768 M) takes 64 MiB (192 M
- * of 16 MiB); one past what RF_STAGING_MAX_BYTES can split stays there (refit run then refuses
- * with its own line); a given bound is kept. */
+ * RF_STAGING_MAX_SEGMENTS (what every rank builds): the tiny plan with one message grown to 3 x
+ * RF_STAGING_MAX_SEGMENTS segments of a quarter of the 16 MiB the bandwidth-delay rule gives
+ * (192 M) takes 64 MiB (48 M of 16 MiB); one past what RF_STAGING_MAX_BYTES can split stays
+ * there (refit run then builds it, up to RF_SCHEDULE_MAX_SEGMENTS); a given bound is kept. */
 static void test_staging_segments(void) {
   RfProblem *pb = preset_problem("tiny-moe", "TP2xEP2", "TP2xDP2", 2);
   RfTopology *t = pb->topo;
@@ -520,17 +520,16 @@ static void test_staging_segments(void) {
   RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE};
   RfStaging st;
   const uint64_t mib = UINT64_C(1) << 20, was = plan->msgs[0].bytes;
-  plan->msgs[0].bytes = 3 * RF_SCHEDULE_MAX_SEGMENTS * (16 * mib / RF_SCHEDULE_CUTS);
+  plan->msgs[0].bytes = 3 * RF_STAGING_MAX_SEGMENTS * (16 * mib / RF_SCHEDULE_CUTS);
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpuint(st.staging_bytes, ==, 64 * mib);
-  g_assert_cmpuint(rf_schedule_segments(plan, st.staging_bytes, TRUE), <=,
-                   RF_SCHEDULE_MAX_SEGMENTS);
+  g_assert_cmpuint(rf_schedule_segments(plan, st.staging_bytes, TRUE), <=, RF_STAGING_MAX_SEGMENTS);
   g_assert_cmpuint(rf_schedule_segments(plan, st.staging_bytes / 2, TRUE), >,
-                   RF_SCHEDULE_MAX_SEGMENTS);
+                   RF_STAGING_MAX_SEGMENTS);
   g_assert_nonnull(strstr(st.why, "raised"));
   rf_staging_choose(plan, &c, TRUE, 16 * mib, 0, RF_SCHEDULE_AUTO_OPS, &st); /* given: kept */
   g_assert_cmpuint(st.staging_bytes, ==, 16 * mib);
-  plan->msgs[0].bytes = (RF_SCHEDULE_MAX_SEGMENTS + 1) * (RF_STAGING_MAX_BYTES / RF_SCHEDULE_CUTS);
+  plan->msgs[0].bytes = (RF_STAGING_MAX_SEGMENTS + 1) * (RF_STAGING_MAX_BYTES / RF_SCHEDULE_CUTS);
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
   g_assert_cmpuint(st.staging_bytes, ==, RF_STAGING_MAX_BYTES);
   plan->msgs[0].bytes = was;

@@ -411,6 +411,7 @@ static void test_exec_lanes(void) {
   cal.exec_staging_bytes = 25e6;
   cal.exec_max_ops = 32;
   cal.exec_staged = TRUE;
+  cal.exec_lane_comms = FALSE; /* one communicator first (refit run --one-comm) */
   RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
   GError *e = NULL;
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);

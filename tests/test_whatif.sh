@@ -32,10 +32,13 @@ grep -q "^# m2n inference GPU: weights .*EXCEEDS GPU MEMORY" "$TMP/out" || bad "
 expect_err "plan strict" "exceeds the GPU memory (--strict)" "$REFIT" plan -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" --strict -q
 expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" -s m2n --strict -q
 expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
-grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.789 GB (holding 4.387, staging 0.2265, NCCL 0.2013) = 20.07 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
-# sim counts the staging of the executor it is given (--staging-mib 64: twice the default's)
+grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 5.511 GB (holding 4.093, staging 0.2265, NCCL 1.225 in communicators of the lanes too) = 20.8 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
+# sim counts the staging of the executor it is given (--staging-mib 64: 8 lanes, 4 MiB chosen)
 expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64
-grep -q "^#  inference GPU: weights 15.29 GB + refit extra 6.079 GB (holding 4.862, staging 1.12, NCCL 0.2013) = 21.36 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
+grep -q "^#  inference GPU: weights 15.29 GB + refit extra 10.47 GB (holding 5.258, staging 4.48, NCCL 0.8472 in communicators of the lanes too) = 25.76 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
+# --one-comm: every lane on the data communicator (2 lanes of 16 MiB chosen), NCCL's buffers once
+expect_ok "sim memory one-comm" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --one-comm
+grep -q "^#  inference GPU: weights 15.29 GB + refit extra 4.789 GB (holding 4.387, staging 0.2265, NCCL 0.2013) = 20.07 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "sim --one-comm memory line: $(grep inference "$TMP/out")"
 
 # --- plan --schedule: refit run's schedule of every strategy; its lockstep time (groups one after
 # another, each as long as its busiest rank at line rate) is never below the plan's lower bound
@@ -50,10 +53,10 @@ for r in d["strategies"]:
     assert r["schedule_max_ops"] == 40, r  # pipelined, every strategy: 2 x 4 x (1 + 4) on DGX H100
 PY
 expect_ok "plan schedule table" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --schedule
-grep -q "^# m2n schedule (refit run: 16 MiB staging, 2 lanes, pipelined): [0-9]* groups of up to 40 operations, [0-9]* segments; lockstep [0-9.]* s at line rate" "$TMP/out" || bad "plan --schedule line: $(grep schedule "$TMP/out")"
+grep -q "^# m2n schedule (refit run: 4 MiB staging, 8 lanes, pipelined): [0-9]* groups of up to 40 operations, [0-9]* segments; lockstep [0-9.]* s at line rate" "$TMP/out" || bad "plan --schedule line: $(grep schedule "$TMP/out")"
 # the same count as without --schedule (one memory model: refit run's schedule, by round); a
 # forwarded piece is held `--slots` rounds before it goes on (schedule.h)
-grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 4.789 GB (holding 4.387, staging 0.2265, NCCL 0.2013) = 20.07 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "plan --schedule memory line: $(grep inference "$TMP/out")"
+grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 5.511 GB (holding 4.093, staging 0.2265, NCCL 1.225 in communicators of the lanes too) = 20.8 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "plan --schedule memory line: $(grep inference "$TMP/out")"
 
 # --- refit's executor simulated on a coarse platform (--group; above 1,024 ranks by default):
 # one actor per host of 4 GPUs, within a few percent of the exact model (docs/sim.md)
@@ -283,7 +286,8 @@ expect_err "step no baseline" "no refit time for the baseline" "$REFIT" step --r
 # --- one plan, one memory figure: DeepSeek-V3 TP8xDP32xEP256's hybrid schedule (8 M segments) is
 # above what a count builds on its own (2 M), so the plan's stages (43.38 GB) stood in for NeMo RL's
 # hybrid row (refit's memory for the plan) and refit's own row; each now takes the schedule refit's
-# executor simulated (20.2 GB), the same figure
+# executor simulated (26.8 GB at 8 lanes of 4 MiB on communicators of their own, NCCL's buffers
+# counted; 20.2 GB before on one communicator), the same figure
 expect_ok "step one memory per plan" "$REFIT" step -m deepseek-v3 -t PP16xEP16 -i TP8xDP32xEP256 \
   -T dgx-h100 -s hybrid --rollout-s 60 --train-s 30 --json -q
 /usr/bin/python3 - "$TMP/out" <<'PY' || bad "step memory of one plan: $(cat "$TMP/out")"
@@ -294,7 +298,7 @@ assert all(r["memory_from"] == "schedule" for r in rows), rows
 for mode in {r["mode"] for r in rows}:  # async-overlap adds the second weight bank to both
     assert len({r["infer_peak_bytes"] for r in rows if r["mode"] == mode}) == 1, (mode, rows)
 sync = [r for r in rows if r["mode"] == "sync"]
-assert 19e9 < sync[0]["infer_peak_bytes"] < 22e9, rows  # 20.2 GB, not 43.38 GB by stages
+assert 25e9 < sync[0]["infer_peak_bytes"] < 28e9, rows  # 26.8 GB, not 44.56 GB by stages
 PY
 
 finish whatif

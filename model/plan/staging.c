@@ -82,18 +82,19 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
                moving > 1 ? ", beside the other lanes' groups moving at once" : "");
   else
     g_strlcpy(out->why, "given", sizeof out->why);
-  /* no smaller than the bound whose schedule one build places (rf_schedule_build refuses more
-   * than RF_SCHEDULE_MAX_SEGMENTS): a chosen bound that refit run would refuse is no choice */
+  /* no smaller than the bound whose schedule every rank builds within RF_STAGING_MAX_SEGMENTS
+   * (rf_schedule_build refuses above RF_SCHEDULE_MAX_SEGMENTS; below it, each rank's process
+   * holds the whole schedule: 64 M segments, 2.6 GB) */
   uint64_t fits = out->staging_bytes;
   while (out->chose_staging && fits < RF_STAGING_MAX_BYTES &&
-         rf_schedule_segments(plan, fits, pipelined) > RF_SCHEDULE_MAX_SEGMENTS)
+         rf_schedule_segments(plan, fits, pipelined) > RF_STAGING_MAX_SEGMENTS)
     fits *= 2;
   if (fits != out->staging_bytes) {
     out->staging_bytes = fits;
     g_snprintf(out->why, sizeof out->why,
                "raised: the smallest power of two MiB whose schedule has at most %" G_GUINT64_FORMAT
                " segments",
-               (guint64)RF_SCHEDULE_MAX_SEGMENTS);
+               (guint64)RF_STAGING_MAX_SEGMENTS);
   }
   if (!out->chose_staging && !out->chose_slots) return;
   out->budget_bytes = budget_bytes(plan, c, pipelined, out->slots,

@@ -12,8 +12,11 @@
  *            lanes on communicators of their own a group shares the NICs with the other lanes'
  *            groups and takes that many times as long: the rule's bound over the lanes; then
  *            doubled (up to RF_STAGING_MAX_BYTES) while refit run's schedule would have more
- *            segments than one build places (RF_SCHEDULE_MAX_SEGMENTS: Kimi K3's
- *            gather-broadcast on 1,024 + 1,024 GPUs, 2.0 G segments at 32 MiB);
+ *            than RF_STAGING_MAX_SEGMENTS segments: every rank of refit run builds the whole
+ *            schedule (real/engine.c), about 40 bytes a segment (schedule.h), so 64 M take 2.6 GB
+ *            of host memory in each rank's process, 8 of them on a DGX H100 node (Kimi K3's m2n
+ *            on 1,024 + 1,024 GB200 at 8 lanes of 4 MiB: 114-181 M segments; at 16 MiB, 29-45 M);
+ *            refit sim's executor model builds no more either (SIM_EXEC_MAX_SEGMENTS);
  *   lanes    RF_STAGING_LANES groups in flight (1 lane leaves the pack and unpack in series with
  *            the transfers, 4 hold more staging and fill worse: the same results); with lanes on
  *            communicators of their own (refit run --lane-comms: a rank's groups on different
@@ -44,6 +47,7 @@
 #define RF_STAGING_MAX_BYTES (UINT64_C(256) << 20)
 #define RF_STAGING_LANES 2
 #define RF_STAGING_LANES_CONCURRENT 8
+#define RF_STAGING_MAX_SEGMENTS UINT64_C(64000000) /* a chosen bound's schedule, at most */
 /* the rest: NCCL's fixed structures, the CUDA context, lists */
 #define RF_STAGING_BUDGET_FRACTION 0.5
 
