@@ -8,18 +8,20 @@ SimGrid actors, exact (an actor per rank) up to 1,024 ranks and on hosts of up t
 (docs/sim.md, "The events engine", "refit's executor at scale"). This script
 1. checks the events engine against SimGrid's exact model where SimGrid runs: the four reported
    configurations (experiments/results/executor.csv's rows), each strategy with `--engine simgrid`
-   and with the default engine, both on the exact platform, their times and wall times (~2 min
-   on the idle machine); with `--groups 8,9,...` also SimGrid's coarse platforms (N GPUs per
+   and with the default engine, both on the exact platform and one communicator (`--one-comm`:
+   SimGrid takes 1-8 min a run with lane communicators; the engines on lane communicators are
+   compared by the test /sim/executor/events-engine), their times and wall times (~2 min on the
+   idle machine); with `--groups 8,9,...` also SimGrid's coarse platforms (N GPUs per
    simulated host, one actor per host; on GB200 NVL72 every N dividing its domain of 72) against
    its exact one: `refit sim` states those errors beside a prediction made on such a platform;
 2. predicts m2n for Kimi K3 and Qwen3.8 2.4T (Megatron TP8xPP16xEP64, DP8 -> vLLM TP32xDP32, and
    Kimi K3 -> SGLang TP128xADP128xEP128xDP8, a layout that holds it: case kimi-k3@sglang) on
    gb200-nvl72 with the default engine, against the plan's network bound and, for the what-if's
    layouts, the published-software prediction of experiments/results/whatif.csv (NeMo RL's python
-   fallback; written by experiments/whatif.py); about a minute each and 4 GB, `--jobs` at once;
-   each on one communication stream (the default) and with `--lane-comms --slots 4 --staging-mib
-   16` (a communicator and stream per staging lane, docs/sim.md; the chosen 8 lanes of 4 MiB make
-   schedules too large to simulate at this size).
+   fallback; written by experiments/whatif.py); 1-4 min each and 3-4 GB, `--jobs` at once;
+   each by refit run's default (a communicator and stream per staging lane, 8 lanes chosen, the
+   staging bound raised to 16 MiB to keep the schedule within 64 M segments) and on one
+   communication stream (`--one-comm`, the default before 2026-12-04).
 
 usage: /usr/bin/python3 experiments/executor_scale.py [--build DIR | --refit PATH]
        [--skip-check] [--groups 8,9,18,24,36,72]
@@ -51,7 +53,8 @@ LARGE = {"kimi-k3": ("kimi-k3", "TP8xPP16xEP64", "TP32xDP32", "vllm"),
          "kimi-k3@sglang": ("kimi-k3", "TP8xPP16xEP64", "TP128xADP128xEP128xDP8", "sglang"),
          "qwen3.8-2.4t-a95b": ("qwen3.8-2.4t-a95b", "TP8xPP16xEP64", "TP32xDP32", "vllm")}
 LARGE_TOPO = "gb200-nvl72"
-LANES = ["--lane-comms", "--slots", "4", "--staging-mib", "16"]
+ONE = "--one-comm"  # part 2's second variant; part 1 runs on it
+DEFAULT = "default (lane communicators)"
 
 
 def read_csv(path):
@@ -71,13 +74,12 @@ def domain_gpus(refit, topology):
 
 def large(refit, case, variant, t0):
     """refit sim's m2n executor prediction of a case on 1024 + 1024 GPUs (its JSON row), wall s:
-    on one stream (refit run's default), or with a communicator and stream per staging lane, 4
-    lanes of 16 MiB (LANES: the chosen 8 lanes of 4 MiB make 114-181 M segments here, more than
-    one simulation builds)."""
+    refit run's default (DEFAULT: a communicator and stream per staging lane, chosen) or on one
+    communication stream (ONE)."""
     model, train, infer, fw = LARGE[case]
     sys.stderr.write("executor_scale: %s %s started (%.0f s)\n" % (case, variant, time.time() - t0))
     cmd = [refit, "sim", "--json", "-m", model, "-t", train, "-i", infer, "--infer-framework", fw,
-           "-T", LARGE_TOPO, "-s", "m2n"] + EXEC + (LANES if variant != "one stream" else [])
+           "-T", LARGE_TOPO, "-s", "m2n"] + EXEC + ([ONE] if variant == ONE else [])
     w0 = time.time()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT)))
@@ -127,7 +129,7 @@ def main():
                 sys.stderr.write("executor_scale: %s %s %s %s (%.0f s)\n" % (
                     engine, platform, model, strategy, time.time() - t0))
                 res, wall = sim(refit, model, train, infer, platform, [strategy],
-                                extra=EXEC + ["--engine", engine, "--group", "1"])
+                                extra=EXEC + [ONE, "--engine", engine, "--group", "1"])
                 got[engine] = (res[strategy]["predicted_s"], wall)
             (ex, ex_wall), (ev, ev_wall) = got["simgrid"], got["events"]
             rows.append({"kind": "engine-check", "platform": platform, "model": model,
@@ -146,7 +148,7 @@ def main():
                         g, platform, model, strategy, time.time() - t0))
                     train, infer = layouts[(platform, model)]
                     res, wall = sim(refit, model, train, infer, platform, [strategy],
-                                    extra=EXEC + ["--engine", "simgrid", "--group", str(g)])
+                                    extra=EXEC + [ONE, "--engine", "simgrid", "--group", str(g)])
                     ex, co = exact_s[(platform, model, strategy)], res[strategy]["predicted_s"]
                     rows.append({"kind": "coarse-check", "platform": platform, "model": model,
                                  "strategy": strategy, "exact_s": ex, "predicted_s": co,
@@ -157,7 +159,8 @@ def main():
             rows += [r for r in earlier if r["kind"] == "coarse-check"]
     checks = [r for r in rows if r["kind"] == "engine-check"]
     if checks:
-        t.line("## The events engine against SimGrid's exact model (an actor per rank)")
+        t.line("## The events engine against SimGrid's exact model (an actor per rank; one "
+               "communicator, `--one-comm`)")
         t.line("")
         t.line("| platform | model | strategy | SimGrid (s) | events (s) | difference |"
                " SimGrid wall (s) | events wall (s) |")
@@ -211,7 +214,7 @@ def main():
         pred, bound = float(r["predicted_s"]), float(r["bound_s"])
         pub, peak = r["published_software_s"], r.get("infer_peak_gb", "")
         t.line("| %s | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.2fx | %s | %s | %s | %.0f |" % (
-            r["case"], r["train"], r["infer"], r.get("variant") or "one stream",
+            r["case"], r["train"], r["infer"], r.get("variant") or ONE,
             r.get("predicted_by") or "executor", r.get("engine") or "simgrid", r["group"], pred,
             bound, pred / bound,
             "%.1f%s" % (float(peak), " (exceeds)" if r.get("memory_exceeded") == "True" else "")
@@ -226,7 +229,7 @@ def main():
             line(r)
             kept += 1
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        jobs = [(c, v) for c in cases for v in ("one stream", " ".join(LANES))]
+        jobs = [(c, v) for c in cases for v in (DEFAULT, ONE)]
         done = list(pool.map(lambda cv: large(refit, cv[0], cv[1], t0), jobs))
     for (case, variant), (r, wall) in zip(jobs, done):
         model, train, infer, _ = LARGE[case]
