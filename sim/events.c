@@ -63,6 +63,7 @@ typedef struct {
   double res;     /* local solve: capacity left to the messages being solved */
   double wsum;    /* local solve: weight of those not yet fixed */
   uint32_t cnt;   /* local solve: how many of them */
+  uint32_t pos;   /* local solve: its index in Lam (and in Sh) */
   uint64_t stamp; /* local solve: the link is in the solve */
 } Link;
 
@@ -98,6 +99,7 @@ typedef struct {
   uint32_t hposcap;
   uint64_t stamp;
   GArray *F, *Lam; /* local solve: messages and links */
+  GArray *Sh;      /* local solve: per link of Lam, its share (INFINITY once none is left) */
   uint64_t solves, solved, solved_max;
   double now;
   SimOutcome *out;
@@ -276,20 +278,26 @@ static void rerate(Ev *v, const int32_t *links, int n) {
     g->last = v->now;
   }
   const uint64_t fx = ++v->stamp; /* a fixed message carries this stamp */
+  /* each link's share (bytes/s per unit of weight), kept dense beside Lam and recomputed only
+   * where a fixed message changed it: the search for the smallest reads one array (the same
+   * values and the same first-smallest as computing each from its link at every step) */
+  g_array_set_size(v->Sh, Lam->len);
+  double *sh = (double *)(void *)v->Sh->data;
+  for (guint a = 0; a < Lam->len; a++) {
+    Link *L = &v->l[g_array_index(Lam, int32_t, a)];
+    L->pos = a;
+    sh[a] = L->cnt ? MAX(L->res, 0) / L->wsum : INFINITY;
+  }
   for (guint left = F->len; left;) {
-    double share = INFINITY; /* bytes/s per unit of weight */
-    int best = -1;
-    for (guint a = 0; a < Lam->len; a++) {
-      const Link *L = &v->l[g_array_index(Lam, int32_t, a)];
-      if (!L->cnt) continue;
-      double sh = MAX(L->res, 0) / L->wsum;
-      if (sh < share) {
-        share = sh;
-        best = g_array_index(Lam, int32_t, a);
+    double share = INFINITY;
+    guint at = 0;
+    for (guint a = 0; a < Lam->len; a++)
+      if (sh[a] < share) {
+        share = sh[a];
+        at = a;
       }
-    }
-    g_assert(best >= 0);
-    const Link *B = &v->l[best];
+    g_assert(share < INFINITY);
+    const Link *B = &v->l[g_array_index(Lam, int32_t, at)];
     for (uint32_t j = 0; j < B->n; j++) {
       Msg *g = &v->m[B->flow[j]];
       if (g->stamp != st) continue; /* outside the solve, or fixed */
@@ -303,6 +311,7 @@ static void rerate(Ev *v, const int32_t *links, int n) {
         Q->res -= rate;
         Q->wsum -= g->w;
         Q->cnt--;
+        sh[Q->pos] = Q->cnt ? MAX(Q->res, 0) / Q->wsum : INFINITY;
       }
       h_set(v, msg_handle(v, B->flow[j]), v->now + g->rem / rate);
     }
@@ -601,6 +610,7 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   v.round_posted = g_new0(uint8_t, nrounds + 1);
   v.F = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   v.Lam = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  v.Sh = g_array_new(FALSE, FALSE, sizeof(double));
   const int nu = e->nranks;
   v.u = g_new0(Unit, nu);
   g_autofree uint32_t *ubuf = g_new0(uint32_t, (size_t)nu * v.nlanes * 3);
@@ -661,6 +671,7 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   g_free(v.l);
   g_array_free(v.F, TRUE);
   g_array_free(v.Lam, TRUE);
+  g_array_free(v.Sh, TRUE);
   g_free(v.u);
   g_free(v.m);
   g_free(v.pending);
