@@ -82,7 +82,10 @@ CONFIGS = {
         note="BF16 on the wire; the model with its MTP layer (114.6 B parameters)"),
     ("verl checkpoint-engine", "Qwen3-30B-A3B-Base"): dict(
         model="qwen3-30b-a3b", train="TP2", infer="TP1xDP30", topo="dgx-h100", quant=False,
-        note="FSDP over 2 GPUs as TP2; transfer only, no load into the engine (as published)"),
+        sim=["--staging-mib", "16"],
+        note="FSDP over 2 GPUs as TP2; transfer only, no load into the engine (as published); "
+             "refit's staging given as 16 MiB: at the chosen 4 MiB the 2 senders' schedule has "
+             "218 K groups, more than one simulation holds (65,534)"),
     ("MoonshotAI checkpoint-engine", "Kimi-K2-Instruct"): dict(
         model=KIMI_K2, train=MILES_K2, infer="TP16xDP16", topo="h20-8nic", quant="fp8-block",
         note="colocated host-memory source: refit plans a disaggregated 256-GPU source; NICs "
@@ -122,7 +125,7 @@ def predict(refit, c, group):
     base = ["-m", c["model"], "-t", c["train"], "-i", c["infer"], "-T", c["topo"],
             "--infer-framework", c.get("fw", "vllm")] + (QUANT + [c["quant"]] if c["quant"] else [])
     plan, _ = refit_json(refit, ["plan"] + base + ["-s", "m2n"])
-    extra = ["--group", str(group)] if group > 1 else []
+    extra = (["--group", str(group)] if group > 1 else []) + c.get("sim", [])
     sim, wall = refit_json(refit, ["sim"] + base + ["-s", ",".join(STRATEGIES)] + extra)
     rows = {r["strategy"]: r for r in sim["strategies"]}
     for s, r in rows.items():

@@ -8,9 +8,9 @@
 #   3. pack / unpack bandwidth of the copy kernel against device memcpy, per shape
 #      (384 B expert rows included; test_real --copy-bw; target: ratio >= 0.8)   -> copy-bw.txt
 #   4. one-rank NCCL, a 256 MiB spec at 2 MiB of staging (32 groups, each a self-send), timed
-#      with --slots 1 and --slots 2: the two-lane path and its overlap           -> nccl-slots*.txt
-#  4b. the same on 8 lanes, one communicator against --lane-comms (a communicator and stream per
-#      lane): whether the lanes' NCCL kernels run side by side                   -> nccl-lanes8-*.txt
+#      with --one-comm --slots 1 and 2: the two-lane path and its overlap      -> nccl-slots*.txt
+#  4b. the same on 8 lanes, --one-comm against --lane-comms (the default: a communicator and
+#      stream per lane): whether the lanes' NCCL kernels run side by side      -> nccl-lanes8-*.txt
 #   5. a model-sized single-GPU refit: qwen3-30b-a3b (per-layer shapes of the real model) scaled to
 #      $LAYERS (8) of its 48 layers, TP2xPP4 -> TP4xDP2, --local --backend cuda. All 16 ranks
 #      share the GPU: each strategy runs at the most layers (8, 4, 2, 1) whose `--memory --local`
@@ -156,20 +156,20 @@ one_rank() {
   step "one-rank NCCL multi-group, $*" $rc
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
-one_rank slots1 --slots 1
+one_rank slots1 --one-comm --slots 1
 t1=$total
-one_rank slots2 --slots 2
+one_rank slots2 --one-comm --slots 2
 t2=$total
 if [ -n "$t1" ] && [ -n "$t2" ]; then
   say "   lane overlap: --slots 1 / --slots 2 = $(ratio "$t1" "$t2") (above 1: the lanes overlap)"
 fi
 
-# 4b. Lane communicators (--lane-comms, issue 26): the same spec on 8 lanes, once on the one
-# communicator and stream, once with each lane's groups on a communicator (ncclCommSplit) and
-# stream of its own. What the simulator assumes and no GPU has shown: that the lanes' NCCL
+# 4b. Lane communicators (refit run's default since 2026-12-04, issue 26): the same spec on 8
+# lanes, once on the one communicator and stream (--one-comm), once with each lane's groups on a
+# communicator (ncclCommSplit) and stream of its own. What the simulator assumes and no GPU has shown: that the lanes' NCCL
 # kernels run side by side; the ratio of the two times says it (above 1: they do).
 say "4b. one-rank NCCL, the same spec on 8 lanes, one communicator against --lane-comms"
-one_rank lanes8-one --slots 8
+one_rank lanes8-one --one-comm --slots 8
 l1=$total
 one_rank lanes8-lane --slots 8 --lane-comms
 l8=$total

@@ -174,12 +174,19 @@ grep -q "against refit run on an emulated network: not measured (experiments/emu
   bad "sim: a malformed emulated.csv not said unmeasured"
 grep -q "hosts of 2 GPUs (one actor per host): within 3.0% of the exact model (mean 2.0%) on the 2 runs where both run" \
   "$TMP/out" || bad "sim: the coarse platform's error not read from executor-scale.csv"
-# --lane-comms: said in the header, and the lanes and staging chosen for it (8 lanes, 4 MiB)
-expect_ok "sim lane comms" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n --lane-comms
-grep -q "^# executor: each lane's groups on a communicator and stream of its own" "$TMP/out" ||
-  bad "sim --lane-comms: header line"
-grep -q "staging 4 MiB per rank, direction and lane (chosen: .*other lanes' groups moving at once), 8 lanes (chosen)" "$TMP/out" ||
-  bad "sim --lane-comms: 8 lanes of 4 MiB chosen"
+# lane communicators (the default, as refit run's; --lane-comms says so): said in the header, and
+# the lanes and staging chosen for them (8 lanes, 4 MiB); --one-comm: one communicator, 2 lanes
+for flag in "" --lane-comms; do
+  expect_ok "sim lane comms $flag" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n $flag
+  grep -q "^# executor: each lane's groups on a communicator and stream of its own (refit run's default)" "$TMP/out" ||
+    bad "sim $flag: lane communicators header line"
+  grep -q "staging 4 MiB per rank, direction and lane (chosen: .*other lanes' groups moving at once), 8 lanes (chosen)" "$TMP/out" ||
+    bad "sim $flag: 8 lanes of 4 MiB chosen"
+done
+expect_ok "sim one comm" "$REFIT" sim -m tiny-moe -t TP2xPP2 -i TP4 -T dgx-h100 -s m2n --one-comm
+grep -q "^# executor: every lane on one communicator and stream (--one-comm)" "$TMP/out" ||
+  bad "sim --one-comm: header line"
+grep -q "2 lanes (chosen)" "$TMP/out" || bad "sim --one-comm: 2 lanes chosen"
 expect_ok "sim predicted_by software" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s hybrid \
   --software nemo-rl --software-variant python-fallback --json -q
 grep -q '"predicted_by" : "nemo-rl/python-fallback"' "$TMP/out" || bad "sim: software predicted_by"
