@@ -99,7 +99,7 @@ static void print_row(const Row *r, gboolean memory, const RfStaging *header) {
     /* the memory model's count, as refit plan / sim / advise / step print it */
     printf("   %s (%s)%s\n", line, rf_memory_from_name(m),
            rf_memory_exceeds(m) ? "  EXCEEDS GPU MEMORY" : "");
-    const uint64_t own = m->peak_bytes - m->peak_nccl_bytes; /* what refit allocates itself */
+    const uint64_t own = m->own_peak_bytes; /* what refit allocates itself */
     printf("   allocated: fullest inference rank %.3f GB (%+.2f%% of the count above less NCCL's "
            "buffers: the holding store's first-fit alignment and fragmentation)\n",
            gb(r->spread.infer_alloc_bytes),
@@ -201,7 +201,7 @@ static void json_row(JsonBuilder *b, int idx, const void *rows) {
   rf_json_int(b, "weight_banks", r->spread.banks);
   rf_json_int(b, "refit_extra_bytes", (gint64)r->spread.memory.extra_bytes);
   rf_json_int(b, "nccl_buffer_bytes", (gint64)r->spread.memory.nccl_bytes);
-  rf_json_int(b, "infer_peak_nccl_bytes", (gint64)r->spread.memory.peak_nccl_bytes);
+  rf_json_int(b, "infer_refit_peak_bytes", (gint64)r->spread.memory.own_peak_bytes);
   rf_json_int(b, "infer_peak_bytes", (gint64)r->spread.memory.peak_bytes);
   rf_json_bool(b, "memory_exceeded", rf_memory_exceeds(&r->spread.memory));
   rf_json_str(b, "memory_from", rf_memory_from_key(&r->spread.memory));
@@ -422,7 +422,8 @@ static int run_rows(RunCmd *c, RfExecutor *ex, Row *rows) {
   for (int i = 0; i < c->ns; i++) {
     Row *r = &rows[i];
     r->strategy = c->strategies[i];
-    r->lane_comms = c->o.lane_comms && !c->o.local;
+    /* lane communicators in use: by the run under MPI, and by --memory's count of it */
+    r->lane_comms = c->o.lane_comms && (!c->o.local || c->o.plan_only);
     GError *pe = NULL;
     RfPlan *plan = rf_plan_build(c->pb, c->strategies[i], NULL, &r->error);
     if (!plan) continue;

@@ -33,7 +33,7 @@ expect_err "plan strict" "exceeds the GPU memory (--strict)" "$REFIT" plan -m ti
 expect_err "sim strict" "exceeds the GPU memory (--strict)" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T "$DATA/tiny-mem.topo" -s m2n --strict -q
 expect_ok "plan memory fits" "$REFIT" plan -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 --strict -s m2n
 grep -q "^# m2n inference GPU: weights 15.29 GB + refit extra 5.511 GB (holding 4.093, staging 0.2265, NCCL 1.225 in communicators of the lanes too) = 20.8 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "m2n memory line: $(grep inference "$TMP/out")"
-# sim counts the staging of the executor it is given (--staging-mib 64: 8 lanes, 4 MiB chosen)
+# sim counts the staging of the executor it is given (--staging-mib 64, 8 lanes chosen)
 expect_ok "sim memory staging" "$REFIT" sim -m qwen3-30b-a3b -t TP2xEP8 -i TP4xDP2 -T dgx-h100 -s m2n --staging-mib 64
 grep -q "^#  inference GPU: weights 15.29 GB + refit extra 10.47 GB (holding 5.258, staging 4.48, NCCL 0.8472 in communicators of the lanes too) = 25.76 GB of 80 GB (in place, refit run's schedule)$" "$TMP/out" || bad "sim --staging-mib memory line: $(grep inference "$TMP/out")"
 # --one-comm: every lane on the data communicator (2 lanes of 16 MiB chosen), NCCL's buffers once

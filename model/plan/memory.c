@@ -59,6 +59,8 @@ void rf_memory_set_banks(RfMemory *m, int banks) {
   banks = banks == 2 ? 2 : 1;
   m->peak_bytes =
       m->peak_bytes - (uint64_t)m->banks * m->weights_bytes + (uint64_t)banks * m->weights_bytes;
+  m->own_peak_bytes = m->own_peak_bytes - (uint64_t)m->banks * m->weights_bytes +
+                      (uint64_t)banks * m->weights_bytes;
   m->banks = banks;
 }
 
@@ -100,10 +102,10 @@ static void count_rank(RfMemory *out, int r, uint64_t hold, uint64_t staging, ui
   out->nccl_bytes = MAX(out->nccl_bytes, nccl);
   out->extra_bytes = MAX(out->extra_bytes, hold + staging + nccl);
   const uint64_t total = out->weights_bytes + hold + staging + nccl;
+  out->own_peak_bytes = MAX(out->own_peak_bytes, out->weights_bytes + hold + staging);
   if (total > out->peak_bytes) {
     out->peak_bytes = total;
     out->peak_rank = r;
-    out->peak_nccl_bytes = nccl;
   }
 }
 
@@ -124,7 +126,8 @@ static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int com
     idx[r] = -1;
   for (int i = 0; i < nd; i++)
     idx[pb->dst.ranks[i]] = i;
-  const uint32_t all = comms >= 32 ? UINT32_MAX : (UINT32_C(1) << comms) - 1;
+  G_STATIC_ASSERT(RF_SCHEDULE_MAX_SLOTS < 32); /* a lane mask in 32 bits */
+  const uint32_t all = (UINT32_C(1) << comms) - 1;
   const gboolean by_round = comms > 1 && sg && sg->seg_round;
   RfU64Map conn; /* (rank, peer, direction, network) + 1 -> the lanes' mask */
   rf_u64map_init(&conn, 1024, TRUE);
@@ -597,7 +600,8 @@ gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *
   } else {
     RfSchedule *sg = rf_schedule_build(
         plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
-        run->staged ? RF_SCHEDULE_SIZES_ONLY : RF_SCHEDULE_PIPELINED, NULL, NULL, error);
+        run->staged ? (run->lane_comms ? 0 : RF_SCHEDULE_SIZES_ONLY) : RF_SCHEDULE_PIPELINED, NULL,
+        NULL, error); /* lane communicators: the rounds say which lane meets which peer */
     if (!sg) return FALSE;
     rf_memory_of_schedule(plan, sg, run->lane_comms, out);
     rf_schedule_free(sg);

@@ -14,8 +14,9 @@
  *   staging: send and receive staging, each the rank's fullest round (the schedule's send_max /
  *            recv_max) times the lanes;
  *   NCCL:    the point-to-point buffers NCCL allocates on the GPU for the connections refit run's
- *            sends and receives open, per communicator (the data communicator, and with
- *            --lane-comms one more per lane, split without sharing resources), held for the
+ *            sends and receives open, per communicator (the data communicator, and on lane
+ *            communicators, refit run's default, one per further lane, split without sharing
+ *            resources: as many as the lanes), held for the
  *            communicator's life: NCCL connects a peer at the first group that uses it, per
  *            channel and direction (NVIDIA/nccl v2.27.7-1, src/enqueue.cc, src/group.cc), so
  *            they scale with the distinct peers a GPU meets (rf_memory_nccl_conn_bytes below).
@@ -51,9 +52,10 @@ typedef struct {
   uint64_t extra_bytes;   /* largest holding + staging + NCCL of one inference GPU */
   uint64_t peak_bytes;    /* banks x largest weights + the largest extra: the fullest GPU */
   int peak_rank;
-  uint64_t peak_nccl_bytes; /* the NCCL buffers in peak_bytes (peak_rank's): refit run allocates
-                             * the rest itself (run --memory compares its allocation with it) */
-  double gpu_memory_bytes;  /* the topology's [gpu] memory_GB in bytes; 0 when unknown */
+  uint64_t own_peak_bytes; /* banks x weights + holding + staging of the fullest inference GPU
+                            * by what refit run allocates itself (NCCL's buffers aside): what
+                            * run --memory compares its allocation with */
+  double gpu_memory_bytes; /* the topology's [gpu] memory_GB in bytes; 0 when unknown */
   RfMemoryFrom from;
 } RfMemory;
 
@@ -64,7 +66,9 @@ typedef struct {
   int slots;              /* --slots */
   gboolean staged;        /* --staged: no pipelining across plan stages */
   int banks;              /* 1 in place (refit run's default), 2 --double-bank */
-  gboolean lane_comms;    /* --lane-comms: a communicator per lane (NCCL buffers per lane) */
+  gboolean lane_comms;    /* a communicator per lane (NCCL buffers per lane): refit run's default,
+                           * but FALSE after rf_memory_run_init (rf_calibration_memory_run sets
+                           * it from the calibration) */
   uint64_t max_segments;  /* build the schedule only up to this many segments (0: always);
                            * above it the plan's stages are counted instead (from: STAGES) */
   /* NeMo RL's gather + broadcast (bucket_bytes > 0, gather-broadcast plans only): the packed

@@ -89,8 +89,9 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   while (out->chose_staging && fits < RF_STAGING_MAX_BYTES &&
          rf_schedule_segments(plan, fits, pipelined) > RF_STAGING_MAX_SEGMENTS)
     fits *= 2;
+  uint64_t floor_bytes = RF_STAGING_MIN_BYTES; /* what a memory cut leaves at least */
   if (fits != out->staging_bytes) {
-    out->staging_bytes = fits;
+    out->staging_bytes = floor_bytes = fits;
     g_snprintf(out->why, sizeof out->why,
                "raised: the smallest power of two MiB whose schedule has at most %" G_GUINT64_FORMAT
                " segments",
@@ -110,7 +111,9 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
     out->slots = MAX(out->slots / 2, RF_STAGING_LANES);
     cut = TRUE;
   }
-  while (out->chose_staging && out->staging_bytes > RF_STAGING_MIN_BYTES &&
+  /* never below the bound the segment rule raised it to (a cut that refit run would build as
+   * more than RF_STAGING_MAX_SEGMENTS segments): then fewer lanes, below */
+  while (out->chose_staging && out->staging_bytes > floor_bytes &&
          footprint(out->staging_bytes, out->slots, share) > out->budget_bytes) {
     out->staging_bytes /= 2;
     cut = TRUE;
