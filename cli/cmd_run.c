@@ -37,6 +37,12 @@ static double gbps(uint64_t bytes, double s) {
   return s > 0 ? bytes / s / 1e9 : 0.0;
 }
 
+/* Lane communicators in use: by the run under MPI, and by --memory's count of it (--local runs
+ * none: a round moves by copies). */
+static gboolean lanes_on_comms(const RfRealOptions *o) {
+  return o->lane_comms && (!o->local || o->plan_only);
+}
+
 static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProblem *pb, int world,
                          const char *hosts_note, const RfStaging *staging) {
   printf("# refit run  backend %s%s  model %s  train %s  infer %s  spec %s\n", o->backend,
@@ -58,9 +64,9 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   /* the first strategy's (model/plan/staging.h); a row whose choice differs prints its own */
   g_autofree char *st = staging ? rf_staging_describe(staging) : NULL;
   printf("# %s", st ? st : "staging, lanes and operation bound: no strategy planned");
-  if (o->lane_comms && !o->local)
+  if (lanes_on_comms(o))
     printf(", each lane's groups on a communicator and stream of its own");
-  else if (!o->local)
+  else if (!o->local || o->plan_only)
     printf(", every lane's groups on one communicator and stream (--one-comm)");
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; NCCL's point-to-point "
@@ -422,8 +428,7 @@ static int run_rows(RunCmd *c, RfExecutor *ex, Row *rows) {
   for (int i = 0; i < c->ns; i++) {
     Row *r = &rows[i];
     r->strategy = c->strategies[i];
-    /* lane communicators in use: by the run under MPI, and by --memory's count of it */
-    r->lane_comms = c->o.lane_comms && (!c->o.local || c->o.plan_only);
+    r->lane_comms = lanes_on_comms(&c->o);
     GError *pe = NULL;
     RfPlan *plan = rf_plan_build(c->pb, c->strategies[i], NULL, &r->error);
     if (!plan) continue;

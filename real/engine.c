@@ -496,10 +496,11 @@ static void on_schedule_progress(uint64_t done, uint64_t total, void *ud) {
 static gboolean build_schedule(RealState *st, const RfPlan *plan, GError **error) {
   ScheduleProgress pr = {st, plan, g_get_monotonic_time(), 0};
   pr.shown = pr.t0;
-  /* --memory of a staged schedule: sizes only, unless NCCL's buffers per lane communicator need
-   * the rounds (which lane meets which peer), as the run and refit sim count them */
-  unsigned flags = st->opt.plan_only && !st->opt.lane_comms ? RF_SCHEDULE_SIZES_ONLY : 0;
-  if (!st->opt.staged) flags |= RF_SCHEDULE_PIPELINED; /* every strategy, as refit sim */
+  /* every strategy pipelined, as refit sim; --memory builds what its count needs */
+  const unsigned flags = st->opt.plan_only
+                             ? rf_memory_count_flags(st->opt.staged, st->opt.lane_comms)
+                         : st->opt.staged ? 0
+                                          : RF_SCHEDULE_PIPELINED;
   /* staging bound, lanes and operation bound: as given, or chosen (model/plan/staging.h) */
   RfStaging *sc = &st->spread.staging;
   rf_staging_choose(plan, &st->opt.costs, (flags & RF_SCHEDULE_PIPELINED) != 0,

@@ -598,10 +598,9 @@ gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *
     else
       staged_unbuilt(plan, run, out);
   } else {
-    RfSchedule *sg = rf_schedule_build(
-        plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
-        run->staged ? (run->lane_comms ? 0 : RF_SCHEDULE_SIZES_ONLY) : RF_SCHEDULE_PIPELINED, NULL,
-        NULL, error); /* lane communicators: the rounds say which lane meets which peer */
+    RfSchedule *sg =
+        rf_schedule_build(plan, plan->problem->nranks, run->staging_bytes, run->max_ops, run->slots,
+                          rf_memory_count_flags(run->staged, run->lane_comms), NULL, NULL, error);
     if (!sg) return FALSE;
     rf_memory_of_schedule(plan, sg, run->lane_comms, out);
     rf_schedule_free(sg);

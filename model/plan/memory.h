@@ -116,6 +116,12 @@ gboolean rf_memory_of_run(const RfPlan *plan, const RfMemoryRun *run, RfMemory *
  * that schedule anyway can count instead, with rf_memory_of_schedule): no buckets, and the
  * schedule within run->max_segments. Cost: the plan's messages. */
 gboolean rf_memory_run_builds(const RfPlan *plan, const RfMemoryRun *run);
+/* The rf_schedule_build flags of a schedule built to be counted: pipelined, or staged and sizes
+ * only, unless NCCL's buffers per lane communicator need its rounds (which lane meets which
+ * peer). refit run --memory and rf_memory_of_run both build so. */
+static inline unsigned rf_memory_count_flags(gboolean staged, gboolean lane_comms) {
+  return !staged ? RF_SCHEDULE_PIPELINED : lane_comms ? 0 : RF_SCHEDULE_SIZES_ONLY;
+}
 /* NCCL's channels per point-to-point peer in pb's world (the constants above). */
 int rf_memory_nccl_channels_per_peer(const RfProblem *pb);
 /* Count banks (1 or 2) weight banks in m: peak_bytes moves by the difference. */
