@@ -19,13 +19,26 @@
 # Budget: at most 180 + 60 + 40 + 4 x 25 + 120 s = 8.3 minutes on an H200 with 16 cores (each step
 # has its own timeout). Without a GPU it stops after saying so (exit 77).
 # Usage: sh scripts/device-check.sh [BUILD_DIR]
+#        sh scripts/device-check.sh --bundle DIR
+# With --bundle, nothing is built there: DIR is what scripts/device-bundle.sh packed from a CUDA
+# build made elsewhere (binaries, their libraries, Open MPI's components), for a machine that has
+# a GPU and NCCL but not GLib, json-glib, SimGrid or Open MPI (the device tool's H200 image).
+# One-rank runs then go through the bundle's mpirun1 (an isolated MPI singleton) instead of
+# mpirun, and step 2 runs the real_cuda test's script directly (ctest's files name this
+# machine's paths).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 out=${OUT:-./device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+bundle=""
+if [ "${1:-}" = --bundle ]; then
+  bundle=$(cd "${2:?--bundle needs a folder}" && pwd) || exit 1
+  set -- build-gpu
+fi
 build=${1:-build-gpu}
+launch="mpirun --allow-run-as-root"
 layers=${LAYERS:-8}
 summary="$out/summary.txt"
 : >"$summary"
@@ -45,6 +58,10 @@ fi
 say "GPUs: $(grep -c '^GPU' "$out/gpus.txt") ($(head -1 "$out/gpus.txt"))"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >>"$out/gpus.txt" 2>&1
 
+# NCCL says its version at its first communicator (which library ran: the bundle finds the
+# machine's own)
+NCCL_DEBUG=${NCCL_DEBUG:-VERSION}
+export NCCL_DEBUG
 fails=0
 step() { # step NAME RC
   if [ "$2" = 0 ]; then say "ok: $1 ($(elapsed) s so far)"; else
@@ -55,6 +72,23 @@ step() { # step NAME RC
 
 # 0. Preflight: a device machine cannot install anything, so name every missing piece first,
 # one line each, instead of failing inside cmake.
+if [ -n "$bundle" ]; then
+  REFIT_BUNDLE=$bundle
+  REFIT_DATA_DIR=$root
+  export REFIT_BUNDLE REFIT_DATA_DIR
+  # shellcheck disable=SC1091 # written by scripts/device-bundle.sh
+  . "$bundle/env.sh"
+  say "bundle $bundle; NCCL ${REFIT_BUNDLE_NCCL:-not found}"
+  unresolved=$(ldd "$bundle/bin/refit" "$bundle/bin/test_real" 2>&1 | grep 'not found' | sort -u)
+  if [ -n "$unresolved" ]; then
+    say "FAIL: preflight: the bundle's binaries miss libraries: $(echo "$unresolved" | tr -s ' \t\n' ' ')"
+    exit 1
+  fi
+  refit="$bundle/bin/refit"
+  test_real="$bundle/bin/test_real"
+  launch="$bundle/bin/mpirun1"
+  say "1. nothing built here: $("$refit" --version 2>&1 | head -1); $(cat "$bundle/info.txt" 2>/dev/null)"
+else
 missing=0
 need() { # WHAT COMMAND...: the command must succeed
   what=$1
@@ -104,12 +138,19 @@ if [ $rc != 0 ]; then
 fi
 refit="$build/cli/refit"
 test_real="$build/tests/test_real"
+fi
 
 # 2. The CUDA tests of the suite.
-say "2. ctest -R real_cuda"
-(cd "$build" && timeout 60 ctest -R real_cuda --output-on-failure) >"$out/ctest.log" 2>&1
-rc=$?
-grep -q 'real_cuda .*Skipped' "$out/ctest.log" && rc=77
+if [ -n "$bundle" ]; then
+  say "2. the real_cuda test (tests/test_real.sh cuda, one-rank runs through mpirun1)"
+  timeout 60 sh tests/test_real.sh cuda "$refit" "$test_real" "$launch" >"$out/ctest.log" 2>&1
+  rc=$?
+else
+  say "2. ctest -R real_cuda"
+  (cd "$build" && timeout 60 ctest -R real_cuda --output-on-failure) >"$out/ctest.log" 2>&1
+  rc=$?
+  grep -q 'real_cuda .*Skipped' "$out/ctest.log" && rc=77
+fi
 grep -E '^(ok|FAIL|SKIP|note):' "$out/ctest.log" >>"$summary"
 step "ctest -R real_cuda" $rc
 
@@ -145,12 +186,14 @@ one_rank() {
   name=$1
   shift
   f="$out/nccl-$name.txt"
-  echo "\$ mpirun -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 $*" >"$f"
-  timeout 25 mpirun --allow-run-as-root -np 1 "$refit" run --backend cuda --spec "$spec" -s p2p \
+  echo "\$ $launch -np 1 $refit run --backend cuda --spec $spec -s p2p --staging-mib 2 $*" >"$f"
+  # shellcheck disable=SC2086 # $launch: words
+  timeout 25 $launch -np 1 "$refit" run --backend cuda --spec "$spec" -s p2p \
     --staging-mib 2 "$@" --warmup 1 --iters 5 >>"$f" 2>&1
   rc=$?
   groups=$(sed -n 's/.* \([0-9]*\) groups,.*/\1/p' "$f" | head -1)
   total=$(awk '/^   total/ {print $4}' "$f" | head -1)
+  [ "$name" = slots1 ] && say "   $(grep -m1 'NCCL version' "$f" || echo 'no NCCL version line')"
   say "   $*: ${groups:-?} groups, total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
   [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$f" || rc=1
   step "one-rank NCCL multi-group, $*" $rc
