@@ -5,19 +5,25 @@
 #   0. preflight: one line per missing dependency (nothing can be installed there)
 #   1. build with the CUDA backend (build-gpu/, the GPU's architecture, no -Werror) -> build.log
 #   2. ctest -R real_cuda (single-GPU mode, one-rank NCCL self-send and multi-group) -> ctest.log
-#   3. pack / unpack bandwidth of the copy kernel against device memcpy, per shape
-#      (384 B expert rows included; test_real --copy-bw; target: ratio >= 0.8)   -> copy-bw.txt
+#   3. pack / unpack bandwidth of the copy kernel against a device memcpy of the same bytes, per
+#      shape, every copied byte checked (384 B expert rows included; test_real --copy-bw; target:
+#      ratio >= 0.8); then each variant of the kernel the bundle holds (copy-variants.sh)
+#                                                                   -> copy-bw.txt, copy-bw-*.txt
+#  3b. one rank's operations, host and device time: a copy kernel, a group (self-send), a round,
+#      an event record (test_real --op-costs: the executor model's per-round costs) -> op-costs.txt
 #   4. one-rank NCCL, a 256 MiB spec at 2 MiB of staging (32 groups, each a self-send), timed
 #      with --one-comm --slots 1 and 2: the two-lane path and its overlap      -> nccl-slots*.txt
 #  4b. the same on 8 lanes, --one-comm against --lane-comms (the default: a communicator and
 #      stream per lane): whether the lanes' NCCL kernels run side by side      -> nccl-lanes8-*.txt
+#  4c. the same 256 MiB in 2 .. 256 groups: the cost of a group (least squares) -> nccl-stage*.txt
 #   5. a model-sized single-GPU refit: qwen3-30b-a3b (per-layer shapes of the real model) scaled to
 #      $LAYERS (8) of its 48 layers, TP2xPP4 -> TP4xDP2, --local --backend cuda. All 16 ranks
 #      share the GPU: each strategy runs at the most layers (8, 4, 2, 1) whose `--memory --local`
 #      process total fits 85% of the GPU's free memory (gather-broadcast at 8 layers needs 132 GiB)
 #                                                                                  -> memory-*.txt, refit-*.txt
-# Budget: at most 180 + 60 + 40 + 4 x 25 + 120 s = 8.3 minutes on an H200 with 16 cores (each step
-# has its own timeout). Without a GPU it stops after saying so (exit 77).
+# Budget: at most 180 + 60 + 40 + 40 + 11 x 25 + 120 s = 12 minutes on an H200 with 16 cores
+# (each step has its own timeout); with --bundle on an H200 it took 40-55 s (2026-12-04). Without
+# a GPU it stops after saying so (exit 77).
 # Usage: sh scripts/device-check.sh [BUILD_DIR]
 #        sh scripts/device-check.sh --bundle DIR
 # With --bundle, nothing is built there: DIR is what scripts/device-bundle.sh packed from a CUDA
@@ -162,6 +168,23 @@ cat "$out/copy-bw.txt" | tee -a "$summary"
 step "copy bandwidth" $rc
 grep -q 'below the 0.8 target' "$out/copy-bw.txt" &&
   say "note: a list is below 0.8 of device memcpy bandwidth (see above)"
+# Other settings of the copy kernel, where the bundle holds them (scripts/copy-variants.sh).
+for v in ${bundle:+"$bundle"/bin/test_real-*}; do
+  [ -x "$v" ] || continue
+  name=${v##*/test_real-}
+  say "3. copy bandwidth, variant $name"
+  timeout 40 "$v" --copy-bw 256 >"$out/copy-bw-$name.txt" 2>&1
+  rc=$?
+  grep -v '^#' "$out/copy-bw-$name.txt" | tee -a "$summary"
+  step "copy bandwidth ($name)" $rc
+done
+
+# 3b. What a round's operations cost, host and device (the executor model's [executor] costs).
+say "3b. one rank's operations: copy kernel, group, round, event record"
+timeout 40 "$test_real" --op-costs >"$out/op-costs.txt" 2>&1
+rc=$?
+cat "$out/op-costs.txt" | tee -a "$summary"
+step "operation costs" $rc
 
 # 4. One rank, NCCL: every transfer a self-send, tens of groups at 8 MiB of staging; one lane
 # against two (the second overlaps a group's transfer with the other lane's pack and unpack).
@@ -219,6 +242,26 @@ l8=$total
 if [ -n "$l1" ] && [ -n "$l8" ]; then
   say "   lane communicators: one communicator / --lane-comms = $(ratio "$l1" "$l8") (above 1: the lanes' kernels run side by side)"
 fi
+
+# 4c. The cost of a group: the same 256 MiB at staging bounds that cut it into 2 .. 256 groups,
+# one lane; the slope of time over groups (least squares) is what a group costs beyond its bytes
+# (the host's posting, NCCL's launch and the copy kernels' launches, a round trip per group).
+say "4c. one-rank NCCL, 256 MiB in 2 .. 256 groups (--staging-mib 32 .. 0.25), --one-comm --slots 1"
+sweep=""
+for mib in 32 8 2 1 0.25; do
+  one_rank "stage$mib" --one-comm --slots 1 --staging-mib "$mib"
+  [ -n "$total" ] && [ -n "$groups" ] && sweep="$sweep $groups:$total"
+done
+if [ -n "$sweep" ]; then
+  say "   $(echo "$sweep" | tr ' ' '\n' | awk -F: 'NF == 2 { n++; x += $1; y += $2; xx += $1 * $1; xy += $1 * $2 }
+    END { if (n < 2) { print "too few points"; exit }
+          b = (n * xy - x * y) / (n * xx - x * x); a = (y - b * x) / n
+          printf "per group %.1f us, per refit %.3f ms (least squares over %d staging bounds)", b * 1e6, a * 1e3, n }')"
+fi
+# whether the lanes hide it: the 256 groups on 2 lanes (one communicator), and as refit run
+# chooses by default (lanes and their communicators)
+one_rank stage0.25-slots2 --one-comm --slots 2 --staging-mib 0.25
+one_rank stage0.25-default --staging-mib 0.25
 
 # 5. A model-sized refit on one GPU: every rank of the plan in this process, each strategy at the
 # most layers whose process total fits.

@@ -352,8 +352,8 @@ static void test_gpu_pick(void) {
   g_assert_cmpint(rf_real_pick_gpu(3, 8, 5, FALSE), ==, 5);
 }
 
-/* Small copies first, each class in its order, nothing lost: the cuda backend gives each small
- * copy a warp. */
+/* Small copies first, each class in its order, nothing lost (a threshold of 2048 B here; the
+ * cuda backend's is RF_REAL_SMALL_COPY_BYTES). */
 static void test_order_copies(void) {
   GArray *a = g_array_new(FALSE, FALSE, sizeof(RfCopy));
   const uint64_t sizes[] = {4096, 384, 262144, 2048, 2049, 1, 384, 100000};
@@ -361,7 +361,7 @@ static void test_order_copies(void) {
     RfCopy c = {i * 1000, i * 7, sizes[i], 0, 1};
     g_array_append_val(a, c);
   }
-  g_assert_cmpuint(rf_real_order_copies(a, RF_REAL_SMALL_COPY_BYTES), ==, 4);
+  g_assert_cmpuint(rf_real_order_copies(a, 2048), ==, 4);
   const guint want[] = {1, 3, 5, 6, 0, 2, 4, 7}; /* the original index at each place */
   g_assert_cmpuint(a->len, ==, G_N_ELEMENTS(want));
   for (guint i = 0; i < a->len; i++) {
@@ -371,7 +371,7 @@ static void test_order_copies(void) {
     g_assert_cmpuint(c->bytes, ==, sizes[want[i]]);
   }
   g_array_set_size(a, 0);
-  g_assert_cmpuint(rf_real_order_copies(a, RF_REAL_SMALL_COPY_BYTES), ==, 0);
+  g_assert_cmpuint(rf_real_order_copies(a, 2048), ==, 0);
   g_array_free(a, TRUE);
 }
 
@@ -437,7 +437,8 @@ static void test_iters_limit(void) {
 }
 
 /* `test_real --copy-bw MIB`: pack / unpack bandwidth of the backend's copy kernel against its
- * device-to-device memcpy (peer_copy), on one GPU. Exit 77 without the cuda backend or a GPU. */
+ * device-to-device memcpy (peer_copy) of the same bytes, on one GPU, every copied byte checked.
+ * Exit 77 without the cuda backend or a GPU. */
 static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy *list, uint64_t n,
                       uint64_t nsmall, void *dst, const void *src, uint64_t bytes, int reps) {
   double since[2] = {0, 0};
@@ -464,6 +465,10 @@ static int copy_bandwidth(int mib) {
     return 77;
   }
   const uint64_t bytes = (uint64_t)mib << 20;
+  /* every copied byte is checked: a pattern in, zeros beside it, the destination read back */
+  unsigned char *pattern = g_malloc(bytes), *zeros = g_malloc0(bytes), *back = g_malloc(bytes);
+  for (uint64_t i = 0; i < bytes; i++)
+    pattern[i] = (unsigned char)((i * 2654435761u) >> 13);
   void *buf[2] = {NULL, NULL};
   void **bases_dev = NULL;
   int rc = 1;
@@ -480,6 +485,7 @@ static int copy_bandwidth(int mib) {
     uint64_t row, stride; /* bytes per copy, source stride (0: contiguous) */
     int reverse;
   } shapes[] = {{"contiguous", bytes, 0, 0},
+                {"pack 8 KiB rows", 8192, 32768, 0},
                 {"pack 4 KiB rows", 4096, 16384, 0},
                 {"unpack 4 KiB rows", 4096, 16384, 1},
                 {"pack 1 KiB rows", 1024, 4096, 0},
@@ -492,10 +498,12 @@ static int copy_bandwidth(int mib) {
     printf("FAIL: memcpy timing\n");
     goto out;
   }
-  printf("# copy bandwidth, %d MiB per copy list, one GPU; GB = 1e9 B, each byte counted once\n",
+  printf("# copy bandwidth, lists over %d MiB, one GPU; GB = 1e9 B, each byte counted once\n"
+         "# ratio: against a device memcpy of the bytes the list moves (rows: a quarter)\n",
          mib);
-  printf("%-20s %10s %10s %8s\n", "list", "copies", "GB/s", "ratio");
-  printf("%-20s %10d %10.1f %8.3f\n", "device memcpy", 1, bytes / ref / 1e9, 1.0);
+  printf("%-20s %10s %10s %12s %8s\n", "list", "copies", "GB/s", "memcpy GB/s", "ratio");
+  printf("%-20s %10d %10.1f %12.1f %8.3f\n", "device memcpy", 1, bytes / ref / 1e9,
+         bytes / ref / 1e9, 1.0);
   rc = 0;
   for (guint k = 0; k < G_N_ELEMENTS(shapes); k++) {
     GArray *list = g_array_new(FALSE, FALSE, sizeof(RfCopy));
@@ -517,18 +525,33 @@ static int copy_bandwidth(int mib) {
     const uint64_t nsmall = rf_real_order_copies(list, RF_REAL_SMALL_COPY_BYTES);
     RfCopy *list_dev = NULL;
     double t = -1;
-    if (!ops->alloc(d, (uint64_t)list->len * sizeof(RfCopy), (void **)&list_dev) &&
+    /* the source space holds the pattern, the destination zeros: checked after the timing */
+    const int from = shapes[k].reverse, to = !from;
+    uint64_t wrong = 0;
+    if (!ops->upload(d, buf[from], pattern, bytes) && !ops->upload(d, buf[to], zeros, bytes) &&
+        !ops->alloc(d, (uint64_t)list->len * sizeof(RfCopy), (void **)&list_dev) &&
         !ops->upload(d, list_dev, list->data, (uint64_t)list->len * sizeof(RfCopy))) {
       timed_s(ops, d, bases_dev, list_dev, list->len, nsmall, NULL, NULL, 0, 1); /* warm up */
       t = timed_s(ops, d, bases_dev, list_dev, list->len, nsmall, NULL, NULL, 0, 10);
+      if (t > 0 && !ops->download(d, back, buf[to], bytes)) {
+        for (guint i = 0; i < list->len; i++) {
+          const RfCopy *c = &g_array_index(list, RfCopy, i);
+          wrong += memcmp(back + c->dst_off, pattern + c->src_off, c->bytes) != 0;
+        }
+      } else {
+        t = -1;
+      }
     }
-    if (t <= 0) {
-      printf("FAIL: %s\n", shapes[k].name);
+    /* the same bytes by device memcpy: a kernel's ramp and tail weigh the same on both sides */
+    const double same = t > 0 ? timed_s(ops, d, NULL, NULL, 0, 0, buf[1], buf[0], moved, 10) : -1;
+    if (t <= 0 || same <= 0 || wrong) {
+      printf("FAIL: %s (%" G_GUINT64_FORMAT " of %u copies wrong)\n", shapes[k].name, wrong,
+             list->len);
       rc = 1;
     } else {
-      double ratio = (moved / t) / (bytes / ref);
-      printf("%-20s %10u %10.1f %8.3f%s\n", shapes[k].name, list->len, moved / t / 1e9, ratio,
-             ratio < 0.8 ? "  (below the 0.8 target)" : "");
+      const double ratio = same / t;
+      printf("%-20s %10u %10.1f %12.1f %8.3f%s\n", shapes[k].name, list->len, moved / t / 1e9,
+             moved / same / 1e9, ratio, ratio < 0.8 ? "  (below the 0.8 target)" : "");
     }
     ops->release(d, list_dev);
     g_array_free(list, TRUE);
@@ -538,6 +561,123 @@ out:
   ops->release(d, buf[1]);
   ops->release(d, bases_dev);
   ops->close(d, 0);
+  g_free(pattern);
+  g_free(zeros);
+  g_free(back);
+  return rc;
+}
+
+/* `test_real --op-costs`: what the CUDA backend's operations of a round cost on one GPU, one
+ * rank (its own NCCL communicator; a group is a self-send): the host's time per call and, run
+ * back to back, the time per operation until the GPU is done. The executor model charges them
+ * per round (sim/calibration/, [executor]; the group as latency.message_s). Exit 77 without
+ * the cuda backend or a GPU. */
+typedef struct {
+  const RfDevOps *ops;
+  RfDev *d;
+  void **bases_dev;
+  RfCopy *list_dev; /* [0]: pack 4 KiB, [1]: pack 1 MiB, [2]: unpack 1 MiB */
+  void *sstage, *rstage;
+} OpBench;
+
+/* what = 0 copy 4 KiB, 1 group 4 KiB, 2 group 1 MiB, 3 round of 1 MiB (pack, group, wait,
+ * unpack), 4 event record (mark); host seconds per call into *host, per op end to end back */
+static double op_once(OpBench *b, int what, int n, double *host) {
+  const RfDevOps *ops = b->ops;
+  double since[2] = {0, 0};
+  int done = 0;
+  const RfOp small = {0, 0, 0, 4096}, big = {0, 0, 0, 1u << 20};
+  if (ops->mark(b->d, 0)) return -1;
+  const gint64 t0 = g_get_monotonic_time();
+  for (int i = 0; i < n; i++) {
+    RfRealStatus st = RF_REAL_OK;
+    switch (what) {
+    case 0:
+      st = ops->copy(b->d, b->bases_dev, b->list_dev, 1, 1);
+      break;
+    case 1:
+    case 2:
+      st = ops->post(b->d, 0, what == 1 ? &small : &big, 1, what == 1 ? &small : &big, 1, b->sstage,
+                     b->rstage);
+      if (!st) st = ops->wait(b->d, 0, NULL);
+      break;
+    case 3:
+      st = ops->copy(b->d, b->bases_dev, b->list_dev + 1, 1, 0);
+      if (!st) st = ops->post(b->d, 0, &big, 1, &big, 1, b->sstage, b->rstage);
+      if (!st) st = ops->wait(b->d, 0, NULL);
+      if (!st) st = ops->copy(b->d, b->bases_dev, b->list_dev + 2, 1, 0);
+      break;
+    default:
+      st = ops->mark(b->d, 1);
+      break;
+    }
+    if (st) return -1;
+  }
+  *host = (g_get_monotonic_time() - t0) * 1e-6 / n;
+  if (ops->mark(b->d, 1) || ops->finish(b->d, 2, since, &done)) return -1;
+  return since[1] / n;
+}
+
+static int op_costs(void) {
+  const RfDevOps *ops = rf_boot_dev_ops("cuda");
+  if (!ops) {
+    printf("SKIP: the cuda backend is not built\n");
+    return 77;
+  }
+  RfDevConfig cfg = {.rank = 0, .world = 1, .device = 0, .timeout_s = 60, .init_timeout_s = 60};
+  OpBench b = {ops, NULL, NULL, NULL, NULL, NULL};
+  RfRealStatus st = ops->open(&cfg, &b.d);
+  if (st != RF_REAL_OK) {
+    printf("SKIP: cuda backend: %s\n", rf_real_status_string(st));
+    if (b.d) ops->close(b.d, 1);
+    return 77;
+  }
+  char id[256] = {0};
+  void *buf[2] = {NULL, NULL};
+  int rc = 1;
+  /* spaces 0 and 1: the weights side and the staging side of 1 MiB each */
+  const RfCopy lists[3] = {{0, 0, 4096, 0, 1}, {0, 0, 1u << 20, 0, 1}, {0, 0, 1u << 20, 1, 0}};
+  if (rf_boot_nccl_id(id, sizeof id) || ops->connect(b.d, id, NULL) ||
+      ops->alloc(b.d, 1u << 20, &buf[0]) || ops->alloc(b.d, 1u << 20, &buf[1]) ||
+      ops->alloc(b.d, 1u << 20, &b.rstage) || ops->alloc(b.d, sizeof buf, (void **)&b.bases_dev) ||
+      ops->upload(b.d, b.bases_dev, buf, sizeof buf) ||
+      ops->alloc(b.d, sizeof lists, (void **)&b.list_dev) ||
+      ops->upload(b.d, b.list_dev, lists, sizeof lists)) {
+    printf("FAIL: setting up one rank's communicator and buffers\n");
+    goto out;
+  }
+  b.sstage = buf[1];
+  static const char *names[] = {"copy kernel, 4 KiB", "group, self-send 4 KiB",
+                                "group, self-send 1 MiB",
+                                "round: pack, group, wait, unpack (1 MiB)", "event record (mark)"};
+  printf("# one rank's operations on one GPU, %d calls each after 20 to warm up; host: the\n"
+         "# calling thread's time per call; end to end: per operation, back to back, until the\n"
+         "# GPU is done\n",
+         200);
+  printf("%-42s %12s %12s\n", "operation", "host (us)", "end to end (us)");
+  rc = 0;
+  for (int w = 0; w < 5; w++) {
+    double host = 0;
+    if (op_once(&b, w, 20, &host) < 0) {
+      printf("FAIL: %s\n", names[w]);
+      rc = 1;
+      continue;
+    }
+    const double e2e = op_once(&b, w, 200, &host);
+    if (e2e < 0) {
+      printf("FAIL: %s\n", names[w]);
+      rc = 1;
+    } else {
+      printf("%-42s %12.1f %12.1f\n", names[w], host * 1e6, e2e * 1e6);
+    }
+  }
+out:
+  ops->release(b.d, buf[0]);
+  ops->release(b.d, buf[1]);
+  ops->release(b.d, b.rstage);
+  ops->release(b.d, b.bases_dev);
+  ops->release(b.d, b.list_dev);
+  ops->close(b.d, rc != 0);
   return rc;
 }
 
@@ -819,6 +959,7 @@ int main(int argc, char **argv) {
     return rc;
   }
   if (argc == 3 && !strcmp(argv[1], "--copy-bw")) return copy_bandwidth(atoi(argv[2]));
+  if (argc == 2 && !strcmp(argv[1], "--op-costs")) return op_costs();
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/real/local/spec-random", test_spec_random);
   g_test_add_func("/real/local/models", test_models);

@@ -34,8 +34,12 @@ typedef enum {
 const char *rf_real_status_string(RfRealStatus s);
 
 /* Copies of at most this many bytes are small: a copy list puts them first (rf_real_order_copies)
- * and the cuda backend gives each a warp, eight to a block, instead of a block each. */
-#define RF_REAL_SMALL_COPY_BYTES 2048u
+ * and the cuda backend spreads each batch of eight over a warp's lanes instead of giving each a
+ * block (on an H200: 4 KiB rows 0.85 of device memcpy, 8 KiB rows as small copies 0.70, by a block
+ * each 0.83; docs/real.md). A -D override builds the variants of scripts/copy-variants.sh. */
+#ifndef RF_REAL_SMALL_COPY_BYTES
+#define RF_REAL_SMALL_COPY_BYTES 4096u
+#endif
 
 /* Copy bytes from bases[src_sp] + src_off to bases[dst_sp] + dst_off. */
 typedef struct {

@@ -411,14 +411,12 @@ static RfRealStatus cuda_upload(RfDev *d, void *dst, const void *src, uint64_t b
   return RF_REAL_OK;
 }
 
-/* One copy by `width` threads (a block, or a warp for a small copy), t = 0 .. width - 1: 16-byte
- * vectors when source and destination agree modulo 16, four in flight per thread, read through
- * the read-only cache; else 2-byte or byte copies, unrolled. */
-__device__ static inline void copy_one(const void *const *__restrict__ bases, const RfCopy &c,
-                                       unsigned t, unsigned width) {
-  const unsigned char *__restrict__ s = (const unsigned char *)bases[c.src_sp] + c.src_off;
-  unsigned char *__restrict__ d = (unsigned char *)bases[c.dst_sp] + c.dst_off;
-  const uint64_t b = c.bytes;
+/* bytes from s to d by `width` threads (a block, or a warp), t = 0 .. width - 1: 16-byte
+ * vectors when source and destination agree modulo 16, up to four in flight per thread, read
+ * through the read-only cache; else 2-byte or byte copies, unrolled. */
+__device__ static inline void copy_span(const unsigned char *__restrict__ s,
+                                        unsigned char *__restrict__ d, uint64_t b, unsigned t,
+                                        unsigned width) {
   if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
     uint64_t head = (16 - ((uintptr_t)s & 15)) & 15;
     if (head > b) head = b;
@@ -427,18 +425,17 @@ __device__ static inline void copy_one(const void *const *__restrict__ bases, co
     const uint4 *__restrict__ s4 = (const uint4 *)(s + head);
     uint4 *__restrict__ d4 = (uint4 *)(d + head);
     const uint64_t nv = (b - head) / 16;
-    const uint64_t step = 4ull * width;
-    uint64_t k = t;
-    for (; k + 3ull * width < nv; k += step) {
-      uint4 v0 = __ldg(s4 + k), v1 = __ldg(s4 + k + width), v2 = __ldg(s4 + k + 2ull * width),
-            v3 = __ldg(s4 + k + 3ull * width);
-      d4[k] = v0;
-      d4[k + width] = v1;
-      d4[k + 2ull * width] = v2;
-      d4[k + 3ull * width] = v3;
+    /* four loads in flight also on the last, partial round: a copy of 8 KiB by a block has two
+     * vectors per thread, which one at a time left it at 0.53 of device memcpy on an H200 */
+    for (uint64_t k = t; k < nv; k += 4ull * width) {
+      uint4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+        if (k + u * (uint64_t)width < nv) v[u] = __ldg(s4 + k + u * (uint64_t)width);
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+        if (k + u * (uint64_t)width < nv) d4[k + u * (uint64_t)width] = v[u];
     }
-    for (; k < nv; k += width)
-      d4[k] = __ldg(s4 + k);
     for (uint64_t k = head + nv * 16 + t; k < b; k += width)
       d[k] = __ldg(s + k);
   } else if ((((uintptr_t)s | (uintptr_t)d | b) & 1) == 0) {
@@ -454,23 +451,118 @@ __device__ static inline void copy_one(const void *const *__restrict__ bases, co
   }
 }
 
-/* Copy lists, grid-stride over "virtual blocks": the first ceil(nsmall / 8) take eight small copies
- * each (one warp per copy: an expert row of 384 B is too little for a block), then one block per
- * large copy (the engine cuts copies into pieces of at most RF_REAL_CHUNK_BYTES, so a long copy
- * spreads over many blocks). */
+/* Small copies go to warps COPY_BATCH at a time: the batch's descriptors are read at once (one
+ * lane each), and the 16-byte vectors of its co-aligned copies are numbered one after another
+ * and spread over the warp's lanes, COPY_INFLIGHT in flight per lane, whatever each copy's size;
+ * heads, tails and copies whose source and destination disagree modulo 16 follow, a copy at a
+ * time. A warp per copy (the kernel before) waited a descriptor, a base and a data latency per
+ * copy and left lanes idle on copies under 2 KiB: on an H200 it ran 384-byte rows at 774 GB/s
+ * and 4 KiB rows at 1,255 GB/s, this 1,282-1,321 and 1,491-1,508 (docs/real.md, "On a GPU").
+ * All lanes of the warp call this together.
+ * The settings were chosen on that GPU among the variants scripts/copy-variants.sh builds (-D
+ * overrides): 8 copies a batch (16 and 4 were slower), 4 vectors in flight, at least 3 blocks of
+ * 256 threads per SM (80 registers, no spills; 8 in flight at 2 blocks ran 4 KiB rows faster and
+ * 8 KiB copies, a block each, slower), copies up to 4 KiB small (RF_REAL_SMALL_COPY_BYTES). */
+#ifndef COPY_BATCH
+#define COPY_BATCH 8
+#endif
+#ifndef COPY_INFLIGHT
+#define COPY_INFLIGHT 4
+#endif
+#ifndef COPY_MIN_BLOCKS
+#define COPY_MIN_BLOCKS 3
+#endif
+static_assert(COPY_BATCH >= 2 && COPY_BATCH <= 32 && (COPY_BATCH & (COPY_BATCH - 1)) == 0,
+              "copy_batch's binary search takes a power of two up to a warp");
+__device__ static inline void copy_batch(const void *const *__restrict__ bases,
+                                         const RfCopy *__restrict__ list, uint64_t first,
+                                         unsigned count, unsigned lane) {
+  const unsigned full = 0xffffffffu;
+  const unsigned char *s = NULL;
+  unsigned char *d = NULL;
+  uint64_t b = 0;
+  if (lane < count) {
+    const RfCopy c = list[first + lane];
+    s = (const unsigned char *)bases[c.src_sp] + c.src_off;
+    d = (unsigned char *)bases[c.dst_sp] + c.dst_off;
+    b = c.bytes;
+  }
+  const int vec = lane < count && (((uintptr_t)s ^ (uintptr_t)d) & 15) == 0;
+  uint32_t head = 0, nv = 0;
+  if (vec) {
+    head = (uint32_t)((16 - ((uintptr_t)s & 15)) & 15);
+    if (head > b) head = (uint32_t)b;
+    nv = (uint32_t)((b - head) / 16);
+  }
+  uint32_t incl = nv; /* inclusive prefix of the vectors over the batch's lanes */
+  for (unsigned o = 1; o < 32; o <<= 1) {
+    const uint32_t x = __shfl_up_sync(full, incl, o);
+    if (lane >= o) incl += x;
+  }
+  const uint32_t total = __shfl_sync(full, incl, 31), excl = incl - nv;
+  const unsigned long long s4 = (unsigned long long)(uintptr_t)(s + head);
+  const unsigned long long d4 = (unsigned long long)(uintptr_t)(d + head);
+  for (uint32_t base = 0; base < total; base += 32u * COPY_INFLIGHT) { /* uniform over the warp */
+    uint4 v[COPY_INFLIGHT];
+    uint4 *to[COPY_INFLIGHT];
+#pragma unroll
+    for (int u = 0; u < COPY_INFLIGHT; u++) {
+      const uint32_t f = base + 32u * u + lane;
+      int j = 0; /* the copy of vector f: the first lane whose inclusive prefix exceeds f */
+#pragma unroll
+      for (int step = COPY_BATCH / 2; step >= 1; step >>= 1) {
+        const uint32_t p = __shfl_sync(full, incl, j + step - 1);
+        if (p <= f) j += step;
+      }
+      const uint32_t ex = __shfl_sync(full, excl, j);
+      const uint4 *from = (const uint4 *)(uintptr_t)__shfl_sync(full, s4, j) + (f - ex);
+      to[u] = (uint4 *)(uintptr_t)__shfl_sync(full, d4, j) + (f - ex);
+      if (f < total) v[u] = __ldg(from);
+    }
+#pragma unroll
+    for (int u = 0; u < COPY_INFLIGHT; u++)
+      if (base + 32u * u + lane < total) *to[u] = v[u];
+  }
+  for (unsigned j = 0; j < count; j++) { /* heads, tails, the other copies */
+    const unsigned char *sj =
+        (const unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)s, j);
+    unsigned char *dj =
+        (unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)d, j);
+    const uint64_t bj = __shfl_sync(full, (unsigned long long)b, j);
+    if (__shfl_sync(full, vec, j)) {
+      const uint32_t hj = __shfl_sync(full, head, j);
+      const uint64_t tail = hj + 16ull * __shfl_sync(full, nv, j);
+      if (lane < hj) dj[lane] = __ldg(sj + lane);
+      if (tail + lane < bj) dj[tail + lane] = __ldg(sj + tail + lane);
+    } else {
+      copy_span(sj, dj, bj, lane, 32);
+    }
+  }
+}
+
+/* Copy lists, grid-stride over "virtual blocks": the first ceil(nsmall / (8 x COPY_BATCH)) take
+ * eight batches of small copies each (one warp per batch), then one block per large copy (the
+ * engine cuts copies into pieces of at most RF_REAL_CHUNK_BYTES, so a long copy spreads over many
+ * blocks). */
 #define COPY_THREADS 256
 #define COPY_WARPS (COPY_THREADS / 32)
-__global__ void __launch_bounds__(COPY_THREADS)
+#define COPY_SMALL_PER_BLOCK (COPY_WARPS * COPY_BATCH)
+__global__ void __launch_bounds__(COPY_THREADS, COPY_MIN_BLOCKS)
     copy_kernel(const void *const *__restrict__ bases, const RfCopy *__restrict__ list, uint64_t n,
                 uint64_t nsmall) {
-  const uint64_t sblocks = (nsmall + COPY_WARPS - 1) / COPY_WARPS;
+  const uint64_t sblocks = (nsmall + COPY_SMALL_PER_BLOCK - 1) / COPY_SMALL_PER_BLOCK;
   const uint64_t nvb = sblocks + (n - nsmall);
   for (uint64_t vb = blockIdx.x; vb < nvb; vb += gridDim.x) {
     if (vb < sblocks) {
-      const uint64_t i = vb * COPY_WARPS + threadIdx.x / 32;
-      if (i < nsmall) copy_one(bases, list[i], threadIdx.x % 32, 32);
+      const uint64_t first = (vb * COPY_WARPS + threadIdx.x / 32) * COPY_BATCH;
+      if (first < nsmall) /* the whole warp, or none of it */
+        copy_batch(bases, list, first,
+                   (unsigned)(nsmall - first < COPY_BATCH ? nsmall - first : COPY_BATCH),
+                   threadIdx.x % 32);
     } else {
-      copy_one(bases, list[nsmall + (vb - sblocks)], threadIdx.x, blockDim.x);
+      const RfCopy c = list[nsmall + (vb - sblocks)];
+      copy_span((const unsigned char *)bases[c.src_sp] + c.src_off,
+                (unsigned char *)bases[c.dst_sp] + c.dst_off, c.bytes, threadIdx.x, blockDim.x);
     }
   }
 }
@@ -517,7 +609,7 @@ static RfRealStatus cuda_copy(RfDev *d, void *const *bases, const RfCopy *list, 
                               uint64_t nsmall) {
   if (!n) return RF_REAL_OK;
   if (nsmall > n) return RF_REAL_ERR_INTERNAL;
-  const uint64_t nvb = (nsmall + COPY_WARPS - 1) / COPY_WARPS + (n - nsmall);
+  const uint64_t nvb = (nsmall + COPY_SMALL_PER_BLOCK - 1) / COPY_SMALL_PER_BLOCK + (n - nsmall);
   copy_kernel<<<grid_for(nvb), COPY_THREADS, 0, d->stream>>>((const void *const *)bases, list, n,
                                                              nsmall);
   CUDACHECK(d, cudaGetLastError());
