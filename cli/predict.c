@@ -134,13 +134,14 @@ static gboolean results_abs_stats(const char *file, const char *col, double offs
 }
 
 /* The executor model against refit run itself on an emulated network (experiments/emulated.py:
- * measured / predicted per run), in words. Caller frees. */
+ * measured / predicted per run) and on one GPU (experiments/gpu_one_rank.py), in words. Caller
+ * frees. */
 static char *executor_line(void) {
   int n;
   double mean, max;
   GString *t = g_string_new("refit's executor: every rank's program of the schedule refit run "
-                            "executes, per-operation costs from public figures (calibration "
-                            "[executor])");
+                            "executes, per-operation costs from public figures and one H200's "
+                            "measurement (calibration [executor])");
   if (results_abs_stats("emulated.csv", "ratio", 1.0, "topology", "emulated-2x4", NULL, NULL, &n,
                         &mean, &max))
     g_string_append_printf(t,
@@ -151,7 +152,15 @@ static char *executor_line(void) {
   else
     g_string_append(t, "; against refit run on an emulated network: not measured "
                        "(experiments/emulated.py)");
-  g_string_append(t, "; not yet checked against a GPU run");
+  if (results_abs_stats("gpu-one-rank.csv", "ratio", 1.0, "excluded", "", NULL, NULL, &n, &mean,
+                        &max))
+    g_string_append_printf(t,
+                           "; against refit run on one H200, one rank (self-sends, 2-256 groups): "
+                           "mean |error| %.1f%%, max %.1f%% on %d run%s "
+                           "(experiments/gpu_one_rank.py); runs of several GPUs not yet made",
+                           mean, max, n, n == 1 ? "" : "s");
+  else
+    g_string_append(t, "; not yet checked against a GPU run");
   return g_string_free(t, FALSE);
 }
 

@@ -405,8 +405,8 @@ static void test_exec_lanes(void) {
   golden_calib(&cal);
   cal.software = RF_SOFTWARE_REFIT;
   cal.variant = RF_VARIANT_EXECUTOR;
-  cal.hbm_efficiency = 1e-4; /* copies at 100 GB/s */
-  cal.message_latency_s = 1e-4;
+  cal.hbm_efficiency = 1e-4;    /* copies at 100 GB/s */
+  cal.exec_group_host_s = 1e-4; /* a group posted in 0.1 ms */
   cal.fixed_s = 0;
   cal.exec_staging_bytes = 25e6;
   cal.exec_max_ops = 32;

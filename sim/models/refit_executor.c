@@ -6,8 +6,8 @@
  * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
  *   (topology HBM x `efficiency.hbm`) after a kernel launch (`executor.kernel_launch_s`): the
  *   actor sleeps, its groups in flight keep moving;
- * - POST r: the host posts the group (`latency.message_s` plus the event records and stream
- *   wait of [executor], exec_post_s), then one asynchronous send per
+ * - POST r: the host posts the group (`executor.group_host_s`, NCCL's calls, plus the event
+ *   records and stream wait of [executor], exec_post_s), then one asynchronous send per
  *   destination rank and phase (the segments it takes there in the round, together: below) and
  *   the receives of the round (a mailbox per rank and round, so a round matches only its own
  *   messages). The groups of a rank run one after another, as
@@ -264,11 +264,14 @@ static void exec_op_costs(SimExec *e, const RfCalibration *cal) {
   }
 }
 
-/* Host time to post one group (cuda_post): its NCCL group (latency.message_s), the wait of the
- * communication stream on the copies (one cudaStreamWaitEvent) and three event records (copied,
- * lane_done, the group's progress event). */
+/* Host time to post one group (cuda_post): its NCCL calls (executor.group_host_s: group start to
+ * end and the wait for the launch NCCL hands to a thread of its own on a non-blocking
+ * communicator, 46-53 us a group on an H200 where latency.message_s, NCCL's base latency of 8.4
+ * us, stood in before; docs/real.md, "First runs on a GPU"), the wait of the communication stream
+ * on the copies (one cudaStreamWaitEvent) and three event records (copied, lane_done, the
+ * group's progress event). */
 static double exec_post_s(const RfCalibration *cal) {
-  return cal->message_latency_s + cal->exec_stream_wait_s + 3 * cal->exec_event_record_s;
+  return cal->exec_group_host_s + cal->exec_stream_wait_s + 3 * cal->exec_event_record_s;
 }
 
 /* The coarse platform's load (sim_group_scales): GPU g's bytes on host link k over the run. */
