@@ -185,6 +185,13 @@ timeout 40 "$test_real" --op-costs >"$out/op-costs.txt" 2>&1
 rc=$?
 cat "$out/op-costs.txt" | tee -a "$summary"
 step "operation costs" $rc
+# the same on blocking communicators (a measurement hook): what NCCL's launch thread of a
+# non-blocking communicator costs a group
+say "3b. the same with REFIT_NCCL_BLOCKING=1 (blocking communicators)"
+REFIT_NCCL_BLOCKING=1 timeout 40 "$test_real" --op-costs >"$out/op-costs-blocking.txt" 2>&1
+rc=$?
+grep -v '^#' "$out/op-costs-blocking.txt" | tee -a "$summary"
+step "operation costs, blocking communicators" $rc
 
 # 4. One rank, NCCL: every transfer a self-send, tens of groups at 8 MiB of staging; one lane
 # against two (the second overlaps a group's transfer with the other lane's pack and unpack).
@@ -217,7 +224,7 @@ one_rank() {
   groups=$(sed -n 's/.* \([0-9]*\) groups,.*/\1/p' "$f" | head -1)
   total=$(awk '/^   total/ {print $4}' "$f" | head -1)
   [ "$name" = slots1 ] && say "   $(grep -m1 'NCCL version' "$f" || echo 'no NCCL version line')"
-  say "   $*: ${groups:-?} groups, total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
+  say "   ${REFIT_NCCL_BLOCKING:+REFIT_NCCL_BLOCKING=$REFIT_NCCL_BLOCKING }$*: ${groups:-?} groups, total ${total:-?} s, $(grep '^# wrong elements' "$f" || echo 'no wrong-elements line')"
   [ $rc = 0 ] && grep -q '^# wrong elements: 0$' "$f" || rc=1
   step "one-rank NCCL multi-group, $*" $rc
 }
@@ -262,6 +269,10 @@ fi
 # chooses by default (lanes and their communicators)
 one_rank stage0.25-slots2 --one-comm --slots 2 --staging-mib 0.25
 one_rank stage0.25-default --staging-mib 0.25
+REFIT_NCCL_BLOCKING=1
+export REFIT_NCCL_BLOCKING
+one_rank stage0.25-blocking --one-comm --slots 1 --staging-mib 0.25
+unset REFIT_NCCL_BLOCKING
 
 # 5. A model-sized refit on one GPU: every rank of the plan in this process, each strategy at the
 # most layers whose process total fits.

@@ -65,6 +65,10 @@ struct RfDev {
   cudaEvent_t synced; /* verify's end, polled with a timeout */
   unsigned long long *wrong_dev;
   unsigned long long *wrong_host; /* pinned: an asynchronous copy lands there */
+  /* REFIT_NCCL_BLOCKING=1, a measurement hook: blocking communicators, whose ncclGroupEnd
+   * launches in the calling thread (no timeout on a dead peer in the lazy connection set-up), to
+   * time what the non-blocking one's launch thread costs a group (docs/real.md) */
+  int blocking;
 };
 
 #define CUDACHECK(d, cmd)                                                                          \
@@ -175,6 +179,8 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   RfDev *d = (RfDev *)calloc(1, sizeof *d);
   if (!d) return RF_REAL_ERR_NOMEM;
   d->cfg = *cfg;
+  const char *blocking = getenv("REFIT_NCCL_BLOCKING");
+  d->blocking = blocking && !strcmp(blocking, "1");
   if (gethostname(d->host, sizeof d->host) != 0) strcpy(d->host, "localhost");
   d->host[sizeof d->host - 1] = '\0';
   *out = d;
@@ -210,7 +216,7 @@ static RfRealStatus comm_init(RfDev *d, const void *id, int nranks, int rank, nc
   ncclUniqueId uid;
   memcpy(&uid, id, sizeof uid);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  config.blocking = d->blocking;
   NCCLCHECK(d, ncclCommInitRankConfig(out, nranks, uid, rank, &config));
   return nccl_wait_comm(d, *out, d->cfg.init_timeout_s);
 }
@@ -271,7 +277,7 @@ static RfRealStatus cuda_connect(RfDev *d, const void *id, const void *id2) {
     if (!ex) return RF_REAL_ERR_NOMEM;
     memcpy(ex, c->exclude, sizeof(int) * c->nexclude);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    config.blocking = d->blocking;
     ncclResult_t r = ncclCommShrink(world, ex, c->nexclude, &d->comm, &config, NCCL_SHRINK_DEFAULT);
     free(ex);
     if (r != ncclSuccess && r != ncclInProgress) {
@@ -358,7 +364,7 @@ static RfRealStatus cuda_lanes(RfDev *d, int nlanes) {
     CUDACHECK(d, cudaStreamCreateWithPriority(&d->lstream[lane], cudaStreamNonBlocking, greatest));
     d->nlanes = lane + 1; /* close() releases what is made, also on failure */
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    config.blocking = d->blocking;
     ncclResult_t r = ncclCommSplit(d->comm, 0, me, &d->lcomm[lane], &config);
     if (r != ncclSuccess && r != ncclInProgress) {
       fprintf(stderr, "%s %d %s:%d ncclCommSplit (lane %d): '%s'\n", d->host, d->cfg.rank, __FILE__,
