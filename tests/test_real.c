@@ -581,7 +581,9 @@ typedef struct {
 } OpBench;
 
 /* what = 0 copy 4 KiB, 1 group 4 KiB, 2 group 1 MiB, 3 round of 1 MiB (pack, group, wait,
- * unpack), 4 event record (mark); host seconds per call into *host, per op end to end back */
+ * unpack), 4 event record (mark), 5 pack then group (the communication stream waits on the copy
+ * stream), 6 group then unpack (the copy stream waits on the group); host seconds per call into
+ * *host, per op end to end back */
 static double op_once(OpBench *b, int what, int n, double *host) {
   const RfDevOps *ops = b->ops;
   double since[2] = {0, 0};
@@ -604,6 +606,16 @@ static double op_once(OpBench *b, int what, int n, double *host) {
     case 3:
       st = ops->copy(b->d, b->bases_dev, b->list_dev + 1, 1, 0);
       if (!st) st = ops->post(b->d, 0, &big, 1, &big, 1, b->sstage, b->rstage);
+      if (!st) st = ops->wait(b->d, 0, NULL);
+      if (!st) st = ops->copy(b->d, b->bases_dev, b->list_dev + 2, 1, 0);
+      break;
+    case 5:
+      st = ops->copy(b->d, b->bases_dev, b->list_dev + 1, 1, 0);
+      if (!st) st = ops->post(b->d, 0, &big, 1, &big, 1, b->sstage, b->rstage);
+      if (!st) st = ops->wait(b->d, 0, NULL);
+      break;
+    case 6:
+      st = ops->post(b->d, 0, &big, 1, &big, 1, b->sstage, b->rstage);
       if (!st) st = ops->wait(b->d, 0, NULL);
       if (!st) st = ops->copy(b->d, b->bases_dev, b->list_dev + 2, 1, 0);
       break;
@@ -647,16 +659,18 @@ static int op_costs(void) {
     goto out;
   }
   b.sstage = buf[1];
-  static const char *names[] = {"copy kernel, 4 KiB", "group, self-send 4 KiB",
-                                "group, self-send 1 MiB",
-                                "round: pack, group, wait, unpack (1 MiB)", "event record (mark)"};
+  static const char *names[] = {
+      "copy kernel, 4 KiB",        "group, self-send 4 KiB",
+      "group, self-send 1 MiB",    "round: pack, group, wait, unpack (1 MiB)",
+      "event record (mark)",       "pack, then group (1 MiB)",
+      "group, then unpack (1 MiB)"};
   printf("# one rank's operations on one GPU, %d calls each after 20 to warm up; host: the\n"
          "# calling thread's time per call; end to end: per operation, back to back, until the\n"
          "# GPU is done\n",
          200);
   printf("%-42s %12s %12s\n", "operation", "host (us)", "end to end (us)");
   rc = 0;
-  for (int w = 0; w < 5; w++) {
+  for (int w = 0; w < (int)G_N_ELEMENTS(names); w++) {
     double host = 0;
     if (op_once(&b, w, 20, &host) < 0) {
       printf("FAIL: %s\n", names[w]);
