@@ -136,31 +136,35 @@ static gboolean results_abs_stats(const char *file, const char *col, double offs
 /* The executor model against refit run itself on an emulated network (experiments/emulated.py:
  * measured / predicted per run) and on one GPU (experiments/gpu_one_rank.py), in words. Caller
  * frees. */
-static char *executor_line(void) {
+/* "; against WHAT: mean |error| .., max .. on N runs (SCRIPT)" from the ratio column of the rows
+ * of results FILE whose column kcol reads kval (TRUE), or "; OTHERWISE" where none (FALSE). */
+static gboolean append_ratio_error(GString *t, const char *file, const char *kcol, const char *kval,
+                                   const char *what, const char *script, const char *otherwise) {
   int n;
   double mean, max;
+  if (!results_abs_stats(file, "ratio", 1.0, kcol, kval, NULL, NULL, &n, &mean, &max)) {
+    g_string_append_printf(t, "; %s", otherwise);
+    return FALSE;
+  }
+  g_string_append_printf(t, "; against %s: mean |error| %.1f%%, max %.1f%% on %d run%s (%s)", what,
+                         mean, max, n, n == 1 ? "" : "s", script);
+  return TRUE;
+}
+
+static char *executor_line(void) {
   GString *t = g_string_new("refit's executor: every rank's program of the schedule refit run "
                             "executes, per-operation costs from public figures and one H200's "
                             "measurement (calibration [executor])");
-  if (results_abs_stats("emulated.csv", "ratio", 1.0, "topology", "emulated-2x4", NULL, NULL, &n,
-                        &mean, &max))
-    g_string_append_printf(t,
-                           "; against refit run itself on an emulated network (the host backend, "
-                           "each rank's transfers paced at the topology's rates): mean |error| "
-                           "%.1f%%, max %.1f%% on %d run%s (experiments/emulated.py)",
-                           mean, max, n, n == 1 ? "" : "s");
-  else
-    g_string_append(t, "; against refit run on an emulated network: not measured "
-                       "(experiments/emulated.py)");
-  if (results_abs_stats("gpu-one-rank.csv", "ratio", 1.0, "excluded", "", NULL, NULL, &n, &mean,
-                        &max))
-    g_string_append_printf(t,
-                           "; against refit run on one H200, one rank (self-sends, 2-256 groups): "
-                           "mean |error| %.1f%%, max %.1f%% on %d run%s "
-                           "(experiments/gpu_one_rank.py); runs of several GPUs not yet made",
-                           mean, max, n, n == 1 ? "" : "s");
-  else
-    g_string_append(t, "; not yet checked against a GPU run");
+  append_ratio_error(t, "emulated.csv", "topology", "emulated-2x4",
+                     "refit run itself on an emulated network (the host backend, each rank's "
+                     "transfers paced at the topology's rates)",
+                     "experiments/emulated.py",
+                     "against refit run on an emulated network: not measured "
+                     "(experiments/emulated.py)");
+  if (append_ratio_error(t, "gpu-one-rank.csv", "excluded", "",
+                         "refit run on one H200, one rank (self-sends, 2-256 groups)",
+                         "experiments/gpu_one_rank.py", "not yet checked against a GPU run"))
+    g_string_append(t, "; runs of several GPUs not yet made");
   return g_string_free(t, FALSE);
 }
 
