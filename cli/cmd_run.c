@@ -75,6 +75,10 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
     return;
   }
   printf(", warm-up %d, iterations %d, timeout %.1f s\n", o->warmup, o->iters, o->timeout_s);
+  const char *blocking = g_getenv("REFIT_NCCL_BLOCKING");
+  if (!strcmp(o->backend, "cuda") && !o->local && blocking && !strcmp(blocking, "1"))
+    printf("# REFIT_NCCL_BLOCKING=1: blocking NCCL communicators (a measurement hook: the host "
+           "launches each group itself; a dead peer can hang it, no timeout)\n");
   printf("# time = median over iterations (min / max beside it); algbw = bytes / time; a stage's\n"
          "# window runs from the end of the plan stage before its first to the end of its last\n");
 }

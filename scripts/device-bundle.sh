@@ -35,6 +35,10 @@ ompi_prefix=$(ompi_info --path prefix --parsable 2>/dev/null | sed -n 's/^path:p
 [ -d "$ompi_pkglib" ] && [ -n "$ompi_prefix" ] ||
   { echo "device-bundle: Open MPI's component folder not found (ompi_info)" >&2; exit 1; }
 
+if [ -e "$b" ] && [ ! -f "$b/env.sh" ]; then
+  echo "device-bundle: $b exists and is not a bundle (no env.sh): not replacing it" >&2
+  exit 1
+fi
 rm -rf "$b"
 mkdir -p "$b/bin" "$b/lib"
 for f in refit test_real; do
@@ -129,7 +133,8 @@ if [ -z "$REFIT_BUNDLE_NCCL" ]; then
       [ -e "$d/lib/libnccl.so.2" ] && { REFIT_BUNDLE_NCCL=$d/lib/libnccl.so.2; break; }
   done
 fi
-[ -n "$REFIT_BUNDLE_NCCL" ] || REFIT_BUNDLE_NCCL=$(find / -xdev -name libnccl.so.2 2>/dev/null | head -1)
+[ -n "$REFIT_BUNDLE_NCCL" ] || REFIT_BUNDLE_NCCL=$(find /usr /opt -xdev -name libnccl.so.2 2>/dev/null | head -1)
+unset d py
 LD_LIBRARY_PATH=$REFIT_BUNDLE/lib${REFIT_BUNDLE_NCCL:+:$(dirname "$REFIT_BUNDLE_NCCL")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OPAL_PREFIX=$REFIT_BUNDLE/openmpi
 OMPI_MCA_mca_base_component_show_load_errors=0

@@ -21,8 +21,9 @@
 #      share the GPU: each strategy runs at the most layers (8, 4, 2, 1) whose `--memory --local`
 #      process total fits 85% of the GPU's free memory (gather-broadcast at 8 layers needs 132 GiB)
 #                                                                                  -> memory-*.txt, refit-*.txt
-# Budget: at most 180 + 60 + 40 + 40 + 11 x 25 + 120 s = 12 minutes on an H200 with 16 cores
-# (each step has its own timeout); with --bundle on an H200 it took 40-55 s (2026-12-04). Without
+# Budget: at most 180 + 60 + 40 + 2 x 40 + 13 x 25 + 4 x 4 x 30 + 2 x 60 s = 16 minutes on an H200
+# with 16 cores, 40 s more per copy variant (each step has its own timeout); with --bundle on an
+# H200 it took 33-55 s (2026-12-04). Without
 # a GPU it stops after saying so (exit 77).
 # Usage: sh scripts/device-check.sh [BUILD_DIR]
 #        sh scripts/device-check.sh --bundle DIR
@@ -33,6 +34,8 @@
 # mpirun, and step 2 runs the real_cuda test's script directly (ctest's files name this
 # machine's paths).
 set -u
+# the measurement hook is set only where a step asks for it (3b, 4c), never inherited
+unset REFIT_NCCL_BLOCKING
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 out=${OUT:-./device-out}

@@ -3,6 +3,8 @@ if(TARGET refit_real)
   add_executable(test_real test_real.c)
   target_link_libraries(test_real PRIVATE refit_real)
   add_test(NAME real COMMAND test_real)
+  # the copy-bandwidth lists of the GPU check on the host backend: every destination byte checked
+  add_test(NAME real_copy_check COMMAND test_real --copy-bw 16 host)
 
   # MPI runs of `refit run`: one process per rank, host backend, every strategy.
   set(_real_sh ${CMAKE_CURRENT_SOURCE_DIR}/test_real.sh)
@@ -16,7 +18,7 @@ if(TARGET refit_real)
            COMMAND ${_real_sh} cuda $<TARGET_FILE:refit> $<TARGET_FILE:test_real> ${MPIEXEC_EXECUTABLE})
   set_tests_properties(real_cuda PROPERTIES SKIP_RETURN_CODE 77)
 
-  set(_real_tests real real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes
+  set(_real_tests real real_copy_check real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes
                   real_mpi-lane-comms real_emulated-lane-comms real_errors real_advise real_cuda)
   set(_real_mpi_tests real_mpi-spec real_mpi-model real_mpi-layouts real_mpi-lanes
                       real_mpi-lane-comms real_emulated-lane-comms real_errors real_advise real_cuda)

@@ -436,9 +436,10 @@ static void test_iters_limit(void) {
   g_free(o.backend);
 }
 
-/* `test_real --copy-bw MIB`: pack / unpack bandwidth of the backend's copy kernel against its
- * device-to-device memcpy (peer_copy) of the same bytes, on one GPU, every copied byte checked.
- * Exit 77 without the cuda backend or a GPU. */
+/* `test_real --copy-bw MIB [BACKEND]`: pack / unpack bandwidth of the backend's copy kernel
+ * against its device-to-device memcpy (peer_copy) of the same bytes, on one GPU (cuda, the
+ * default), every byte of the destination checked; `host` runs the same lists and checks on the
+ * CPU (CTest real_copy_check). Exit 77 without the backend or a GPU. */
 static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy *list, uint64_t n,
                       uint64_t nsmall, void *dst, const void *src, uint64_t bytes, int reps) {
   double since[2] = {0, 0};
@@ -450,23 +451,24 @@ static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy 
   return since[1] / reps;
 }
 
-static int copy_bandwidth(int mib) {
-  const RfDevOps *ops = rf_boot_dev_ops("cuda");
+static int copy_bandwidth(int mib, const char *backend) {
+  const RfDevOps *ops = rf_boot_dev_ops(backend);
   if (!ops) {
-    printf("SKIP: the cuda backend is not built\n");
+    printf("SKIP: the %s backend is not built\n", backend);
     return 77;
   }
   RfDevConfig cfg = {.rank = 0, .world = 1, .local = 1, .device = 0, .timeout_s = 60};
   RfDev *d = NULL;
   RfRealStatus st = ops->open(&cfg, &d);
   if (st != RF_REAL_OK) {
-    printf("SKIP: cuda backend: %s\n", rf_real_status_string(st));
+    printf("SKIP: %s backend: %s\n", backend, rf_real_status_string(st));
     if (d) ops->close(d, 1);
     return 77;
   }
   const uint64_t bytes = (uint64_t)mib << 20;
   /* every copied byte is checked: a pattern in, zeros beside it, the destination read back */
-  unsigned char *pattern = g_malloc(bytes), *zeros = g_malloc0(bytes), *back = g_malloc(bytes);
+  unsigned char *pattern = g_malloc(bytes), *zeros = g_malloc0(bytes), *back = g_malloc(bytes),
+                *want = g_malloc(bytes);
   for (uint64_t i = 0; i < bytes; i++)
     pattern[i] = (unsigned char)((i * 2654435761u) >> 13);
   void *buf[2] = {NULL, NULL};
@@ -492,15 +494,18 @@ static int copy_bandwidth(int mib) {
                 /* an expert's down_proj row at TP4 (bf16): most items of an m2n refit */
                 {"pack 384 B rows", 384, 1536, 0},
                 {"unpack 384 B rows", 384, 1536, 1},
-                {"pack 6 B-shifted", 4096 - 6, 16384, 0}};
+                {"pack 6 B-shifted", 4096 - 6, 16384, 0},
+                /* odd and tiny: the byte and 2-byte paths, heads and tails under 16 bytes */
+                {"pack 7 B rows", 7, 256, 0},
+                {"pack 14 B rows", 14, 256, 0}};
   double ref = timed_s(ops, d, NULL, NULL, 0, 0, buf[1], buf[0], bytes, 10);
   if (ref <= 0) {
     printf("FAIL: memcpy timing\n");
     goto out;
   }
-  printf("# copy bandwidth, lists over %d MiB, one GPU; GB = 1e9 B, each byte counted once\n"
-         "# ratio: against a device memcpy of the bytes the list moves (rows: a quarter)\n",
-         mib);
+  printf("# copy bandwidth, %s backend, lists over %d MiB; GB = 1e9 B, each byte counted once\n"
+         "# ratio: against a memcpy of the bytes the list moves (the rows lists: part of it)\n",
+         backend, mib);
   printf("%-20s %10s %10s %12s %8s\n", "list", "copies", "GB/s", "memcpy GB/s", "ratio");
   printf("%-20s %10d %10.1f %12.1f %8.3f\n", "device memcpy", 1, bytes / ref / 1e9,
          bytes / ref / 1e9, 1.0);
@@ -525,28 +530,36 @@ static int copy_bandwidth(int mib) {
     const uint64_t nsmall = rf_real_order_copies(list, RF_REAL_SMALL_COPY_BYTES);
     RfCopy *list_dev = NULL;
     double t = -1;
-    /* the source space holds the pattern, the destination zeros: checked after the timing */
+    /* the source space holds the pattern, the destination zeros: after the timing the whole
+     * destination is checked against the copies' bytes on zeros (nothing written beside them) */
     const int from = shapes[k].reverse, to = !from;
     uint64_t wrong = 0;
+    gboolean checked = FALSE;
+    memset(want, 0, bytes);
+    for (guint i = 0; i < list->len; i++) {
+      const RfCopy *c = &g_array_index(list, RfCopy, i);
+      memcpy(want + c->dst_off, pattern + c->src_off, c->bytes);
+    }
     if (!ops->upload(d, buf[from], pattern, bytes) && !ops->upload(d, buf[to], zeros, bytes) &&
         !ops->alloc(d, (uint64_t)list->len * sizeof(RfCopy), (void **)&list_dev) &&
         !ops->upload(d, list_dev, list->data, (uint64_t)list->len * sizeof(RfCopy))) {
       timed_s(ops, d, bases_dev, list_dev, list->len, nsmall, NULL, NULL, 0, 1); /* warm up */
       t = timed_s(ops, d, bases_dev, list_dev, list->len, nsmall, NULL, NULL, 0, 10);
       if (t > 0 && !ops->download(d, back, buf[to], bytes)) {
-        for (guint i = 0; i < list->len; i++) {
-          const RfCopy *c = &g_array_index(list, RfCopy, i);
-          wrong += memcmp(back + c->dst_off, pattern + c->src_off, c->bytes) != 0;
-        }
-      } else {
-        t = -1;
+        checked = TRUE;
+        for (uint64_t i = 0; i < bytes; i++)
+          wrong += back[i] != want[i];
       }
     }
     /* the same bytes by device memcpy: a kernel's ramp and tail weigh the same on both sides */
     const double same = t > 0 ? timed_s(ops, d, NULL, NULL, 0, 0, buf[1], buf[0], moved, 10) : -1;
-    if (t <= 0 || same <= 0 || wrong) {
-      printf("FAIL: %s (%" G_GUINT64_FORMAT " of %u copies wrong)\n", shapes[k].name, wrong,
-             list->len);
+    if (!checked || same <= 0) {
+      printf("FAIL: %s (the copy, its timing or reading it back failed)\n", shapes[k].name);
+      rc = 1;
+    } else if (wrong) {
+      printf("FAIL: %s (%" G_GUINT64_FORMAT " wrong bytes of the destination's %" G_GUINT64_FORMAT
+             ")\n",
+             shapes[k].name, wrong, bytes);
       rc = 1;
     } else {
       const double ratio = same / t;
@@ -564,13 +577,14 @@ out:
   g_free(pattern);
   g_free(zeros);
   g_free(back);
+  g_free(want);
   return rc;
 }
 
 /* `test_real --op-costs`: what the CUDA backend's operations of a round cost on one GPU, one
  * rank (its own NCCL communicator; a group is a self-send): the host's time per call and, run
  * back to back, the time per operation until the GPU is done. The executor model charges them
- * per round (sim/calibration/, [executor]; the group as latency.message_s). Exit 77 without
+ * per round (sim/calibration/, [executor]; the group as group_host_s). Exit 77 without
  * the cuda backend or a GPU. */
 typedef struct {
   const RfDevOps *ops;
@@ -645,13 +659,14 @@ static int op_costs(void) {
     return 77;
   }
   char id[256] = {0};
-  void *buf[2] = {NULL, NULL};
+  void *buf[3] = {NULL, NULL, NULL};
   int rc = 1;
-  /* spaces 0 and 1: the weights side and the staging side of 1 MiB each */
-  const RfCopy lists[3] = {{0, 0, 4096, 0, 1}, {0, 0, 1u << 20, 0, 1}, {0, 0, 1u << 20, 1, 0}};
+  /* spaces of 1 MiB: 0 the weights, 1 the send stage, 2 the receive stage; pack 4 KiB and 1 MiB
+   * from the weights into the send stage, unpack 1 MiB from the receive stage */
+  const RfCopy lists[3] = {{0, 0, 4096, 0, 1}, {0, 0, 1u << 20, 0, 1}, {0, 0, 1u << 20, 2, 0}};
   if (rf_boot_nccl_id(id, sizeof id) || ops->connect(b.d, id, NULL) ||
       ops->alloc(b.d, 1u << 20, &buf[0]) || ops->alloc(b.d, 1u << 20, &buf[1]) ||
-      ops->alloc(b.d, 1u << 20, &b.rstage) || ops->alloc(b.d, sizeof buf, (void **)&b.bases_dev) ||
+      ops->alloc(b.d, 1u << 20, &buf[2]) || ops->alloc(b.d, sizeof buf, (void **)&b.bases_dev) ||
       ops->upload(b.d, b.bases_dev, buf, sizeof buf) ||
       ops->alloc(b.d, sizeof lists, (void **)&b.list_dev) ||
       ops->upload(b.d, b.list_dev, lists, sizeof lists)) {
@@ -659,6 +674,7 @@ static int op_costs(void) {
     goto out;
   }
   b.sstage = buf[1];
+  b.rstage = buf[2];
   static const char *names[] = {
       "copy kernel, 4 KiB",        "group, self-send 4 KiB",
       "group, self-send 1 MiB",    "round: pack, group, wait, unpack (1 MiB)",
@@ -686,9 +702,8 @@ static int op_costs(void) {
     }
   }
 out:
-  ops->release(b.d, buf[0]);
-  ops->release(b.d, buf[1]);
-  ops->release(b.d, b.rstage);
+  for (int i = 0; i < 3; i++)
+    ops->release(b.d, buf[i]);
   ops->release(b.d, b.bases_dev);
   ops->release(b.d, b.list_dev);
   ops->close(b.d, rc != 0);
@@ -972,7 +987,8 @@ int main(int argc, char **argv) {
     g_rand_free(r);
     return rc;
   }
-  if (argc == 3 && !strcmp(argv[1], "--copy-bw")) return copy_bandwidth(atoi(argv[2]));
+  if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--copy-bw"))
+    return copy_bandwidth(atoi(argv[2]), argc == 4 ? argv[3] : "cuda");
   if (argc == 2 && !strcmp(argv[1], "--op-costs")) return op_costs();
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/real/local/spec-random", test_spec_random);

@@ -300,7 +300,9 @@ cuda)
   run_ok "cuda NCCL multi-group, 2 lane communicators (1 rank)" 1 --backend cuda \
     --spec "$tmp/self.json" --staging-mib 0.0001 --slots 2 --lane-comms
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-  if [ "${ngpu:-0}" -ge 8 ]; then
+  if [ "${ngpu:-0}" -ge 8 ] && [ "${mpirun##*/}" = mpirun1 ]; then
+    echo "note: $ngpu GPU(s), but $mpirun runs one rank: the 8-rank NCCL run needs mpirun, not run"
+  elif [ "${ngpu:-0}" -ge 8 ]; then
     run_ok "cuda NCCL tiny-moe TP2xPP2 -> TP4" 8 --backend cuda --model tiny-moe --train TP2xPP2 --infer TP4
   else
     echo "note: $ngpu GPU(s): the 8-rank NCCL run needs 8, not run"

@@ -3,7 +3,7 @@
  * --max-ops). The rules, in order:
  *
  *   staging  a group's fixed cost (the host's post and the NCCL group: group_s, from the
- *            calibration's [latency] message_s and [executor] costs) is 1 / RF_STAGING_COST_RATIO
+ *            calibration's [executor] costs) is 1 / RF_STAGING_COST_RATIO
  *            of the time a full group of the staging bound takes on one GPU's NICs at the
  *            calibrated rate: the bandwidth-delay product of a group times the ratio, to the
  *            nearest power of two MiB in [RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES]. Larger
