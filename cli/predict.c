@@ -153,8 +153,8 @@ static gboolean append_ratio_error(GString *t, const char *file, const char *kco
 
 static char *executor_line(void) {
   GString *t = g_string_new("refit's executor: every rank's program of the schedule refit run "
-                            "executes, per-operation costs from public figures and one H200's "
-                            "measurement (calibration [executor])");
+                            "executes, per-operation costs from public figures and "
+                            "measurements on one H200 (calibration [executor])");
   append_ratio_error(t, "emulated.csv", "topology", "emulated-2x4",
                      "refit run itself on an emulated network (the host backend, each rank's "
                      "transfers paced at the topology's rates)",

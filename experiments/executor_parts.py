@@ -7,7 +7,8 @@ files (each row keeps the ones before it off):
   calibrated     the topology's calibration (sim/calibration/TOPOLOGY.cal) as refit sim runs it
   NIC at line    efficiency.nic = 1 (the calibrated NIC efficiency: the flows' own loss)
   no op costs    also latency.message_s and [executor] kernel_launch_s, event_record_s,
-                 stream_wait_s, group_host_s = 0 (the host's per-group and per-copy costs)
+                 stream_wait_s, group_host_s, stream_wait_gpu_s = 0 (the per-group and per-copy
+                 costs)
   HBM at peak    also efficiency.hbm = 1 (pack and unpack at the HBM's peak rate: what the copies
                  cost on the critical path, pipeline fill and drain among it)
   NVLink at line also efficiency.nvlink = 1
@@ -40,7 +41,7 @@ STEPS = [
     ("NIC at line", {("efficiency", "nic"): "1"}),
     ("no op costs", {("latency", "message_s"): "0", ("executor", "kernel_launch_s"): "0",
                      ("executor", "event_record_s"): "0", ("executor", "stream_wait_s"): "0",
-                     ("executor", "group_host_s"): "0"}),
+                     ("executor", "group_host_s"): "0", ("executor", "stream_wait_gpu_s"): "0"}),
     ("HBM at peak", {("efficiency", "hbm"): "1"}),
     ("NVLink at line", {("efficiency", "nvlink"): "1"}),
 ]

@@ -157,6 +157,8 @@ static const RfCalibrationKey KEYS[] = {
     {"executor", "kernel_launch_s", RF_CAL_REAL, FIELD(exec_kernel_launch_s), 0, 1.0, 0, 0, FALSE},
     {"executor", "event_record_s", RF_CAL_REAL, FIELD(exec_event_record_s), 0, 1.0, 0, 0, FALSE},
     {"executor", "stream_wait_s", RF_CAL_REAL, FIELD(exec_stream_wait_s), 0, 1.0, 0, 0, FALSE},
+    {"executor", "stream_wait_gpu_s", RF_CAL_REAL, FIELD(exec_stream_wait_gpu_s), 0, 1.0, 0, 0,
+     FALSE},
     {"executor", "group_host_s", RF_CAL_REAL, FIELD(exec_group_host_s), 0, 1.0, 0, 0, FALSE},
     /* software models (sim/models/) */
     {"nemo", "streams", RF_CAL_INT, FIELD(nemo_streams), 1, 64, 0, 0, FALSE},

@@ -91,10 +91,13 @@ typedef struct {
   /* refit's executor, per operation of real/'s CUDA backend (file keys [executor]) */
   double exec_kernel_launch_s; /* host launch of one copy kernel (pack, unpack) */
   double exec_event_record_s;  /* one cudaEventRecord */
-  double exec_stream_wait_s;   /* one cudaStreamWaitEvent between two streams */
-  double exec_group_host_s;    /* the host's time in a group's NCCL calls (cuda_post: group start
-                                  to end and the wait for its launch on a non-blocking
-                                  communicator); measured on one H200 (docs/real.md) */
+  double exec_stream_wait_s;   /* one cudaStreamWaitEvent between two streams: the host's call */
+  /* its GPU side: from the event's record to the waiting stream's next kernel (measured on one
+   * H200, docs/real.md) */
+  double exec_stream_wait_gpu_s;
+  /* the host's time in a group's NCCL calls (cuda_post: group start to end and the wait for its
+   * launch on a non-blocking communicator; measured on one H200, docs/real.md) */
+  double exec_group_host_s;
   /* NeMo RL (sim/models/nemo_rl.c) */
   int nemo_streams;       /* NRL_REFIT_NUM_STREAMS: stages in flight on the generation side */
   double nemo_dispatch_s; /* per refit: Ray dispatch, result collection, synchronize */

@@ -251,16 +251,17 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   return e;
 }
 
-/* Per-operation costs of real/'s CUDA backend (calibration [executor], public figures): a copy
- * kernel's launch before each pack and unpack that moves bytes, and the wait of the unpack's
- * stream on the group's event (cudaStreamWaitEvent, cuda_wait) before each unpack. A unit's round
+/* Per-operation costs of real/'s CUDA backend (calibration [executor]): a copy kernel's launch
+ * before each pack and unpack that moves bytes, and the GPU side of the copy stream's wait on the
+ * group's event (cudaStreamWaitEvent, cuda_wait: executor.stream_wait_gpu_s, 14 us on an H200)
+ * before each unpack. A unit's round
  * counts them once: its ranks issue theirs at the same time. */
 static void exec_op_costs(SimExec *e, const RfCalibration *cal) {
   const double k = cal->exec_kernel_launch_s;
   for (uint64_t i = 0; i < e->round_first[e->nranks]; i++) {
     SimExecRound *r = &e->rounds[i];
     if (r->pack_s > 0) r->pack_s += k;
-    r->unpack_s += (r->unpack_s > 0 ? k : 0) + cal->exec_stream_wait_s;
+    r->unpack_s += (r->unpack_s > 0 ? k : 0) + cal->exec_stream_wait_gpu_s;
   }
 }
 
