@@ -37,10 +37,13 @@ static double gbps(uint64_t bytes, double s) {
   return s > 0 ? bytes / s / 1e9 : 0.0;
 }
 
-/* Lane communicators in use: by the run under MPI, and by --memory's count of it (--local runs
- * none: a round moves by copies). */
+/* Communicators in use: by the run under MPI, and by --memory's count of it (--local runs none:
+ * a round moves by copies); lane communicators, where the lanes have their own. */
+static gboolean on_comms(const RfRealOptions *o) {
+  return !o->local || o->plan_only;
+}
 static gboolean lanes_on_comms(const RfRealOptions *o) {
-  return o->lane_comms && (!o->local || o->plan_only);
+  return o->lane_comms && on_comms(o);
 }
 
 static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProblem *pb, int world,
@@ -66,7 +69,7 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
   printf("# %s", st ? st : "staging, lanes and operation bound: no strategy planned");
   if (lanes_on_comms(o))
     printf(", each lane's groups on a communicator and stream of its own");
-  else if (!o->local || o->plan_only)
+  else if (on_comms(o))
     printf(", every lane's groups on one communicator and stream (--one-comm)");
   if (o->plan_only) {
     printf("\n# --memory: sizes only, no data moved; GB = 1e9 bytes; NCCL's point-to-point "
@@ -75,8 +78,7 @@ static void print_header(const RfArgs *a, const RfRealOptions *o, const RfProble
     return;
   }
   printf(", warm-up %d, iterations %d, timeout %.1f s\n", o->warmup, o->iters, o->timeout_s);
-  const char *blocking = g_getenv("REFIT_NCCL_BLOCKING");
-  if (!strcmp(o->backend, "cuda") && !o->local && blocking && !strcmp(blocking, "1"))
+  if (!strcmp(o->backend, "cuda") && !o->local && rf_real_nccl_blocking())
     printf("# REFIT_NCCL_BLOCKING=1: blocking NCCL communicators (a measurement hook: the host "
            "launches each group itself; a dead peer can hang it, no timeout)\n");
   printf("# time = median over iterations (min / max beside it); algbw = bytes / time; a stage's\n"

@@ -133,9 +133,6 @@ static gboolean results_abs_stats(const char *file, const char *col, double offs
   return TRUE;
 }
 
-/* The executor model against refit run itself on an emulated network (experiments/emulated.py:
- * measured / predicted per run) and on one GPU (experiments/gpu_one_rank.py), in words. Caller
- * frees. */
 /* "; against WHAT: mean |error| .., max .. on N runs (SCRIPT)" from the ratio column of the rows
  * of results FILE whose column kcol reads kval (TRUE), or "; OTHERWISE" where none (FALSE). */
 static gboolean append_ratio_error(GString *t, const char *file, const char *kcol, const char *kval,
@@ -151,6 +148,9 @@ static gboolean append_ratio_error(GString *t, const char *file, const char *kco
   return TRUE;
 }
 
+/* The executor model against refit run itself on an emulated network (experiments/emulated.py:
+ * measured / predicted per run) and on one GPU (experiments/gpu_one_rank.py), in words. Caller
+ * frees. */
 static char *executor_line(void) {
   GString *t = g_string_new("refit's executor: every rank's program of the schedule refit run "
                             "executes, per-operation costs from public figures and "

@@ -164,6 +164,10 @@ extern const RfDevOps rf_dev_host;
 extern const RfDevOps *const rf_dev_cuda;
 /* The device ops of a backend name (NULL: host), NULL when unknown or not built. */
 const RfDevOps *rf_boot_dev_ops(const char *name);
+/* REFIT_NCCL_BLOCKING=1, a measurement hook of the cuda backend: blocking NCCL communicators,
+ * whose ncclGroupEnd launches in the calling thread (no timeout on a dead peer), to time what the
+ * non-blocking one's launch thread costs a group (docs/real.md). Also in real.h, for the CLI. */
+int rf_real_nccl_blocking(void);
 
 #ifdef __cplusplus
 }

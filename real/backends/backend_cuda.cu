@@ -65,10 +65,7 @@ struct RfDev {
   cudaEvent_t synced; /* verify's end, polled with a timeout */
   unsigned long long *wrong_dev;
   unsigned long long *wrong_host; /* pinned: an asynchronous copy lands there */
-  /* REFIT_NCCL_BLOCKING=1, a measurement hook: blocking communicators, whose ncclGroupEnd
-   * launches in the calling thread (no timeout on a dead peer in the lazy connection set-up), to
-   * time what the non-blocking one's launch thread costs a group (docs/real.md) */
-  int blocking;
+  int blocking; /* rf_real_nccl_blocking(): REFIT_NCCL_BLOCKING=1, a measurement hook */
 };
 
 #define CUDACHECK(d, cmd)                                                                          \
@@ -179,8 +176,7 @@ static RfRealStatus cuda_open(const RfDevConfig *cfg, RfDev **out) {
   RfDev *d = (RfDev *)calloc(1, sizeof *d);
   if (!d) return RF_REAL_ERR_NOMEM;
   d->cfg = *cfg;
-  const char *blocking = getenv("REFIT_NCCL_BLOCKING");
-  d->blocking = blocking && !strcmp(blocking, "1");
+  d->blocking = rf_real_nccl_blocking();
   if (gethostname(d->host, sizeof d->host) != 0) strcpy(d->host, "localhost");
   d->host[sizeof d->host - 1] = '\0';
   *out = d;
