@@ -1,6 +1,7 @@
 /* `refit run`: options (all checked before MPI starts), world check, one verified refit per
  * strategy, the report on rank 0. The MPI lifecycle is real/run.c. */
 #include "args.h"
+#include "backend.h" /* rf_real_nccl_blocking */
 #include "commands.h"
 #include "error.h"
 #include "quant.h"

@@ -147,8 +147,5 @@ gboolean rf_real_world_allgather(const void *mine, void *all, size_t bytes, GErr
 gboolean rf_real_world_min_post(double v, GError **error);
 gboolean rf_real_world_min_poll(double *v, GError **error);
 gboolean rf_real_world_min_end(double *v, GError **error);
-/* REFIT_NCCL_BLOCKING=1: the cuda backend's blocking-communicator measurement hook is on
- * (real/backends/backend.h) */
-int rf_real_nccl_blocking(void);
 
 #endif

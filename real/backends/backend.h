@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -166,8 +168,11 @@ extern const RfDevOps *const rf_dev_cuda;
 const RfDevOps *rf_boot_dev_ops(const char *name);
 /* REFIT_NCCL_BLOCKING=1, a measurement hook of the cuda backend: blocking NCCL communicators,
  * whose ncclGroupEnd launches in the calling thread (no timeout on a dead peer), to time what the
- * non-blocking one's launch thread costs a group (docs/real.md). Also in real.h, for the CLI. */
-int rf_real_nccl_blocking(void);
+ * non-blocking one's launch thread costs a group (docs/real.md); refit run's header says so. */
+static inline int rf_real_nccl_blocking(void) {
+  const char *v = getenv("REFIT_NCCL_BLOCKING");
+  return v && !strcmp(v, "1");
+}
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,6 @@
  * configure time (REFIT_HAVE_CUDA: backend_cuda.cu is compiled). */
 #include "backend.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #ifdef REFIT_HAVE_CUDA
@@ -16,9 +15,4 @@ const RfDevOps *rf_boot_dev_ops(const char *name) {
   if (!name || !strcmp(name, "host")) return &rf_dev_host;
   if (!strcmp(name, "cuda")) return rf_dev_cuda;
   return NULL;
-}
-
-int rf_real_nccl_blocking(void) {
-  const char *v = getenv("REFIT_NCCL_BLOCKING");
-  return v && !strcmp(v, "1");
 }
