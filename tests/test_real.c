@@ -436,6 +436,21 @@ static void test_iters_limit(void) {
   g_free(o.backend);
 }
 
+/* The benchmarks' one device: the backend's ops with *d open, or NULL after a SKIP line (the
+ * backend not built, no GPU). */
+static const RfDevOps *open_one(const char *backend, const RfDevConfig *cfg, RfDev **d) {
+  const RfDevOps *ops = rf_boot_dev_ops(backend);
+  if (!ops) {
+    printf("SKIP: the %s backend is not built\n", backend);
+    return NULL;
+  }
+  const RfRealStatus st = ops->open(cfg, d);
+  if (st == RF_REAL_OK) return ops;
+  printf("SKIP: %s backend: %s\n", backend, rf_real_status_string(st));
+  if (*d) ops->close(*d, 1);
+  return NULL;
+}
+
 /* `test_real --copy-bw MIB [BACKEND]`: pack / unpack bandwidth of the backend's copy kernel
  * against its device-to-device memcpy (peer_copy) of the same bytes, on one GPU (cuda, the
  * default), every byte of the destination checked; `host` runs the same lists and checks on the
@@ -452,19 +467,10 @@ static double timed_s(const RfDevOps *ops, RfDev *d, void **bases, const RfCopy 
 }
 
 static int copy_bandwidth(int mib, const char *backend) {
-  const RfDevOps *ops = rf_boot_dev_ops(backend);
-  if (!ops) {
-    printf("SKIP: the %s backend is not built\n", backend);
-    return 77;
-  }
-  RfDevConfig cfg = {.rank = 0, .world = 1, .local = 1, .device = 0, .timeout_s = 60};
+  const RfDevConfig cfg = {.rank = 0, .world = 1, .local = 1, .device = 0, .timeout_s = 60};
   RfDev *d = NULL;
-  RfRealStatus st = ops->open(&cfg, &d);
-  if (st != RF_REAL_OK) {
-    printf("SKIP: %s backend: %s\n", backend, rf_real_status_string(st));
-    if (d) ops->close(d, 1);
-    return 77;
-  }
+  const RfDevOps *ops = open_one(backend, &cfg, &d);
+  if (!ops) return 77;
   const uint64_t bytes = (uint64_t)mib << 20;
   /* every copied byte is checked: a pattern in, zeros beside it, the destination read back */
   unsigned char *pattern = g_malloc(bytes), *zeros = g_malloc0(bytes), *back = g_malloc(bytes),
@@ -645,19 +651,11 @@ static double op_once(OpBench *b, int what, int n, double *host) {
 }
 
 static int op_costs(void) {
-  const RfDevOps *ops = rf_boot_dev_ops("cuda");
-  if (!ops) {
-    printf("SKIP: the cuda backend is not built\n");
-    return 77;
-  }
-  RfDevConfig cfg = {.rank = 0, .world = 1, .device = 0, .timeout_s = 60, .init_timeout_s = 60};
-  OpBench b = {ops, NULL, NULL, NULL, NULL, NULL};
-  RfRealStatus st = ops->open(&cfg, &b.d);
-  if (st != RF_REAL_OK) {
-    printf("SKIP: cuda backend: %s\n", rf_real_status_string(st));
-    if (b.d) ops->close(b.d, 1);
-    return 77;
-  }
+  const RfDevConfig cfg = {
+      .rank = 0, .world = 1, .device = 0, .timeout_s = 60, .init_timeout_s = 60};
+  OpBench b = {NULL, NULL, NULL, NULL, NULL, NULL};
+  const RfDevOps *ops = b.ops = open_one("cuda", &cfg, &b.d);
+  if (!ops) return 77;
   char id[256] = {0};
   void *buf[3] = {NULL, NULL, NULL};
   int rc = 1;
