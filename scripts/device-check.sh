@@ -163,23 +163,20 @@ fi
 grep -E '^(ok|FAIL|SKIP|note):' "$out/ctest.log" >>"$summary"
 step "ctest -R real_cuda" $rc
 
-# 3. Copy bandwidth: pack / unpack lists against cudaMemcpyAsync device to device, per shape.
-say "3. copy bandwidth (256 MiB lists)"
-timeout 40 "$test_real" --copy-bw 256 >"$out/copy-bw.txt" 2>&1
-rc=$?
-cat "$out/copy-bw.txt" | tee -a "$summary"
-step "copy bandwidth" $rc
-grep -q 'below the 0.8 target' "$out/copy-bw.txt" &&
-  say "note: a list is below 0.8 of device memcpy bandwidth (see above)"
-# Other settings of the copy kernel, where the bundle holds them (scripts/copy-variants.sh).
-for v in ${bundle:+"$bundle"/bin/test_real-*}; do
-  [ -x "$v" ] || continue
-  name=${v##*/test_real-}
-  say "3. copy bandwidth, variant $name"
-  timeout 40 "$v" --copy-bw 256 >"$out/copy-bw-$name.txt" 2>&1
+# 3. Copy bandwidth: pack / unpack lists against cudaMemcpyAsync device to device, per shape; then
+# the other settings of the copy kernel the bundle holds (scripts/copy-variants.sh).
+copy_bw() { # VARIANT (empty: the build's) FILE TEST_REAL
+  say "3. copy bandwidth (256 MiB lists)${1:+, variant $1}"
+  timeout 40 "$3" --copy-bw 256 >"$2" 2>&1
   rc=$?
-  grep -v '^#' "$out/copy-bw-$name.txt" | tee -a "$summary"
-  step "copy bandwidth ($name)" $rc
+  tee -a "$summary" <"$2"
+  step "copy bandwidth${1:+ ($1)}" $rc
+  grep -q 'below the 0.8 target' "$2" &&
+    say "note: a list is below 0.8 of device memcpy bandwidth (see above)"
+}
+copy_bw "" "$out/copy-bw.txt" "$test_real"
+for v in ${bundle:+"$bundle"/bin/test_real-*}; do
+  [ -x "$v" ] && copy_bw "${v##*/test_real-}" "$out/copy-bw-${v##*/test_real-}.txt" "$v"
 done
 
 # 3b. What a round's operations cost, host and device (the executor model's [executor] costs).
