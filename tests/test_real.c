@@ -500,8 +500,11 @@ static int copy_bandwidth(int mib, const char *backend) {
                 /* an expert's down_proj row at TP4 (bf16): most items of an m2n refit */
                 {"pack 384 B rows", 384, 1536, 0},
                 {"unpack 384 B rows", 384, 1536, 1},
+                /* source and destination disagreeing modulo 16: the shifted vectors */
                 {"pack 6 B-shifted", 4096 - 6, 16384, 0},
-                /* odd and tiny: the byte and 2-byte paths, heads and tails under 16 bytes */
+                {"pack 1 B-shifted", 4096 - 1, 16384, 0},
+                {"pack 64 KiB shifted", 65536 - 1, 131072, 0},
+                /* odd and tiny: copy_batch's byte pass (heads, tails, copies under 64 bytes) */
                 {"pack 7 B rows", 7, 256, 0},
                 {"pack 14 B rows", 14, 256, 0}};
   double ref = timed_s(ops, d, NULL, NULL, 0, 0, buf[1], buf[0], bytes, 10);

@@ -413,20 +413,62 @@ static RfRealStatus cuda_upload(RfDev *d, void *dst, const void *src, uint64_t b
   return RF_REAL_OK;
 }
 
+/* shifted vectors in flight per thread (two loads each): 2 and 4 spill registers at 3 blocks of
+ * 256 threads per SM (ptxas -v); -D overridable for scripts/copy-variants.sh */
+#ifndef SHIFT_INFLIGHT
+#define SHIFT_INFLIGHT 1
+#endif
+/* The 16 bytes that start sh bytes (1 .. 15) into the 32 of lo and hi, little-endian. */
+__device__ static inline uint4 shift_pair(uint4 lo, uint4 hi, unsigned sh) {
+  const uint64_t y0 = lo.x | (uint64_t)lo.y << 32, y1 = lo.z | (uint64_t)lo.w << 32;
+  const uint64_t y2 = hi.x | (uint64_t)hi.y << 32, y3 = hi.z | (uint64_t)hi.w << 32;
+  const int q = sh >= 8;
+  const unsigned r = (sh & 7) * 8;
+  const uint64_t a = q ? y1 : y0, b = q ? y2 : y1, c = q ? y3 : y2;
+  const uint64_t o0 = r ? (a >> r) | (b << (64 - r)) : a;
+  const uint64_t o1 = r ? (b >> r) | (c << (64 - r)) : b;
+  return make_uint4((unsigned)o0, (unsigned)(o0 >> 32), (unsigned)o1, (unsigned)(o1 >> 32));
+}
+
+/* nv destination vectors, each shifted together from the two source vectors from s4 it straddles;
+ * out of line: inlined into copy_batch's loop over its copies it spilled registers */
+__device__ __noinline__ static void copy_shifted(const uint4 *__restrict__ s4,
+                                                 uint4 *__restrict__ d4, uint64_t nv, unsigned sh,
+                                                 unsigned t, unsigned width) {
+  for (uint64_t k = t; k < nv; k += (uint64_t)SHIFT_INFLIGHT * width) {
+    uint4 lo[SHIFT_INFLIGHT], hi[SHIFT_INFLIGHT];
+#pragma unroll
+    for (int u = 0; u < SHIFT_INFLIGHT; u++)
+      if (k + u * (uint64_t)width < nv) {
+        lo[u] = __ldg(s4 + k + u * (uint64_t)width);
+        hi[u] = __ldg(s4 + k + u * (uint64_t)width + 1);
+      }
+#pragma unroll
+    for (int u = 0; u < SHIFT_INFLIGHT; u++)
+      if (k + u * (uint64_t)width < nv) d4[k + u * (uint64_t)width] = shift_pair(lo[u], hi[u], sh);
+  }
+}
+
 /* bytes from s to d by `width` threads (a block, or a warp), t = 0 .. width - 1: 16-byte
- * vectors when source and destination agree modulo 16, up to four in flight per thread, read
- * through the read-only cache; else 2-byte or byte copies, unrolled. */
+ * vectors, up to four in flight per thread, read through the read-only cache. When source and
+ * destination agree modulo 16 a vector is a load and a store; else the destination is aligned and
+ * each of its vectors is shifted together from the two aligned source vectors it straddles (the
+ * 2-byte copies before ran at 0.47 of device memcpy on an H200). Every aligned source vector read
+ * holds a byte of the copy, so no read leaves the source's allocation: the last destination
+ * vector, whose second source vector may hold none, goes bytewise with the head and the tail. */
 __device__ static inline void copy_span(const unsigned char *__restrict__ s,
                                         unsigned char *__restrict__ d, uint64_t b, unsigned t,
                                         unsigned width) {
-  if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
-    uint64_t head = (16 - ((uintptr_t)s & 15)) & 15;
-    if (head > b) head = b;
-    for (uint64_t k = t; k < head; k += width)
-      d[k] = __ldg(s + k);
-    const uint4 *__restrict__ s4 = (const uint4 *)(s + head);
-    uint4 *__restrict__ d4 = (uint4 *)(d + head);
-    const uint64_t nv = (b - head) / 16;
+  const int same = (((uintptr_t)s ^ (uintptr_t)d) & 15) == 0;
+  uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  if (head > b) head = b;
+  for (uint64_t k = t; k < head; k += width)
+    d[k] = __ldg(s + k);
+  uint4 *__restrict__ d4 = (uint4 *)(d + head);
+  const unsigned sh = (unsigned)((uintptr_t)(s + head) & 15); /* 0 when same */
+  const uint4 *__restrict__ s4 = (const uint4 *)(s + head - sh);
+  uint64_t nv = (b - head) / 16;
+  if (same) {
     /* four loads in flight also on the last, partial round: a copy of 8 KiB by a block has two
      * vectors per thread, which one at a time left it at 0.53 of device memcpy on an H200 */
     for (uint64_t k = t; k < nv; k += 4ull * width) {
@@ -438,33 +480,28 @@ __device__ static inline void copy_span(const unsigned char *__restrict__ s,
       for (int u = 0; u < 4; u++)
         if (k + u * (uint64_t)width < nv) d4[k + u * (uint64_t)width] = v[u];
     }
-    for (uint64_t k = head + nv * 16 + t; k < b; k += width)
-      d[k] = __ldg(s + k);
-  } else if ((((uintptr_t)s | (uintptr_t)d | b) & 1) == 0) {
-    const unsigned short *__restrict__ s2 = (const unsigned short *)s;
-    unsigned short *__restrict__ d2 = (unsigned short *)d;
-#pragma unroll 4
-    for (uint64_t k = t; k < b / 2; k += width)
-      d2[k] = __ldg(s2 + k);
   } else {
-#pragma unroll 4
-    for (uint64_t k = t; k < b; k += width)
-      d[k] = __ldg(s + k);
+    nv = nv ? nv - 1 : 0;
+    copy_shifted(s4, d4, nv, sh, t, width);
   }
+  for (uint64_t k = head + nv * 16 + t; k < b; k += width)
+    d[k] = __ldg(s + k);
 }
 
 /* Small copies go to warps COPY_BATCH at a time: the batch's descriptors are read at once (one
  * lane each), and the 16-byte vectors of its co-aligned copies are numbered one after another
  * and spread over the warp's lanes, COPY_INFLIGHT in flight per lane, whatever each copy's size;
- * heads, tails and copies whose source and destination disagree modulo 16 follow, a copy at a
- * time. A warp per copy (the kernel before) waited a descriptor, a base and a data latency per
- * copy and left lanes idle on copies under 2 KiB: on an H200 it ran 384-byte rows at 774 GB/s
- * and 4 KiB rows at 1,255 GB/s, this 1,282-1,321 and 1,491-1,508 (docs/real.md, "On a GPU").
- * All lanes of the warp call this together.
- * The settings were chosen on that GPU among the variants scripts/copy-variants.sh builds (-D
- * overrides): 8 copies a batch (16 and 4 were slower), 4 vectors in flight, at least 3 blocks of
- * 256 threads per SM (80 registers, no spills; 8 in flight at 2 blocks ran 4 KiB rows faster and
- * 8 KiB copies, a block each, slower), copies up to 4 KiB small (RF_REAL_SMALL_COPY_BYTES). */
+ * then the bytes of their heads and tails and of the copies under COPY_TINY bytes whose source and
+ * destination disagree modulo 16, numbered and spread the same way (a copy at a time, 7-byte rows
+ * ran at 0.04 of device memcpy on an H200: a batch waited a load latency per copy); the longer
+ * copies that disagree modulo 16 last, a copy at a time. A warp per copy (the kernel before) waited
+ * a descriptor, a base and a data latency per copy and left lanes idle on copies under 2 KiB: on an
+ * H200 it ran 384-byte rows at 774 GB/s and 4 KiB rows at 1,255 GB/s, this 1,282-1,321 and
+ * 1,491-1,508 (docs/real.md, "On a GPU"). All lanes of the warp call this together. The settings
+ * were chosen on that GPU among the variants scripts/copy-variants.sh builds (-D overrides): 8
+ * copies a batch (16 and 4 were slower), 4 vectors in flight, at least 3 blocks of 256 threads per
+ * SM (80 registers, no spills; 8 in flight at 2 blocks ran 4 KiB rows faster and 8 KiB copies, a
+ * block each, slower), copies up to 4 KiB small (RF_REAL_SMALL_COPY_BYTES). */
 #ifndef COPY_BATCH
 #define COPY_BATCH 8
 #endif
@@ -474,6 +511,7 @@ __device__ static inline void copy_span(const unsigned char *__restrict__ s,
 #ifndef COPY_MIN_BLOCKS
 #define COPY_MIN_BLOCKS 3
 #endif
+#define COPY_TINY 64
 static_assert(COPY_BATCH >= 2 && COPY_BATCH <= 32 && (COPY_BATCH & (COPY_BATCH - 1)) == 0,
               "copy_batch's binary search takes a power of two up to a warp");
 __device__ static inline void copy_batch(const void *const *__restrict__ bases,
@@ -490,16 +528,24 @@ __device__ static inline void copy_batch(const void *const *__restrict__ bases,
     b = c.bytes;
   }
   const int vec = lane < count && (((uintptr_t)s ^ (uintptr_t)d) & 15) == 0;
-  uint32_t head = 0, nv = 0;
+  /* the copy's bytes [0, head) and [tail, b) go through the byte pass, nv vectors between */
+  uint32_t head = 0, nv = 0, tail = (uint32_t)b; /* b: small, at most 4 KiB */
   if (vec) {
     head = (uint32_t)((16 - ((uintptr_t)s & 15)) & 15);
     if (head > b) head = (uint32_t)b;
     nv = (uint32_t)((b - head) / 16);
+    tail = head + 16 * nv;
+  } else if (lane < count && b < COPY_TINY) {
+    head = tail = (uint32_t)b;
   }
-  uint32_t incl = nv; /* inclusive prefix of the vectors over the batch's lanes */
+  const uint32_t nb = head + (uint32_t)(b - tail); /* 0 for the lanes without a copy */
+  uint32_t incl = nv, inclb = nb; /* inclusive prefixes of the vectors and bytes over the lanes */
   for (unsigned o = 1; o < 32; o <<= 1) {
-    const uint32_t x = __shfl_up_sync(full, incl, o);
-    if (lane >= o) incl += x;
+    const uint32_t x = __shfl_up_sync(full, incl, o), y = __shfl_up_sync(full, inclb, o);
+    if (lane >= o) {
+      incl += x;
+      inclb += y;
+    }
   }
   const uint32_t total = __shfl_sync(full, incl, 31), excl = incl - nv;
   const unsigned long long s4 = (unsigned long long)(uintptr_t)(s + head);
@@ -525,20 +571,41 @@ __device__ static inline void copy_batch(const void *const *__restrict__ bases,
     for (int u = 0; u < COPY_INFLIGHT; u++)
       if (base + 32u * u + lane < total) *to[u] = v[u];
   }
-  for (unsigned j = 0; j < count; j++) { /* heads, tails, the other copies */
-    const unsigned char *sj =
-        (const unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)s, j);
-    unsigned char *dj =
-        (unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)d, j);
-    const uint64_t bj = __shfl_sync(full, (unsigned long long)b, j);
-    if (__shfl_sync(full, vec, j)) {
-      const uint32_t hj = __shfl_sync(full, head, j);
-      const uint64_t tail = hj + 16ull * __shfl_sync(full, nv, j);
-      if (lane < hj) dj[lane] = __ldg(sj + lane);
-      if (tail + lane < bj) dj[tail + lane] = __ldg(sj + tail + lane);
-    } else {
-      copy_span(sj, dj, bj, lane, 32);
+  const uint32_t totalb = __shfl_sync(full, inclb, 31), exclb = inclb - nb;
+  for (uint32_t base = 0; base < totalb; base += 32u * COPY_INFLIGHT) { /* the byte pass */
+    unsigned char v[COPY_INFLIGHT];
+    unsigned char *to[COPY_INFLIGHT];
+#pragma unroll
+    for (int u = 0; u < COPY_INFLIGHT; u++) {
+      const uint32_t f = base + 32u * u + lane;
+      int j = 0;
+#pragma unroll
+      for (int step = COPY_BATCH / 2; step >= 1; step >>= 1) {
+        const uint32_t p = __shfl_sync(full, inclb, j + step - 1);
+        if (p <= f) j += step;
+      }
+      /* every lane shuffles (a shuffle of the full mask that some lanes skip is undefined: the
+       * tail's offset once read in the conditional faulted on the H200) */
+      const uint32_t x = f - __shfl_sync(full, exclb, j), hj = __shfl_sync(full, head, j);
+      const uint32_t tj = __shfl_sync(full, tail, j);
+      const uint32_t off = x < hj ? x : tj + (x - hj);
+      const unsigned char *from =
+          (const unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)s, j);
+      to[u] =
+          (unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)d, j) + off;
+      if (f < totalb) v[u] = __ldg(from + off);
     }
+#pragma unroll
+    for (int u = 0; u < COPY_INFLIGHT; u++)
+      if (base + 32u * u + lane < totalb) *to[u] = v[u];
+  }
+  /* the longer copies whose source and destination disagree modulo 16 */
+  for (unsigned m = __ballot_sync(full, lane < count && !vec && b >= COPY_TINY); m; m &= m - 1) {
+    const int j = __ffs(m) - 1;
+    copy_span(
+        (const unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)s, j),
+        (unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)d, j),
+        __shfl_sync(full, (unsigned long long)b, j), lane, 32);
   }
 }
 
