@@ -14,15 +14,16 @@
  *   bytes are through;
  * - WAIT r blocks until every send and receive of the round has ended.
  * The sharing is max-min, as SimGrid's (weighted as its CM02 model weighs it, by 1 / a message's
- * route latency), but solved locally: when a message starts or ends, the messages on its links and
- * those within two more link hops (the hops stop once EV_CAP are in; a hop brings every message of
- * its links) get max-min rates by progressive filling over their links, the capacity the messages
- * outside the solve use held fixed. SimGrid re-solves what a change touches through any chain of
- * shared links; a change this engine does not reach leaves a message at its old rate until an event
- * on one of its links. On the four reported configurations the two give the same times within 1e-5
- * (docs/sim.md "The events engine"; test /sim/executor/events-engine checks it on small plans), at
- * a few microseconds an event instead of SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs,
- * 43.5 M events, in 25 s. */
+ * route latency), but solved locally: once every event of one time has run, the messages on the
+ * links where messages started or ended at that time and those within two more link hops (the
+ * hops stop once EV_CAP are in; a hop brings every message of its links) get max-min rates by
+ * progressive filling over their links, the capacity the messages outside the solve use held
+ * fixed; a message whose rate comes out the same keeps its end. SimGrid re-solves what a change
+ * touches through any chain of shared links; a change this engine does not reach leaves a message
+ * at its old rate until an event on one of its links. On the four reported configurations the two
+ * give the same times within 1e-5 (docs/sim.md "The events engine"; test
+ * /sim/executor/events-engine checks it on small plans), at a few microseconds an event instead of
+ * SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs, 43.5 M events, in 25 s. */
 #include "error.h"
 #include "internal.h"
 
@@ -31,7 +32,7 @@
 #include <string.h>
 
 #define EV_NONE UINT32_MAX
-#define EV_MAX_ROUTE 8
+#define EV_MAX_ROUTE 6          /* sim_route's longest: HBM, NIC, two leaf links, NIC, HBM */
 #define EV_PROGRESS_US 10000000 /* a progress line every 10 s of wall time */
 /* The local solve: the messages on the changed links and those within EV_DEPTH - 1 more link
  * hops, until EV_CAP are in (docs/sim.md "The events engine": at depth 1 DeepSeek-V3 GB200 m2n
@@ -44,27 +45,38 @@
 
 enum { U_RUN, U_SLEEP, U_BLOCK_POST, U_BLOCK_WAIT, U_DONE };
 
+/* A message in one cache line: what a local solve reads of the messages it takes in (rate,
+ * weight, route, bytes left) and what an event changes; where it sits on its links and its ends
+ * apart (MsgCold). Kimi K3's m2n keeps 34 k records: 2.2 MB, not the 4.3 MB of the 128-byte
+ * record before, whose loads were a quarter of its engine time. Whether a message is in the
+ * solve is a stamp of its own (Ev.mst). */
 typedef struct {
-  double rem, rate, last; /* bytes left, bytes/s, time rem was last brought up to date */
-  double w;               /* sharing weight: 1 / its route's latency (1 without latency) */
-  int32_t src, dst;       /* units */
+  double rate;      /* bytes/s */
+  double w;         /* sharing weight: 1 / its route's latency (1 without latency) */
+  double rem, last; /* bytes left, time rem was last brought up to date */
   int32_t links[EV_MAX_ROUTE];
-  uint32_t at[EV_MAX_ROUTE]; /* position in each link's list */
-  uint32_t next;             /* pending list (per receiving unit-round) or free list */
-  uint64_t stamp;            /* the last event that recomputed its rate */
   uint8_t nlinks, lane_src, lane_dst;
   uint8_t moving; /* its latency paid: on its links */
+  uint32_t next;  /* pending list (per receiving unit-round) or free list */
 } Msg;
+G_STATIC_ASSERT(sizeof(Msg) == 64);
+
+typedef struct {
+  int32_t src, dst;          /* units */
+  uint32_t at[EV_MAX_ROUTE]; /* position in each link's list */
+} MsgCold;
 
 typedef struct {
   uint32_t *flow; /* messages moving on the link */
   uint32_t n, cap;
   double Bps;
-  double res;     /* local solve: capacity left to the messages being solved */
-  double wsum;    /* local solve: weight of those not yet fixed */
-  uint32_t cnt;   /* local solve: how many of them */
-  uint32_t pos;   /* local solve: its index in Lam (and in Sh) */
-  uint64_t stamp; /* local solve: the link is in the solve */
+  double used;   /* the rates of the messages on it, summed as they change (0 once it is empty) */
+  double res;    /* local solve: capacity left to the messages being solved */
+  double wsum;   /* local solve: weight of those not yet fixed */
+  uint32_t cnt;  /* local solve: how many of them */
+  uint32_t pos;  /* local solve: its index in Lam (and in Sh) */
+  uint32_t fill; /* local solve: where its next message goes in Sol */
+  uint8_t dirty; /* a message started or ended on it at the current time: in Ev.dirty */
 } Link;
 
 typedef struct {
@@ -89,6 +101,7 @@ typedef struct {
   Link *l;
   int nlinks;
   Msg *m;
+  MsgCold *mc; /* beside m */
   uint32_t nm, mcap, mfree;
   uint32_t *pending;     /* per unit-round: messages waiting for that round's post */
   uint8_t *round_posted; /* per unit-round: 0, or its lane + 1 once posted */
@@ -98,8 +111,11 @@ typedef struct {
   double *key;    /* per handle: its event's time */
   uint32_t hposcap;
   uint64_t stamp;
-  GArray *F, *Lam; /* local solve: messages and links */
-  GArray *Sh;      /* local solve: per link of Lam, its share (INFINITY once none is left) */
+  uint64_t *mst, *lst; /* per message record and per link: the last solve that took it in */
+  GArray *F, *Lam;     /* local solve: messages and links */
+  GArray *Sh;          /* local solve: per link of Lam, its share (INFINITY once none is left) */
+  GArray *dirty;       /* links whose messages changed at the current time, not yet solved */
+  GArray *Off, *Sol;   /* local solve: per link of Lam, its messages in the solve: Sol[Off[a] ..] */
   uint64_t solves, solved, solved_max;
   double now;
   SimOutcome *out;
@@ -195,13 +211,21 @@ static uint32_t msg_new(Ev *v) {
     v->mfree = v->m[i].next;
   } else {
     if (v->nm == v->mcap) {
-      v->mcap = v->mcap ? 2 * v->mcap : 4096;
-      v->m = g_renew(Msg, v->m, v->mcap);
+      const uint32_t cap = v->mcap ? 2 * v->mcap : 4096;
+      Msg *m = g_aligned_alloc(cap, sizeof(Msg), 64); /* a record on one whole cache line */
+      if (v->nm) memcpy(m, v->m, sizeof(Msg) * v->nm);
+      g_aligned_free(v->m);
+      v->m = m;
+      v->mst = g_renew(uint64_t, v->mst, cap);
+      v->mc = g_renew(MsgCold, v->mc, cap);
+      memset(v->mst + v->mcap, 0, sizeof(uint64_t) * (cap - v->mcap));
+      v->mcap = cap;
     }
     i = v->nm++;
     h_grow_handles(v, (uint32_t)v->e->nranks + v->nm);
   }
   memset(&v->m[i], 0, sizeof v->m[i]);
+  memset(&v->mc[i], 0, sizeof v->mc[i]);
   v->m[i].next = EV_NONE;
   return i;
 }
@@ -223,12 +247,12 @@ static uint32_t msg_handle(const Ev *v, uint32_t i) {
 static void rerate(Ev *v, const int32_t *links, int n) {
   const uint64_t st = ++v->stamp;
   GArray *F = v->F, *Lam = v->Lam;
+  uint64_t *mst = v->mst, *lst = v->lst;
   g_array_set_size(F, 0);
   g_array_set_size(Lam, 0);
   for (int k = 0; k < n; k++) {
-    Link *L = &v->l[links[k]];
-    if (L->stamp == st) continue;
-    L->stamp = st;
+    if (lst[links[k]] == st) continue;
+    lst[links[k]] = st;
     g_array_append_val(Lam, links[k]);
   }
   guint from = 0; /* links whose messages join */
@@ -237,46 +261,65 @@ static void rerate(Ev *v, const int32_t *links, int n) {
     for (guint a = from; a < to; a++) {
       const Link *L = &v->l[g_array_index(Lam, int32_t, a)];
       for (uint32_t j = 0; j < L->n; j++) {
-        Msg *g = &v->m[L->flow[j]];
-        if (g->stamp == st) continue;
-        g->stamp = st;
-        g_array_append_val(F, L->flow[j]);
+        /* the records of a link's messages are scattered: each a cache miss, taken a few at a
+         * time (the load of the route was a quarter of Kimi K3's engine time) */
+        if (j + 6 < L->n) __builtin_prefetch(&v->m[L->flow[j + 6]]);
+        const uint32_t i = L->flow[j];
+        if (mst[i] == st) continue;
+        mst[i] = st;
+        g_array_append_val(F, i);
+        const Msg *g = &v->m[i];
         for (int q = 0; q < g->nlinks; q++) {
-          Link *Q = &v->l[g->links[q]];
-          if (Q->stamp == st) continue;
-          Q->stamp = st;
+          if (lst[g->links[q]] == st) continue;
+          lst[g->links[q]] = st;
           g_array_append_val(Lam, g->links[q]);
         }
       }
     }
     from = to;
   }
-  /* capacity left on each link by the messages outside the solve */
+  const uint32_t *f = (const uint32_t *)(void *)F->data;
+  const int32_t *lam = (const int32_t *)(void *)Lam->data;
+  /* capacity left on each link by the messages outside the solve: what all its messages use
+   * less what those in the solve do (every link of a message in the solve is in Lam); and the
+   * solve's messages of each link, by its place in Lam (off, Sol: the fill below visits those,
+   * not every message on the link) */
+  g_array_set_size(v->Off, Lam->len + 1);
+  uint32_t *off = (uint32_t *)(void *)v->Off->data;
   for (guint a = 0; a < Lam->len; a++) {
-    Link *L = &v->l[g_array_index(Lam, int32_t, a)];
-    L->res = L->Bps;
+    Link *L = &v->l[lam[a]];
+    L->res = L->Bps - L->used;
     L->wsum = 0;
     L->cnt = 0;
-    for (uint32_t j = 0; j < L->n; j++) {
-      const Msg *g = &v->m[L->flow[j]];
-      if (g->stamp == st) {
-        L->cnt++;
-        L->wsum += g->w;
-      } else {
-        L->res -= g->rate;
-      }
+    L->pos = a;
+  }
+  uint32_t nsol = 0;
+  for (guint j = 0; j < F->len; j++) {
+    const Msg *g = &v->m[f[j]];
+    for (int q = 0; q < g->nlinks; q++) {
+      Link *L = &v->l[g->links[q]];
+      L->res += g->rate;
+      L->cnt++;
+      L->wsum += g->w;
     }
+    nsol += g->nlinks;
+  }
+  off[0] = 0;
+  for (guint a = 0; a < Lam->len; a++) {
+    Link *L = &v->l[lam[a]];
+    L->fill = off[a];
+    off[a + 1] = off[a] + L->cnt;
+  }
+  g_array_set_size(v->Sol, nsol);
+  uint32_t *sol = (uint32_t *)(void *)v->Sol->data;
+  for (guint j = 0; j < F->len; j++) {
+    const Msg *g = &v->m[f[j]];
+    for (int q = 0; q < g->nlinks; q++)
+      sol[v->l[g->links[q]].fill++] = f[j];
   }
   v->solves++;
   v->solved += F->len;
   v->solved_max = MAX(v->solved_max, F->len);
-  const uint32_t *f = (const uint32_t *)(void *)F->data;
-  for (guint j = 0; j < F->len; j++) { /* up to date at the old rate */
-    Msg *g = &v->m[f[j]];
-    g->rem -= g->rate * (v->now - g->last);
-    if (g->rem < 0) g->rem = 0;
-    g->last = v->now;
-  }
   const uint64_t fx = ++v->stamp; /* a fixed message carries this stamp */
   /* each link's share (bytes/s per unit of weight), kept dense beside Lam and recomputed only
    * where a fixed message changed it: the search for the smallest reads one array (the same
@@ -284,8 +327,7 @@ static void rerate(Ev *v, const int32_t *links, int n) {
   g_array_set_size(v->Sh, Lam->len);
   double *sh = (double *)(void *)v->Sh->data;
   for (guint a = 0; a < Lam->len; a++) {
-    Link *L = &v->l[g_array_index(Lam, int32_t, a)];
-    L->pos = a;
+    const Link *L = &v->l[lam[a]];
     sh[a] = L->cnt ? MAX(L->res, 0) / L->wsum : INFINITY;
   }
   for (guint left = F->len; left;) {
@@ -297,23 +339,33 @@ static void rerate(Ev *v, const int32_t *links, int n) {
         at = a;
       }
     g_assert(share < INFINITY);
-    const Link *B = &v->l[g_array_index(Lam, int32_t, at)];
-    for (uint32_t j = 0; j < B->n; j++) {
-      Msg *g = &v->m[B->flow[j]];
-      if (g->stamp != st) continue; /* outside the solve, or fixed */
-      g->stamp = fx;
+    const double floor = 1e-9 * v->l[lam[at]].Bps;
+    for (uint32_t k = off[at]; k < off[at + 1]; k++) {
+      const uint32_t i = sol[k];
+      if (mst[i] != st) continue; /* fixed */
+      mst[i] = fx;
+      Msg *g = &v->m[i];
       /* never stalled: a floor far below any rate (links are checked > 0 at the start) */
-      const double rate = MAX(g->w * share, 1e-9 * B->Bps);
-      g->rate = rate;
+      const double rate = MAX(g->w * share, floor), delta = rate - g->rate;
       left--;
+      /* a rate the solve gives again (to rounding: 1e-12 of it) stays, and so do its bytes left
+       * and its end: on DeepSeek-V3's m2n six in ten of the messages solved */
+      const gboolean moved = fabs(delta) > 1e-12 * rate;
+      if (moved) { /* bytes left brought up to date at the old rate */
+        g->rem -= g->rate * (v->now - g->last);
+        if (g->rem < 0) g->rem = 0;
+        g->last = v->now;
+        g->rate = rate;
+      }
       for (int q = 0; q < g->nlinks; q++) {
         Link *Q = &v->l[g->links[q]];
-        Q->res -= rate;
+        if (moved) Q->used += delta;
+        Q->res -= g->rate;
         Q->wsum -= g->w;
         Q->cnt--;
         sh[Q->pos] = Q->cnt ? MAX(Q->res, 0) / Q->wsum : INFINITY;
       }
-      h_set(v, msg_handle(v, B->flow[j]), v->now + g->rem / rate);
+      if (moved) h_set(v, msg_handle(v, i), v->now + g->rem / rate);
     }
   }
 }
@@ -326,7 +378,7 @@ static void link_add(Ev *v, uint32_t i) {
       L->cap = L->cap ? 2 * L->cap : 4;
       L->flow = g_renew(uint32_t, L->flow, L->cap);
     }
-    g->at[k] = L->n;
+    v->mc[i].at[k] = L->n;
     L->flow[L->n++] = i;
   }
 }
@@ -335,22 +387,51 @@ static void link_remove(Ev *v, uint32_t i) {
   Msg *g = &v->m[i];
   for (int k = 0; k < g->nlinks; k++) {
     Link *L = &v->l[g->links[k]];
-    uint32_t pos = g->at[k], last = L->flow[--L->n];
+    L->used = L->n > 1 ? L->used - g->rate : 0; /* empty: no rounding left behind */
+    uint32_t pos = v->mc[i].at[k], last = L->flow[--L->n];
     L->flow[pos] = last;
     Msg *o = &v->m[last];
     for (int q = 0; q < o->nlinks; q++) /* the moved message's slot on this link */
-      if (o->links[q] == g->links[k] && o->at[q] == L->n) {
-        o->at[q] = pos;
+      if (o->links[q] == g->links[k] && v->mc[last].at[q] == L->n) {
+        v->mc[last].at[q] = pos;
         break;
       }
   }
+}
+
+/* Links whose set of moving messages changed at the current time: one local solve over all of
+ * them once every event of that time has run (flush), instead of a solve per message starting or
+ * ending. The messages of a group start together, a route's latency after their post, and many
+ * end together: the solve per event was most of the engine's time. Nothing that runs at the same
+ * time reads a rate, so the rates from the time on are those of a solve over every change. */
+static void mark_dirty(Ev *v, const int32_t *links, int n) {
+  for (int k = 0; k < n; k++) {
+    Link *L = &v->l[links[k]];
+    if (L->dirty) continue;
+    L->dirty = 1;
+    g_array_append_val(v->dirty, links[k]);
+  }
+}
+
+static void flush(Ev *v) {
+  const int32_t *d = (const int32_t *)(void *)v->dirty->data;
+  rerate(v, d, (int)v->dirty->len);
+  for (guint k = 0; k < v->dirty->len; k++)
+    v->l[d[k]].dirty = 0;
+  g_array_set_size(v->dirty, 0);
 }
 
 /* Both ends have posted: the message pays its route's latency, then moves. */
 static void msg_start(Ev *v, uint32_t i) {
   Msg *g = &v->m[i];
   double lat;
-  g->nlinks = (uint8_t)sim_exec_route(v->p, v->e->host[g->src], v->e->host[g->dst], g->links, &lat);
+  int route[8];
+  const int n =
+      sim_exec_route(v->p, v->e->host[v->mc[i].src], v->e->host[v->mc[i].dst], route, &lat);
+  g_assert(n <= EV_MAX_ROUTE);
+  g->nlinks = (uint8_t)n;
+  for (int k = 0; k < n; k++)
+    g->links[k] = route[k];
   g->w = lat > 0 ? 1 / lat : 1; /* SimGrid's penalty: the latency, or 1 without one */
   g->moving = 0;
   g->last = v->now;
@@ -387,17 +468,17 @@ static void msg_event(Ev *v, uint32_t i) {
       return;
     }
     link_add(v, i);
-    rerate(v, g->links, g->nlinks);
+    mark_dirty(v, g->links, g->nlinks);
     return;
   }
   /* it has ended */
   int32_t links[EV_MAX_ROUTE];
   int n = g->nlinks;
   memcpy(links, g->links, sizeof(int32_t) * (size_t)n);
-  const int src = g->src, dst = g->dst, ls = g->lane_src, ld = g->lane_dst;
+  const int src = v->mc[i].src, dst = v->mc[i].dst, ls = g->lane_src, ld = g->lane_dst;
   if (n) link_remove(v, i);
   msg_free(v, i);
-  if (n) rerate(v, links, n);
+  mark_dirty(v, links, n);
   unit_end_one(v, src, ls);
   unit_end_one(v, dst, ld);
 }
@@ -465,8 +546,8 @@ static void post_round(Ev *v, int u, int lane) {
     const SimExecSend *sd = &e->sends[r->send_first + k];
     uint32_t i = msg_new(v);
     Msg *g = &v->m[i];
-    g->src = u;
-    g->dst = sd->peer;
+    v->mc[i].src = u;
+    v->mc[i].dst = sd->peer;
     g->rem = (double)(long)(sd->bytes + 0.5);
     g->lane_src = (uint8_t)lane;
     uint64_t di = unit_round(v, sd->peer, r->round);
@@ -611,6 +692,10 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   v.F = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   v.Lam = g_array_new(FALSE, FALSE, sizeof(int32_t));
   v.Sh = g_array_new(FALSE, FALSE, sizeof(double));
+  v.dirty = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  v.Off = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  v.Sol = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  v.lst = g_new0(uint64_t, v.nlinks ? v.nlinks : 1);
   const int nu = e->nranks;
   v.u = g_new0(Unit, nu);
   g_autofree uint32_t *ubuf = g_new0(uint32_t, (size_t)nu * v.nlanes * 3);
@@ -640,7 +725,11 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
     U->state = U_RUN;
     h_set(&v, (uint32_t)u, 0);
   }
-  while (v.nheap) {
+  while (v.nheap || v.dirty->len) {
+    if (v.dirty->len && (!v.nheap || v.key[v.heap[0]] > v.now)) {
+      flush(&v);
+      continue;
+    }
     uint32_t h = h_pop(&v);
     v.now = v.key[h];
     v.events++;
@@ -672,8 +761,14 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   g_array_free(v.F, TRUE);
   g_array_free(v.Lam, TRUE);
   g_array_free(v.Sh, TRUE);
+  g_array_free(v.dirty, TRUE);
+  g_array_free(v.Off, TRUE);
+  g_array_free(v.Sol, TRUE);
+  g_free(v.mst);
+  g_free(v.mc);
+  g_free(v.lst);
   g_free(v.u);
-  g_free(v.m);
+  g_aligned_free(v.m);
   g_free(v.pending);
   g_free(v.round_posted);
   g_free(v.heap);
