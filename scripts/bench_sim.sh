@@ -14,7 +14,8 @@
 #   all       the three
 # Time is CPU time (user + system, the simulator's children included) but for kimi-all, whose
 # target is wall time on 2 cores (run it on an idle machine): the machine may be shared; the other
-# figure and peak RSS are printed beside it (no memory target: the ratio is the time's).
+# figure and peak RSS are printed beside it (no memory target: the ratio is the time's), and the
+# wall seconds of the executor's program build and of the events engine (REFIT_SIM_VERBOSE).
 set -eu
 cd "$(dirname "$0")/.."
 REFIT=${1:-build}/cli/refit
@@ -25,7 +26,8 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
 printf "# load average: %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-32s %9s %9s %9s %9s %7s\n" "# case" "wall(s)" "cpu(s)" "target" "mem(GiB)" "ratio"
+printf "%-32s %9s %9s %9s %9s %7s %9s %9s\n" "# case" "wall(s)" "cpu(s)" "target" "mem(GiB)" "ratio" \
+  "build(s)" "engine(s)"
 
 # bench NAME SECONDS MEASURE ARGS...: one run of refit sim, its figures and its ratio to the
 # target (MEASURE: cpu or wall). The m2n cases name the executor model: they fail rather than let
@@ -33,12 +35,19 @@ printf "%-32s %9s %9s %9s %9s %7s\n" "# case" "wall(s)" "cpu(s)" "target" "mem(G
 bench() {
   name=$1 tsec=$2 measure=$3
   shift 3
-  /usr/bin/time -f "%e %U %S %M" "$REFIT" sim "$@" -q 2>"$out" >/dev/null ||
+  REFIT_SIM_VERBOSE=1 /usr/bin/time -f "%e %U %S %M" "$REFIT" sim "$@" -q 2>"$out" >/dev/null ||
     { echo "$name: refit failed: $(cat "$out")" >&2; status=1; return; }
-  tail -n 1 "$out" | awk -v n="$name" -v ts="$tsec" -v m="$measure" '{
-    cpu = $2 + $3; r = (m == "wall" ? $1 : cpu) / ts;
-    printf "%-32s %9.2f %9.2f %9.2f %9.3f %7.2f\n", n, $1, cpu, ts, $4 / 1048576, r;
-    exit (r <= 1.0) ? 0 : 1 }' || status=1
+  # build: the executor's program (refit run's schedule included), engine: the events engine's
+  # run, wall seconds each from REFIT_SIM_VERBOSE's lines, summed over the strategies simulated
+  awk -v n="$name" -v ts="$tsec" -v m="$measure" '
+    / program \(group [0-9]+, [0-9]+ flows\) in / { b += $(NF - 1) }
+    /^sim: events engine: .* s$/ { g += $(NF - 1) }
+    { last = $0 }
+    END {
+      split(last, f, " "); cpu = f[2] + f[3]; r = (m == "wall" ? f[1] : cpu) / ts;
+      printf "%-32s %9.2f %9.2f %9.2f %9.3f %7.2f %9.1f %9.1f\n", n, f[1], cpu, ts, f[4] / 1048576,
+        r, b, g;
+      exit (r <= 1.0) ? 0 : 1 }' "$out" || status=1
 }
 
 for c in $cases; do
