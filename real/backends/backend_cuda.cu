@@ -491,17 +491,19 @@ __device__ static inline void copy_span(const unsigned char *__restrict__ s,
 /* Small copies go to warps COPY_BATCH at a time: the batch's descriptors are read at once (one
  * lane each), and the 16-byte vectors of its co-aligned copies are numbered one after another
  * and spread over the warp's lanes, COPY_INFLIGHT in flight per lane, whatever each copy's size;
- * then the bytes of their heads and tails and of the copies under COPY_TINY bytes whose source and
- * destination disagree modulo 16, numbered and spread the same way (a copy at a time, 7-byte rows
- * ran at 0.04 of device memcpy on an H200: a batch waited a load latency per copy); the longer
- * copies that disagree modulo 16 last, a copy at a time. A warp per copy (the kernel before) waited
- * a descriptor, a base and a data latency per copy and left lanes idle on copies under 2 KiB: on an
- * H200 it ran 384-byte rows at 774 GB/s and 4 KiB rows at 1,255 GB/s, this 1,282-1,321 and
- * 1,491-1,508 (docs/real.md, "On a GPU"). All lanes of the warp call this together. The settings
- * were chosen on that GPU among the variants scripts/copy-variants.sh builds (-D overrides): 8
- * copies a batch (16 and 4 were slower), 4 vectors in flight, at least 3 blocks of 256 threads per
- * SM (80 registers, no spills; 8 in flight at 2 blocks ran 4 KiB rows faster and 8 KiB copies, a
- * block each, slower), copies up to 4 KiB small (RF_REAL_SMALL_COPY_BYTES). */
+ * then the shifted vectors of its copies whose source and destination disagree modulo 16 (at
+ * least COPY_TINY bytes; a copy at a time through the warp, 4 KiB rows ran at 0.61 of device
+ * memcpy on an H200, in this pass 0.63), SHIFT_INFLIGHT in flight; then the bytes of all heads and
+ * tails and of the shorter copies that disagree modulo 16 (a copy at a time, 7-byte rows ran at
+ * 0.04: a batch waited a load latency per copy), the three passes spread the same way (vec_pass and
+ * the byte pass). A warp per copy (the kernel before) waited a descriptor, a base and a data
+ * latency per copy and left lanes idle on copies under 2 KiB: on an H200 it ran 384-byte rows at
+ * 774 GB/s and 4 KiB rows at 1,255 GB/s, this 1,282-1,321 and 1,491-1,508 (docs/real.md, "On a
+ * GPU"). All lanes of the warp call this together. The settings were chosen on that GPU among the
+ * variants scripts/copy-variants.sh builds (-D overrides): 8 copies a batch (16 and 4 were slower),
+ * 4 vectors in flight, at least 3 blocks of 256 threads per SM (80 registers, no spills; 8 in
+ * flight at 2 blocks ran 4 KiB rows faster and 8 KiB copies, a block each, slower), copies up to 4
+ * KiB small (RF_REAL_SMALL_COPY_BYTES). */
 #ifndef COPY_BATCH
 #define COPY_BATCH 8
 #endif
@@ -514,6 +516,45 @@ __device__ static inline void copy_span(const unsigned char *__restrict__ s,
 #define COPY_TINY 64
 static_assert(COPY_BATCH >= 2 && COPY_BATCH <= 32 && (COPY_BATCH & (COPY_BATCH - 1)) == 0,
               "copy_batch's binary search takes a power of two up to a warp");
+/* The vectors of a batch's copies, numbered one after another over the warp's lanes (incl: the
+ * inclusive prefix over the lanes of nv, each lane's copy's vectors), INFLIGHT per lane at a
+ * time; with SHIFT each destination vector is shifted together from the two aligned source
+ * vectors it straddles (sh: its copy's shift; s4 its first aligned source vector). All lanes of
+ * the warp call this together; every lane shuffles (a shuffle of the full mask that some lanes
+ * skip is undefined: one read in a conditional faulted on the H200). */
+template <bool SHIFT, int INFLIGHT>
+__device__ static inline void vec_pass(uint32_t incl, uint32_t nv, unsigned long long s4,
+                                       unsigned long long d4, unsigned sh, unsigned lane) {
+  const unsigned full = 0xffffffffu;
+  const uint32_t total = __shfl_sync(full, incl, 31), excl = incl - nv;
+  for (uint32_t base = 0; base < total; base += 32u * INFLIGHT) { /* uniform over the warp */
+    uint4 lo[INFLIGHT], hi[INFLIGHT];
+    uint4 *to[INFLIGHT];
+    unsigned shv[INFLIGHT];
+#pragma unroll
+    for (int u = 0; u < INFLIGHT; u++) {
+      const uint32_t f = base + 32u * u + lane;
+      int j = 0; /* the copy of vector f: the first lane whose inclusive prefix exceeds f */
+#pragma unroll
+      for (int step = COPY_BATCH / 2; step >= 1; step >>= 1) {
+        const uint32_t p = __shfl_sync(full, incl, j + step - 1);
+        if (p <= f) j += step;
+      }
+      const uint32_t ex = __shfl_sync(full, excl, j);
+      const uint4 *from = (const uint4 *)(uintptr_t)__shfl_sync(full, s4, j) + (f - ex);
+      to[u] = (uint4 *)(uintptr_t)__shfl_sync(full, d4, j) + (f - ex);
+      shv[u] = SHIFT ? __shfl_sync(full, sh, j) : 0;
+      if (f < total) {
+        lo[u] = __ldg(from);
+        if (SHIFT) hi[u] = __ldg(from + 1);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < INFLIGHT; u++)
+      if (base + 32u * u + lane < total) *to[u] = SHIFT ? shift_pair(lo[u], hi[u], shv[u]) : lo[u];
+  }
+}
+
 __device__ static inline void copy_batch(const void *const *__restrict__ bases,
                                          const RfCopy *__restrict__ list, uint64_t first,
                                          unsigned count, unsigned lane) {
@@ -527,50 +568,41 @@ __device__ static inline void copy_batch(const void *const *__restrict__ bases,
     d = (unsigned char *)bases[c.dst_sp] + c.dst_off;
     b = c.bytes;
   }
-  const int vec = lane < count && (((uintptr_t)s ^ (uintptr_t)d) & 15) == 0;
-  /* the copy's bytes [0, head) and [tail, b) go through the byte pass, nv vectors between */
-  uint32_t head = 0, nv = 0, tail = (uint32_t)b; /* b: small, at most 4 KiB */
-  if (vec) {
+  const int same = lane < count && (((uintptr_t)s ^ (uintptr_t)d) & 15) == 0;
+  /* the copy's bytes [0, head) and [tail, b) go through the byte pass, its vectors between: nv
+   * loaded and stored as they are (source and destination agree modulo 16), or nvs shifted (they
+   * disagree; the last destination vector, whose second source vector may hold no byte of the
+   * copy, goes with the tail, so that no read leaves the source's allocation) */
+  uint32_t head = 0, nv = 0, nvs = 0, tail = (uint32_t)b; /* b: small, at most 4 KiB */
+  unsigned sh = 0;
+  if (same) {
     head = (uint32_t)((16 - ((uintptr_t)s & 15)) & 15);
     if (head > b) head = (uint32_t)b;
     nv = (uint32_t)((b - head) / 16);
     tail = head + 16 * nv;
-  } else if (lane < count && b < COPY_TINY) {
+  } else if (lane < count && b >= COPY_TINY) {
+    head = (uint32_t)((16 - ((uintptr_t)d & 15)) & 15); /* at most 15 */
+    sh = (unsigned)((uintptr_t)(s + head) & 15);        /* not 0 */
+    nvs = (uint32_t)((b - head) / 16) - 1;
+    tail = head + 16 * nvs;
+  } else if (lane < count) {
     head = tail = (uint32_t)b;
   }
   const uint32_t nb = head + (uint32_t)(b - tail); /* 0 for the lanes without a copy */
-  uint32_t incl = nv, inclb = nb; /* inclusive prefixes of the vectors and bytes over the lanes */
+  uint32_t incl = nv, incls = nvs, inclb = nb;     /* inclusive prefixes over the lanes */
   for (unsigned o = 1; o < 32; o <<= 1) {
     const uint32_t x = __shfl_up_sync(full, incl, o), y = __shfl_up_sync(full, inclb, o);
+    const uint32_t z = __shfl_up_sync(full, incls, o);
     if (lane >= o) {
       incl += x;
       inclb += y;
+      incls += z;
     }
   }
-  const uint32_t total = __shfl_sync(full, incl, 31), excl = incl - nv;
-  const unsigned long long s4 = (unsigned long long)(uintptr_t)(s + head);
+  const unsigned long long s4 = (unsigned long long)(uintptr_t)(s + head - sh);
   const unsigned long long d4 = (unsigned long long)(uintptr_t)(d + head);
-  for (uint32_t base = 0; base < total; base += 32u * COPY_INFLIGHT) { /* uniform over the warp */
-    uint4 v[COPY_INFLIGHT];
-    uint4 *to[COPY_INFLIGHT];
-#pragma unroll
-    for (int u = 0; u < COPY_INFLIGHT; u++) {
-      const uint32_t f = base + 32u * u + lane;
-      int j = 0; /* the copy of vector f: the first lane whose inclusive prefix exceeds f */
-#pragma unroll
-      for (int step = COPY_BATCH / 2; step >= 1; step >>= 1) {
-        const uint32_t p = __shfl_sync(full, incl, j + step - 1);
-        if (p <= f) j += step;
-      }
-      const uint32_t ex = __shfl_sync(full, excl, j);
-      const uint4 *from = (const uint4 *)(uintptr_t)__shfl_sync(full, s4, j) + (f - ex);
-      to[u] = (uint4 *)(uintptr_t)__shfl_sync(full, d4, j) + (f - ex);
-      if (f < total) v[u] = __ldg(from);
-    }
-#pragma unroll
-    for (int u = 0; u < COPY_INFLIGHT; u++)
-      if (base + 32u * u + lane < total) *to[u] = v[u];
-  }
+  vec_pass<false, COPY_INFLIGHT>(incl, nv, s4, d4, 0, lane);
+  vec_pass<true, SHIFT_INFLIGHT>(incls, nvs, s4, d4, sh, lane);
   const uint32_t totalb = __shfl_sync(full, inclb, 31), exclb = inclb - nb;
   for (uint32_t base = 0; base < totalb; base += 32u * COPY_INFLIGHT) { /* the byte pass */
     unsigned char v[COPY_INFLIGHT];
@@ -584,8 +616,6 @@ __device__ static inline void copy_batch(const void *const *__restrict__ bases,
         const uint32_t p = __shfl_sync(full, inclb, j + step - 1);
         if (p <= f) j += step;
       }
-      /* every lane shuffles (a shuffle of the full mask that some lanes skip is undefined: the
-       * tail's offset once read in the conditional faulted on the H200) */
       const uint32_t x = f - __shfl_sync(full, exclb, j), hj = __shfl_sync(full, head, j);
       const uint32_t tj = __shfl_sync(full, tail, j);
       const uint32_t off = x < hj ? x : tj + (x - hj);
@@ -598,14 +628,6 @@ __device__ static inline void copy_batch(const void *const *__restrict__ bases,
 #pragma unroll
     for (int u = 0; u < COPY_INFLIGHT; u++)
       if (base + 32u * u + lane < totalb) *to[u] = v[u];
-  }
-  /* the longer copies whose source and destination disagree modulo 16 */
-  for (unsigned m = __ballot_sync(full, lane < count && !vec && b >= COPY_TINY); m; m &= m - 1) {
-    const int j = __ffs(m) - 1;
-    copy_span(
-        (const unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)s, j),
-        (unsigned char *)(uintptr_t)__shfl_sync(full, (unsigned long long)(uintptr_t)d, j),
-        __shfl_sync(full, (unsigned long long)b, j), lane, 32);
   }
 }
 
