@@ -14,9 +14,9 @@ Rows of call 2 are marked excluded: its copy lists ran through CUB's batched mem
 was dropped after that call (docs/real.md, "First runs on a GPU"); calls 3-8 ran refit's own
 copy kernel (settings varied in calls 3-5: a 1 MiB list of one copy, these runs' only kind,
 moves alike under all of them). So is call 8's second run at 0.25 MiB: blocking communicators
-(REFIT_NCCL_BLOCKING=1, a measurement hook), not what refit run does. Calls 10-12 (the second
-session) ran the kernel with shifted vectors and the batch's byte pass, which leave a 1 MiB
-aligned copy as it was; call 11's byte pass faulted in the copy-bandwidth lists and the
+(REFIT_NCCL_BLOCKING=1, a measurement hook), not what refit run does. Calls 10-13 (the second
+session) ran the kernel with shifted vectors and the batch's byte and shifted passes, which leave
+a 1 MiB aligned copy as it was; call 11's byte pass faulted in the copy-bandwidth lists and the
 single-GPU refits, not in these runs (each a process of its own, every element checked: 0 wrong).
 
 usage: /usr/bin/python3 experiments/gpu_one_rank.py [--build DIR | --refit PATH] [--out DIR]
