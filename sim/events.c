@@ -23,7 +23,8 @@
  * at its old rate until an event on one of its links. On the four reported configurations the two
  * give the same times within 1e-5 (docs/sim.md "The events engine"; test
  * /sim/executor/events-engine checks it on small plans), at a few microseconds an event instead of
- * SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs, 43.5 M events, in 25 s. */
+ * SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs, on lane communicators (refit run's
+ * default), 40.7 M events in 77-110 s (docs/sim.md "The executor's simulation speed"). */
 #include "error.h"
 #include "internal.h"
 
@@ -262,7 +263,8 @@ static uint32_t msg_handle(const Ev *v, uint32_t i) {
  * SimGrid's CM02 weights them (a message's share of a link in proportion to 1 / its route's
  * latency: its sharing penalty is that latency, network_cm02.cpp; equal where the latencies are,
  * as on a fabric without oversubscribed leaves): progressive filling over their links, the
- * capacity the other messages on those links use held fixed; their ends moved. */
+ * capacity the other messages on those links use held fixed; the ends of those whose rate changed
+ * moved. */
 static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
   const uint64_t st = ++v->stamp;
   Ids *F = &v->F, *Lam = &v->Lam;

@@ -430,8 +430,11 @@ __device__ static inline uint4 shift_pair(uint4 lo, uint4 hi, unsigned sh) {
   return make_uint4((unsigned)o0, (unsigned)(o0 >> 32), (unsigned)o1, (unsigned)(o1 >> 32));
 }
 
-/* nv destination vectors, each shifted together from the two source vectors from s4 it straddles;
- * out of line: inlined into copy_batch's loop over its copies it spilled registers */
+/* nv destination vectors, each shifted together from the two source vectors from s4 it straddles
+ * (a block's large copies; a batch's small ones go through vec_pass<true>). Out of line as it ran
+ * on the H200 (calls 12-13): it was so because inlined into copy_batch's loop over its copies it
+ * spilled registers; that loop is gone, and inlined it is spill-free too (ptxas -v), but that
+ * build has not run on a GPU. */
 __device__ __noinline__ static void copy_shifted(const uint4 *__restrict__ s4,
                                                  uint4 *__restrict__ d4, uint64_t nv, unsigned sh,
                                                  unsigned t, unsigned width) {
