@@ -3,6 +3,7 @@
  * steps (m2n, gather-broadcast buckets): which bytes move between which simulated hosts, in
  * which step, and how late each flow may start (pipeline fill). The published software and
  * refit's executor are modelled in models/; sim_program_build picks the model. */
+#include "bigmem.h"
 #include "error.h"
 #include "internal.h"
 #include "sw.h"
@@ -701,7 +702,8 @@ SimProgram *sim_program_build(const SimProtos *x, const RfCalibration *cal, int 
       sim_program_free(p);
       return NULL;
     }
-    if (p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
+    /* the executor's come sorted (sw_exec_build) */
+    if (!exec && p->flows->len > 1) qsort(p->flows->data, p->flows->len, sizeof(SimFlow), cmp_flow);
     if (!exec) sw_group_scales(p); /* the executor: one host per GPU, links as they are */
     return p;
   }
@@ -732,7 +734,7 @@ void sim_program_free(SimProgram *p) {
     g_free(p->exec->host);
     g_free(p->exec->round_first);
     g_free(p->exec->rounds);
-    g_free(p->exec->sends);
+    rf_bigvec_free(p->exec->sends); /* refit_executor.c's exec_build */
     g_free(p->exec->prog_first);
     g_free(p->exec->prog);
     g_free(p->exec);

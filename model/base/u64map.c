@@ -1,15 +1,18 @@
 /* Open-addressing map of non-zero 64-bit keys (u64map.h). */
 #include "u64map.h"
 
+#include "bigmem.h"
+
 #include <string.h>
 
 void rf_u64map_init(RfU64Map *m, uint64_t want, gboolean track_used) {
   uint64_t cap = 1024;
   while (cap < 2 * want)
     cap *= 2;
-  m->key = g_new0(uint64_t, cap);
-  m->val = g_new(int32_t, cap);
-  m->used = track_used ? g_new(uint64_t, cap / 2 + 1) : NULL;
+  /* a large map's pages on huge pages (bigmem.h): its slots are touched at random */
+  m->key = RF_BIG_NEW0(uint64_t, cap);
+  m->val = RF_BIG_NEW(int32_t, cap);
+  m->used = track_used ? RF_BIG_NEW(uint64_t, cap / 2 + 1) : NULL;
   m->mask = cap - 1;
   m->n = 0;
 }

@@ -64,33 +64,12 @@ void rf_memory_set_banks(RfMemory *m, int banks) {
   m->banks = banks;
 }
 
-typedef struct {
-  int stage;
-  int64_t delta; /* bytes that become live (+) or are freed (-) at stage */
-} Event;
-
-static int event_cmp(const void *a, const void *b) {
-  const Event *x = a, *y = b;
-  if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
-  return x->delta < y->delta ? -1 : x->delta > y->delta; /* frees first */
-}
+/* The most bytes of per-round holding sums rf_memory_of_schedule keeps at once. */
+#define RF_HOLD_BLOCK_BYTES ((uint64_t)64 << 20)
 
 /* (rank, part) packed into a pointer-sized key, never NULL. */
 static gpointer rank_part(int rank, uint32_t part) {
   return GSIZE_TO_POINTER((((gsize)(guint32)rank << 32) | part) + 1);
-}
-
-/* The peak of live bytes over a rank's holding events (frees their array). */
-static uint64_t events_peak(GArray *ev) {
-  if (!ev) return 0;
-  g_array_sort(ev, event_cmp);
-  int64_t live = 0, peak = 0;
-  for (guint j = 0; j < ev->len; j++) {
-    live += g_array_index(ev, Event, j).delta;
-    if (live > peak) peak = live;
-  }
-  g_array_free(ev, TRUE);
-  return (uint64_t)peak;
 }
 
 /* Counts rank r's holding and staging into out: the largest of each, of their sum, and the
@@ -131,6 +110,12 @@ static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int com
   const gboolean by_round = comms > 1 && sg && sg->seg_round;
   RfU64Map conn; /* (rank, peer, direction, network) + 1 -> the lanes' mask */
   rf_u64map_init(&conn, 1024, TRUE);
+  g_autofree uint32_t *lane_bit = NULL; /* per round: its lane's bit */
+  if (by_round) {
+    lane_bit = g_new(uint32_t, (size_t)sg->nrounds + 1);
+    for (int r = 0; r < sg->nrounds; r++)
+      lane_bit[r] = UINT32_C(1) << rf_schedule_lane(sg, r);
+  }
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *g = &plan->msgs[m];
     if (g->src == g->dst || (idx[g->src] < 0 && idx[g->dst] < 0)) continue;
@@ -138,7 +123,7 @@ static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int com
     if (by_round) {
       lanes = 0;
       for (uint64_t k = sg->seg_first[m]; k < sg->seg_first[m + 1]; k++)
-        lanes |= UINT32_C(1) << rf_schedule_lane(sg, sg->seg_round[k]);
+        lanes |= lane_bit[sg->seg_round[k]];
     }
     const uint64_t net = (g->flags & RF_XFER_NET) != 0;
     for (int dir = 0; dir < 2; dir++) { /* 0: the sender's connection, 1: the receiver's */
@@ -448,16 +433,48 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   rf_u64map_free(&slot_of);
   g_free(list_first);
   g_free(list);
-  GArray **ev = g_new0(GArray *, n);
-  for (uint64_t t = 0; t < plan->nxfers; t++) {
-    if (last_use[t] < 0) continue;
-    const int r = plan->xfers[t].dst;
-    const int64_t bytes = (int64_t)plan->pieces[plan->xfers[t].piece].bytes;
-    if (!ev[r]) ev[r] = g_array_new(FALSE, FALSE, sizeof(Event));
-    Event a = {xf[t], bytes}, b = {MAX(last_use[t], xf[t]) + 1, -bytes};
-    g_array_append_val(ev[r], a);
-    g_array_append_val(ev[r], b);
+  /* Each inference rank's peak of live holding bytes: a held piece is live from its first round
+   * to the round after its last use, so the bytes that become live less those freed at each
+   * round, summed in round order, give the live bytes after every round (frees and allocations
+   * of one round net: the peak of the events sorted by round, frees first). Per block of ranks
+   * whose rounds fit RF_HOLD_BLOCK_BYTES: a pass over the transfers each (one for Kimi K3's
+   * 1,024 ranks x 5,263 rounds). */
+  const int nd = pb->dst.nranks;
+  int *didx = g_new(int, MAX(n, 1)); /* rank -> its index in pb->dst.ranks, or -1 */
+  for (int r = 0; r < n; r++)
+    didx[r] = -1;
+  for (int i = 0; i < nd; i++)
+    didx[pb->dst.ranks[i]] = i;
+  uint64_t R = 1; /* past the last round an event falls in */
+  for (uint64_t t = 0; t < plan->nxfers; t++)
+    if (last_use[t] >= 0 && plan->pieces[plan->xfers[t].piece].bytes)
+      R = MAX(R, (uint64_t)MAX(last_use[t], xf[t]) + 2);
+  uint64_t *hold = g_new0(uint64_t, MAX(nd, 1));
+  const uint64_t block = MAX(1, RF_HOLD_BLOCK_BYTES / (sizeof(int64_t) * R));
+  int64_t *diff = RF_BIG_NEW(int64_t, MIN(block, (uint64_t)MAX(nd, 1)) * R);
+  for (uint64_t b0 = 0; b0 < (uint64_t)nd; b0 += block) {
+    const uint64_t b1 = MIN((uint64_t)nd, b0 + block);
+    memset(diff, 0, sizeof(int64_t) * (b1 - b0) * R);
+    for (uint64_t t = 0; t < plan->nxfers; t++) {
+      const int64_t bytes = (int64_t)plan->pieces[plan->xfers[t].piece].bytes;
+      const int i = didx[plan->xfers[t].dst];
+      if (last_use[t] < 0 || !bytes || i < (int)b0 || i >= (int)b1) continue;
+      int64_t *d = diff + (uint64_t)(i - (int)b0) * R;
+      d[xf[t]] += bytes;
+      d[MAX(last_use[t], xf[t]) + 1] -= bytes;
+    }
+    for (uint64_t i = b0; i < b1; i++) {
+      const int64_t *d = diff + (i - b0) * R;
+      int64_t live = 0, peak = 0;
+      for (uint64_t k = 0; k < R; k++) {
+        live += d[k];
+        peak = MAX(peak, live);
+      }
+      hold[i] = (uint64_t)peak;
+    }
   }
+  g_free(diff);
+  g_free(didx);
   g_free(xf);
   g_free(xl);
   g_free(last_use);
@@ -466,11 +483,10 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
     /* one lane holds the rank's fullest round each way, as real/lists.c lays it out */
-    count_rank(out, r, events_peak(ev[r]),
-               (uint64_t)sg->slots * (sg->send_max[r] + sg->recv_max[r]), nccl[i]);
+    count_rank(out, r, hold[i], (uint64_t)sg->slots * (sg->send_max[r] + sg->recv_max[r]), nccl[i]);
   }
   g_free(nccl);
-  g_free(ev);
+  g_free(hold);
   g_free(infer);
 }
 

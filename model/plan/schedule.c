@@ -247,6 +247,7 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
   /* every transfer with bytes */
   g_autoptr(GArray) xs =
       g_array_sized_new(FALSE, FALSE, sizeof(Arrival), (guint)MAX(plan->nxfers, 1));
+  rf_big_advise(xs->data, sizeof(Arrival) * MAX(plan->nxfers, 1)); /* huge pages: bigmem.h */
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *msg = &plan->msgs[m];
     uint64_t w = 0;
@@ -1285,37 +1286,41 @@ int rf_schedule_lane(const RfSchedule *s, int round) {
   return (round - s->stage_round0[rf_schedule_round_stage(s, round)]) % s->slots;
 }
 
-static void push(GArray *ops, int round, RfSchedOpKind kind, int lane) {
-  RfSchedOp o = {.round = round, .kind = (uint8_t)kind, .lane = (uint8_t)lane};
-  g_array_append_val(ops, o);
-}
-
 void rf_schedule_rank_program(const RfSchedule *s, const int *rounds, const int *needs, int n,
                               GArray *ops) {
-  int fly[RF_SCHEDULE_MAX_SLOTS]; /* posted, not yet waited: oldest first */
+  /* posted, not yet waited, oldest first: the rounds and their lanes (a lane holds one at a
+   * time, so the lanes in flight are distinct: a mask) */
+  int fly[RF_SCHEDULE_MAX_SLOTS], fly_lane[RF_SCHEDULE_MAX_SLOTS];
+  G_STATIC_ASSERT(RF_SCHEDULE_MAX_SLOTS <= 32);
+  uint32_t held = 0;
   int nfly = 0, stage = -1;
+  const guint at = ops->len; /* each round: PACK, POST, later WAIT, UNPACK: 4 n ops */
+  g_array_set_size(ops, at + 4 * (guint)n);
+  RfSchedOp *op = &g_array_index(ops, RfSchedOp, at);
   for (int i = 0; i <= n; i++) {
-    int r = i < n ? rounds[i] : -1;
-    int k = i < n ? rf_schedule_round_stage(s, r) : -1;
-    int lane = i < n ? rf_schedule_lane(s, r) : -1;
+    const int r = i < n ? rounds[i] : -1;
+    const int k = i < n ? rf_schedule_round_stage(s, r) : -1;
+    const int lane = i < n ? (r - s->stage_round0[k]) % s->slots : -1; /* rf_schedule_lane */
     for (;;) {
-      gboolean busy = FALSE; /* the lane of r is held by a round in flight */
-      for (int j = 0; j < nfly; j++)
-        busy |= rf_schedule_lane(s, fly[j]) == lane;
+      const gboolean busy = lane >= 0 && (held >> lane & 1); /* r's lane is held in flight */
       /* the end, a new stage, a full pipeline, a held lane or a round whose data this one
        * forwards: retire the oldest round */
       gboolean need = i < n && needs && nfly && fly[0] <= needs[i];
       if (!nfly || (i < n && k == stage && nfly < s->slots && !busy && !need)) break;
-      int o = fly[0];
-      push(ops, o, RF_SOP_WAIT, rf_schedule_lane(s, o));
-      push(ops, o, RF_SOP_UNPACK, rf_schedule_lane(s, o));
-      memmove(fly, fly + 1, sizeof(int) * (size_t)--nfly);
+      *op++ = (RfSchedOp){.round = fly[0], .kind = RF_SOP_WAIT, .lane = (uint8_t)fly_lane[0]};
+      *op++ = (RfSchedOp){.round = fly[0], .kind = RF_SOP_UNPACK, .lane = (uint8_t)fly_lane[0]};
+      held &= ~(UINT32_C(1) << fly_lane[0]);
+      nfly--;
+      memmove(fly, fly + 1, sizeof(int) * (size_t)nfly);
+      memmove(fly_lane, fly_lane + 1, sizeof(int) * (size_t)nfly);
     }
     if (i == n) break;
     stage = k;
-    push(ops, r, RF_SOP_PACK, lane);
-    push(ops, r, RF_SOP_POST, lane);
-    fly[nfly++] = r;
+    *op++ = (RfSchedOp){.round = r, .kind = RF_SOP_PACK, .lane = (uint8_t)lane};
+    *op++ = (RfSchedOp){.round = r, .kind = RF_SOP_POST, .lane = (uint8_t)lane};
+    fly[nfly] = r;
+    fly_lane[nfly++] = lane;
+    held |= UINT32_C(1) << lane;
   }
 }
 

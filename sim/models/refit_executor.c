@@ -84,14 +84,6 @@ static uint64_t unit_round(const uint64_t *first, const SimExecRound *rounds, in
   return lo;
 }
 
-/* unit_round for the rounds of each unit asked in ascending order (the pair is there): cur[unit],
- * from first[unit], only moves on (no search per segment). */
-static uint64_t unit_round_next(uint64_t *cur, const SimExecRound *rounds, int unit, int round) {
-  while (rounds[cur[unit]].round < round)
-    cur[unit]++;
-  return cur[unit];
-}
-
 /* The (unit, round) pairs of keys[0 .. nk) (rkey), sorted and unique, as rounds indexed by unit
  * (first[u] .. first[u + 1]); sorts keys in place. */
 static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uint64_t **first,
@@ -116,6 +108,13 @@ static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uin
     (*first)[u + 1] += (*first)[u];
 }
 
+/* A rank's entry for a round, listed as rounds open it (in round order): its rank and its
+ * round's copies and need. */
+typedef struct {
+  int32_t rank;
+  SimExecRound r;
+} RankRound;
+
 /* The actors' rounds, sends and programs. An actor runs one rank (group 1: exact), or, on a
  * coarser platform, every rank of one simulated host together (a "unit"): the union of their
  * rounds, each round's copies as long as its longest (the GPUs copy at once, each on its own
@@ -125,130 +124,222 @@ static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uin
  * GPU pair's message thus keeps its own share of the links under max-min sharing: one send per
  * host pair carrying all its ranks' bytes took one share for all of them and made the coarse
  * model 1.8-7.6% slower than the exact one for m2n (-1.1 to +0.2% with a send per rank pair; m2n
- * and p2p within 1.1%, docs/sim.md "refit's executor at scale"). */
+ * and p2p within 1.1%, docs/sim.md "refit's executor at scale").
+ * One pass over the segments, by round, each round's by (unit, source rank) (segs: sw_exec_build
+ * lists them so): a rank's round opens its entry at its first segment, and the segments one rank
+ * sends another in the round (of one phase) travel as one send. NCCL runs the operations to one
+ * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one share of
+ * a NIC beside the other peers' traffic, not one share each. The sends stay in round order: each
+ * unit's sends of a round are together. sender, receiver (out): each send's ranks; round_sends
+ * (nrounds + 1): each round's first send. unit: each rank's actor (units: a host's). */
 static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *segs,
-                           const uint64_t *first, const int *slot_host, int group, int nhosts,
-                           double copy_Bps, double launch_s, int step0) {
+                           const uint64_t *first, const int *unit, gboolean units, int nunits,
+                           const int *host, double copy_Bps, double launch_s, int step0,
+                           uint32_t **sender, uint32_t **receiver, uint64_t *round_sends) {
   const RfProblem *pb = plan->problem;
   SimExec *e = g_new0(SimExec, 1);
-  const gboolean units = group > 1;
-  e->nranks = units ? nhosts : pb->nranks;
+  const int n = pb->nranks;
+  e->nranks = nunits;
   e->launch_s = launch_s;
-  e->host = g_new(int, e->nranks);
-  g_autofree int *unit = g_new(int, pb->nranks);
-  for (int r = 0; r < pb->nranks; r++)
-    unit[r] = !units ? r : pb->gpu[r] >= 0 ? slot_host[pb->gpu[r] / group] : -1;
-  for (int u = 0; u < e->nranks; u++)
-    e->host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / group] : -1;
-  /* 1. the (rank, round) pairs and each rank's copies and needs */
-  g_autofree uint64_t *keys = RF_BIG_NEW(uint64_t, 2 * s->nsegs + 1);
-  uint64_t nk = 0;
-  for (int r = 0; r < s->nrounds; r++)
+  e->host = g_memdup2(host, sizeof(int) * (size_t)MAX(nunits, 1));
+  /* 1. the pass: rank rounds (at[x]: rank x's latest, last[x]: its round + 1) and sends (mark:
+   * per destination and phase, the send of the current sender's round, by its stamp) */
+  g_autofree int32_t *last = g_new0(int32_t, MAX(n, 1));
+  g_autofree uint64_t *at = g_new0(uint64_t, MAX(n, 1));
+  typedef struct {
+    uint64_t stamp, send;
+  } Mark;
+  g_autofree Mark *mark = g_new0(Mark, (size_t)MAX(n, 1) * RF_PHASE_COUNT);
+  uint64_t stamp = 0, nrr = 0, ns = 0;
+  /* arrays that grow without moving, on huge pages (bigmem.h): a page fault per 2 MiB, where
+   * the 4 KiB pages of GLib's arrays cost more than the pass itself */
+  const size_t cap = s->nsegs + 1; /* sends; rank rounds: twice as many */
+  RfBigVec vrr = {.max = sizeof(RankRound) * 2 * cap}, vsend = {.max = sizeof(SimExecSend) * cap};
+  RfBigVec vfrom = {.max = sizeof(uint32_t) * cap}, vto = {.max = sizeof(uint32_t) * cap};
+  RfBigVec vown = {.max = sizeof(uint64_t) * cap}, vpeer = {.max = sizeof(uint64_t) * cap};
+  RankRound *rr = rf_bigvec_room(&vrr, sizeof(RankRound));
+  SimExecSend *sends = rf_bigvec_room(&vsend, sizeof(SimExecSend));
+  uint32_t *from = rf_bigvec_room(&vfrom, sizeof(uint32_t)), *to = rf_bigvec_room(&vto, 4);
+  uint64_t *own = rf_bigvec_room(&vown, 8), *peer = rf_bigvec_room(&vpeer, 8);
+  for (int r = 0; r < s->nrounds; r++) {
+    int prev = -1;
+    round_sends[r] = ns;
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
       const RfMessage *m = &plan->msgs[segs[i].msg];
-      keys[nk++] = rkey(m->src, r);
-      if (m->dst != m->src) keys[nk++] = rkey(m->dst, r);
-    }
-  uint64_t *rfirst;
-  SimExecRound *rr;
-  index_rounds(keys, nk, pb->nranks, step0, &rfirst, &rr);
-  g_autofree uint64_t *cur = g_memdup2(rfirst, sizeof(uint64_t) * ((size_t)pb->nranks + 1));
-  for (int r = 0; r < s->nrounds; r++)
-    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
-      const RfMessage *m = &plan->msgs[segs[i].msg];
-      SimExecRound *a = &rr[unit_round_next(cur, rr, m->src, r)];
-      SimExecRound *b = &rr[unit_round_next(cur, rr, m->dst, r)];
-      a->pack_s += (double)segs[i].bytes / copy_Bps;
-      a->need = MAX(a->need, segs[i].dep);
-      b->unpack_s += (double)segs[i].bytes / copy_Bps;
-    }
-  if (!units) {
-    e->round_first = rfirst;
-    e->rounds = rr;
-  } else { /* the units' rounds: the longest copy and the latest need of their ranks' */
-    nk = 0;
-    for (int r = 0; r < pb->nranks; r++)
-      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++) /* a rank without a GPU: none */
-        keys[nk++] = rkey(unit[r], rr[i].round);
-    index_rounds(keys, nk, e->nranks, step0, &e->round_first, &e->rounds);
-    for (int r = 0; r < pb->nranks; r++)
-      for (uint64_t i = rfirst[r]; i < rfirst[r + 1]; i++) {
-        SimExecRound *u = &e->rounds[unit_round(e->round_first, e->rounds, unit[r], rr[i].round)];
-        u->pack_s = MAX(u->pack_s, rr[i].pack_s);
-        u->unpack_s = MAX(u->unpack_s, rr[i].unpack_s);
-        u->need = MAX(u->need, rr[i].need);
+      const double b = (double)segs[i].bytes;
+      for (int end = 0; end < 2; end++) {
+        const int x = end ? m->dst : m->src;
+        if (last[x] == r + 1) continue;
+        last[x] = r + 1;
+        if (sizeof(RankRound) * (nrr + 1) > vrr.room)
+          rr = rf_bigvec_room(&vrr, sizeof(RankRound) * (nrr + 1));
+        at[x] = nrr;
+        rr[nrr++] = (RankRound){x, {.round = r, .step = step0 + r, .need = -1}};
       }
-    g_free(rfirst);
-    g_free(rr);
-  }
-  g_clear_pointer(&keys, g_free); /* two per segment: freed before the sends take room */
-  /* 2. receives and the send counts, then the sends. The segments one rank sends another in
-   * one round (of one phase) travel as one simulated message: NCCL runs the operations to one
-   * peer in order on that peer's channels (p2pnChannelsPerPeer, init.cc), so they take one
-   * share of a NIC beside the other peers' traffic, not one share each. */
-  RfU64Map pair;
-  rf_u64map_init(&pair, 1024, TRUE);
-  g_free(cur);
-  cur = g_memdup2(e->round_first, sizeof(uint64_t) * ((size_t)e->nranks + 1));
-  for (int r = 0; r < s->nrounds; r++) {
-    rf_u64map_reset(&pair);
-    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
-      const RfMessage *m = &plan->msgs[segs[i].msg];
-      if (m->dst == m->src) continue;
-      const int su = unit[m->src], du = unit[m->dst];
-      const uint64_t k = xmap_key(m->src, m->dst, m->phase);
-      if (rf_u64map_get(&pair, k, 0)) continue;
-      rf_u64map_set(&pair, k, 1);
-      e->rounds[unit_round_next(cur, e->rounds, su, r)].nsend++;
-      e->rounds[unit_round_next(cur, e->rounds, du, r)].nrecv++;
-    }
-  }
-  uint64_t ns = 0, nu = e->round_first[e->nranks];
-  for (uint64_t i = 0; i < nu; i++) {
-    e->rounds[i].send_first = (uint32_t)ns;
-    ns += e->rounds[i].nsend;
-    e->rounds[i].nsend = 0;
-  }
-  e->sends = RF_BIG_NEW(SimExecSend, ns + 1);
-  RfU64Map *at = &pair; /* the send of each pair and phase in the round */
-  memcpy(cur, e->round_first, sizeof(uint64_t) * ((size_t)e->nranks + 1));
-  for (int r = 0; r < s->nrounds; r++) {
-    rf_u64map_reset(at);
-    for (uint64_t i = first[r]; i < first[r + 1]; i++) {
-      const RfMessage *m = &plan->msgs[segs[i].msg];
-      if (m->dst == m->src) continue;
-      const int su = unit[m->src], du = unit[m->dst];
-      const uint64_t k = xmap_key(m->src, m->dst, m->phase);
-      const uint32_t pos = (uint32_t)rf_u64map_get(at, k, 0);
-      if (pos) { /* the send of this pair and phase in this round: one more segment */
-        e->sends[pos - 1].bytes += (double)segs[i].bytes;
+      SimExecRound *a = &rr[at[m->src]].r, *z = &rr[at[m->dst]].r;
+      a->pack_s += b / copy_Bps;
+      a->need = MAX(a->need, segs[i].dep);
+      z->unpack_s += b / copy_Bps;
+      if (m->dst == m->src) continue; /* a self-send: a pack and an unpack, no transfer */
+      if (m->src != prev) stamp++, prev = m->src;
+      Mark *k = &mark[(size_t)m->dst * RF_PHASE_COUNT + m->phase];
+      if (k->stamp == stamp) { /* the send of this pair and phase in this round */
+        sends[k->send].bytes += b;
         continue;
       }
-      SimExecRound *a = &e->rounds[unit_round_next(cur, e->rounds, su, r)];
-      const uint32_t j = a->send_first + a->nsend++;
-      e->sends[j] = (SimExecSend){du, m->phase, {0}, (double)segs[i].bytes};
-      rf_u64map_set(at, k, (int32_t)(j + 1));
+      if (sizeof(SimExecSend) * (ns + 1) > vsend.room) /* each grows as its size asks */
+        sends = rf_bigvec_room(&vsend, sizeof(SimExecSend) * (ns + 1));
+      if (sizeof(uint32_t) * (ns + 1) > vfrom.room) {
+        from = rf_bigvec_room(&vfrom, sizeof(uint32_t) * (ns + 1));
+        to = rf_bigvec_room(&vto, sizeof(uint32_t) * (ns + 1));
+      }
+      if (sizeof(uint64_t) * (ns + 1) > vown.room) {
+        own = rf_bigvec_room(&vown, sizeof(uint64_t) * (ns + 1));
+        peer = rf_bigvec_room(&vpeer, sizeof(uint64_t) * (ns + 1));
+      }
+      *k = (Mark){stamp, ns};
+      sends[ns] = (SimExecSend){unit[m->dst], m->phase, {0}, b};
+      from[ns] = (uint32_t)m->src;
+      to[ns] = (uint32_t)m->dst;
+      own[ns] = at[m->src];
+      peer[ns++] = at[m->dst];
     }
   }
-  rf_u64map_free(&pair);
-  /* 3. the programs */
-  g_autoptr(GArray) prog = g_array_new(FALSE, FALSE, sizeof(RfSchedOp));
-  g_autoptr(GArray) mine = g_array_new(FALSE, FALSE, sizeof(int));
-  g_autoptr(GArray) needs = g_array_new(FALSE, FALSE, sizeof(int));
+  round_sends[s->nrounds] = ns;
+  g_assert(ns <= UINT32_MAX);
+  /* 2. the rank rounds by rank (a stable counting sort: each rank's in round order), then the
+   * actors' rounds: the rank's own, or its unit's, with the longest copy and the latest need of
+   * their ranks' */
+  uint64_t *rfirst = g_new0(uint64_t, (size_t)n + 1);
+  for (uint64_t i = 0; i < nrr; i++)
+    rfirst[rr[i].rank + 1]++;
+  for (int x = 0; x < n; x++)
+    rfirst[x + 1] += rfirst[x];
+  g_autofree uint64_t *pos = RF_BIG_NEW(uint64_t, nrr + 1); /* rr[i]'s place among the actors' */
+  SimExecRound *byrank = RF_BIG_NEW(SimExecRound, nrr + 1);
+  {
+    g_autofree uint64_t *fill = g_memdup2(rfirst, sizeof(uint64_t) * ((size_t)n + 1));
+    for (uint64_t i = 0; i < nrr; i++) {
+      pos[i] = fill[rr[i].rank]++;
+      byrank[pos[i]] = rr[i].r;
+    }
+  }
+  if (!units) {
+    e->round_first = rfirst;
+    e->rounds = byrank;
+  } else {
+    g_autofree uint64_t *keys = g_new(uint64_t, nrr + 1);
+    uint64_t nk = 0;
+    for (int x = 0; x < n; x++)
+      for (uint64_t i = rfirst[x]; i < rfirst[x + 1]; i++) /* a rank without a GPU: none */
+        keys[nk++] = rkey(unit[x], byrank[i].round);
+    index_rounds(keys, nk, nunits, step0, &e->round_first, &e->rounds);
+    for (uint64_t i = 0; i < nrr; i++) {
+      const int x = rr[i].rank;
+      pos[i] = unit_round(e->round_first, e->rounds, unit[x], rr[i].r.round);
+      SimExecRound *u = &e->rounds[pos[i]];
+      u->pack_s = MAX(u->pack_s, rr[i].r.pack_s);
+      u->unpack_s = MAX(u->unpack_s, rr[i].r.unpack_s);
+      u->need = MAX(u->need, rr[i].r.need);
+    }
+    g_free(rfirst);
+    g_free(byrank);
+  }
+  rf_bigvec_clear(&vrr);
+  /* 3. the sends where the pass listed them: an actor's round's are together */
+  for (uint64_t j = 0; j < ns; j++) {
+    SimExecRound *a = &e->rounds[pos[own[j]]];
+    if (!a->nsend++) a->send_first = (uint32_t)j;
+    e->rounds[pos[peer[j]]].nrecv++;
+  }
+  rf_bigvec_clear(&vown);
+  rf_bigvec_clear(&vpeer);
+  e->sends = rf_bigvec_take(&vsend, sizeof(SimExecSend) * ns); /* rf_bigvec_free */
+  *sender = rf_bigvec_take(&vfrom, sizeof(uint32_t) * ns);
+  *receiver = rf_bigvec_take(&vto, sizeof(uint32_t) * ns);
+  /* 4. the programs */
+  const uint64_t nu = e->round_first[e->nranks];
+  g_autoptr(GArray) prog = g_array_sized_new(FALSE, FALSE, sizeof(RfSchedOp), (guint)(4 * nu + 1));
+  rf_big_advise(prog->data, sizeof(RfSchedOp) * (4 * nu + 1));
+  uint64_t most = 0; /* the most rounds of one actor */
+  for (int u = 0; u < e->nranks; u++)
+    most = MAX(most, e->round_first[u + 1] - e->round_first[u]);
+  g_autofree int *mine = g_new(int, most + 1), *needs = g_new(int, most + 1);
   e->prog_first = g_new0(uint64_t, (size_t)e->nranks + 1);
   for (int u = 0; u < e->nranks; u++) {
-    g_array_set_size(mine, 0);
-    g_array_set_size(needs, 0);
-    for (uint64_t i = e->round_first[u]; i < e->round_first[u + 1]; i++) {
-      g_array_append_val(mine, e->rounds[i].round);
-      g_array_append_val(needs, e->rounds[i].need);
+    const uint64_t r0 = e->round_first[u], k = e->round_first[u + 1] - r0;
+    for (uint64_t i = 0; i < k; i++) {
+      mine[i] = e->rounds[r0 + i].round;
+      needs[i] = e->rounds[r0 + i].need;
     }
-    rf_schedule_rank_program(s, (const int *)(void *)mine->data, (const int *)(void *)needs->data,
-                             (int)mine->len, prog);
+    rf_schedule_rank_program(s, mine, needs, (int)k, prog);
     e->prog_first[u + 1] = prog->len;
   }
   e->prog = (RfSchedOp *)(void *)g_array_free(g_steal_pointer(&prog), FALSE);
   return e;
+}
+
+/* The messages ordered by (actor of the source, source rank), each source's in message order: a
+ * stable counting sort, twice. unit: each rank's actor (-1: none). */
+static uint64_t *msgs_by_source(const RfPlan *plan, const int *unit) {
+  const int n = plan->problem->nranks;
+  uint64_t *a = g_new(uint64_t, plan->nmsgs + 1), *b = g_new(uint64_t, plan->nmsgs + 1);
+  g_autofree uint64_t *c = g_new(uint64_t, (size_t)n + 2);
+  for (int pass = 0; pass < 2; pass++) { /* by rank, then by actor: (actor, rank, message) */
+    memset(c, 0, sizeof(uint64_t) * ((size_t)n + 2));
+    for (uint64_t m = 0; m < plan->nmsgs; m++) {
+      const int x = plan->msgs[pass ? a[m] : m].src;
+      c[(pass ? unit[x] + 1 : x) + 1]++;
+    }
+    for (int i = 0; i <= n; i++)
+      c[i + 1] += c[i];
+    for (uint64_t m = 0; m < plan->nmsgs; m++) {
+      const uint64_t id = pass ? a[m] : m;
+      const int x = plan->msgs[id].src;
+      b[c[pass ? unit[x] + 1 : x]++] = id;
+    }
+    uint64_t *t = a;
+    a = b;
+    b = t;
+  }
+  g_free(b);
+  return a;
+}
+
+/* The flows of steps step0 and on, listed in step order, sorted by source within each step as
+ * sim_program_build sorts the others' (by step, then source: a stable radix sort of each step's,
+ * a few thousand, not a comparison sort of them all). */
+static void flows_by_source(SimProgram *p, int step0) {
+  SimFlow *f = (SimFlow *)(void *)p->flows->data;
+  const uint64_t n = p->flows->len;
+  uint64_t a = 0;
+  while (a < n && f[a].step < step0)
+    a++;
+  g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autoptr(GArray) tmp = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(SimFlow));
+  for (uint64_t b; a < n; a = b) {
+    gboolean sorted = TRUE;
+    for (b = a + 1; b < n && f[b].step == f[a].step; b++)
+      sorted &= f[b].src >= f[b - 1].src;
+    if (sorted) continue;
+    const guint k = (guint)(b - a);
+    g_array_set_size(ids, k);
+    g_array_set_size(tmp, k);
+    g_array_set_size(keys, k);
+    g_array_set_size(out, k);
+    uint64_t *id = (uint64_t *)(void *)ids->data, *key = (uint64_t *)(void *)keys->data;
+    for (guint i = 0; i < k; i++) {
+      id[i] = i;
+      key[i] = (uint64_t)(uint32_t)f[a + i].src;
+    }
+    rf_radix_sort(id, (uint64_t *)(void *)tmp->data, k, key, FALSE);
+    SimFlow *o = (SimFlow *)(void *)out->data;
+    for (guint i = 0; i < k; i++)
+      o[i] = f[a + id[i]];
+    memcpy(f + a, o, sizeof(SimFlow) * k);
+  }
 }
 
 /* Per-operation costs of real/'s CUDA backend (calibration [executor]): a copy kernel's launch
@@ -350,8 +441,11 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
                 at_least, SIM_MAX_STEPS - 1);
     return FALSE;
   }
+  gint64 tv[5]; /* REFIT_SIM_VERBOSE: the build's parts */
+  tv[0] = g_get_monotonic_time();
   g_autoptr(RfSchedule) s = rf_schedule_build(plan, pb->nranks, st.staging_bytes, st.max_ops,
                                               st.slots, flags, NULL, NULL, error);
+  tv[1] = g_get_monotonic_time();
   if (!s) return FALSE;
   if (s->nrounds + 1 > SIM_MAX_STEPS) {
     g_set_error(error, RF_ERROR, RF_ERROR_LIMIT,
@@ -363,61 +457,107 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   const int ngpus = x->ngpus;
   const double copy_Bps = pb->topo->hbm_GBps * 1e9 * cal->hbm_efficiency;
   g_autofree uint64_t *first = rf_schedule_round_offsets(s); /* segments by round */
+  /* the actors: a rank each, or (group > 1) a simulated host each, its GPUs' ranks together */
+  const gboolean units = p->group > 1;
+  const int nunits = units ? p->nhosts : pb->nranks;
+  g_autofree int *unit = g_new(int, MAX(pb->nranks, 1));
+  g_autofree int *host = g_new(int, MAX(nunits, 1));
+  for (int r = 0; r < pb->nranks; r++)
+    unit[r] = !units ? r : pb->gpu[r] >= 0 ? slot_host[pb->gpu[r] / p->group] : -1;
+  for (int u = 0; u < nunits; u++)
+    host[u] = units ? u : pb->gpu[u] >= 0 ? slot_host[pb->gpu[u] / p->group] : -1;
+  /* the segments by round, each round's by (actor, source rank, message): exec_build's order */
   g_autofree Seg *segs = RF_BIG_NEW(Seg, s->nsegs ? s->nsegs : 1);
   {
+    g_autofree uint64_t *order = msgs_by_source(plan, unit);
     g_autofree uint64_t *w = g_memdup2(first, sizeof(uint64_t) * ((size_t)s->nrounds + 1));
-    for (uint64_t m = 0; m < plan->nmsgs; m++)
+    for (uint64_t j = 0; j < plan->nmsgs; j++) {
+      const uint64_t m = order[j];
       for (uint64_t g = s->seg_first[m]; g < s->seg_first[m + 1]; g++) {
         uint64_t lo = (g - s->seg_first[m]) * s->seg_bytes;
         uint64_t b = MIN(s->seg_bytes, plan->msgs[m].bytes - lo);
         segs[w[s->seg_round[g]]++] = (Seg){m, b, s->seg_dep ? s->seg_dep[g] : -1};
       }
+    }
   }
   p->nlanes = s->slots;
   p->sw_ngpus = ngpus;
   const int step0 = p->nsteps; /* (fixed_s: every rank actor sleeps it first, exec->setup_s) */
-  RfU64Map idx;
-  rf_u64map_init(&idx, 1024, TRUE);
   double soft = cal->fixed_s;
-  for (int r = 0; r < s->nrounds; r++) {
+  for (int r = 0; r < s->nrounds; r++) { /* a step per round: step0 + r */
     const int k = rf_schedule_round_stage(s, r);
-    const RfPhase ph0 =
-        first[r] < first[r + 1] ? (RfPhase)plan->msgs[segs[first[r]].msg].phase : RF_PHASE_INJECT;
-    char name[32];
-    g_snprintf(name, sizeof name, "%s.stage%d", rf_phase_name(ph0), k);
-    const int step = sim_add_step(p, rf_schedule_lane(s, r), name, 0, 0);
+    const int step = sim_add_step(p, rf_schedule_lane(s, r), "", 0, 0);
     if (r == s->stage_round0[k]) p->steps[step].join = TRUE;
-    guint f0 = p->flows->len;
-    rf_u64map_reset(&idx);
+    soft += exec_post_s(cal);        /* the host issues every group in turn; copies overlap */
+    uint64_t first_msg = UINT64_MAX; /* the round's first message: it names the step */
     for (uint64_t i = first[r]; i < first[r + 1]; i++) {
-      const RfMessage *msg = &plan->msgs[segs[i].msg];
-      const int sg = pb->gpu[msg->src], dg = pb->gpu[msg->dst];
-      const double b = (double)segs[i].bytes;
-      p->phase_bytes[msg->phase] += b;
-      p->frac[step][msg->phase] += b; /* bytes for now: shares at the end */
-      if (sg == dg) continue;         /* a rank's copy to itself: staging to staging, no link */
-      const int hs = slot_host[sg / p->group], hd = slot_host[dg / p->group];
-      const uint64_t hk = xmap_key(hs, hd, msg->phase);
-      const uint32_t pos = (uint32_t)rf_u64map_get(&idx, hk, 0);
-      if (pos) {
-        g_array_index(p->flows, SimFlow, f0 + pos - 1).bytes += b;
-        continue;
-      }
-      SimFlow f = {hs, hd, msg->phase, 0, (uint16_t)step, b, 0, 0, 1.0};
-      g_array_append_val(p->flows, f);
-      rf_u64map_set(&idx, hk, (int32_t)(p->flows->len - f0));
+      const uint8_t ph = plan->msgs[segs[i].msg].phase;
+      p->phase_bytes[ph] += (double)segs[i].bytes;
+      p->frac[step][ph] += (double)segs[i].bytes; /* bytes for now: shares at the end */
+      first_msg = MIN(first_msg, segs[i].msg);
     }
-    soft += exec_post_s(cal); /* the host issues every group in turn; copies overlap */
+    const RfPhase ph0 =
+        first_msg < plan->nmsgs ? (RfPhase)plan->msgs[first_msg].phase : RF_PHASE_INJECT;
+    g_snprintf(p->steps[step].name, sizeof p->steps[step].name, "%s.stage%d", rf_phase_name(ph0),
+               k);
   }
-  rf_u64map_free(&idx);
   for (int st = step0; st < p->nsteps; st++)
     for (int l = 0; l < RF_PHASE_COUNT; l++)
       p->frac[st][l] = p->phase_bytes[l] > 0 ? p->frac[st][l] / p->phase_bytes[l] : 0;
   p->sw_software_s = soft;
   p->sw_calls = s->nrounds;
   p->exec_stages = s->pipelined ? 1 : s->nstages;
-  p->exec = exec_build(s, plan, segs, first, slot_host, p->group, p->nhosts, copy_Bps,
-                       exec_post_s(cal), step0);
+  uint32_t *sender = NULL, *receiver = NULL; /* rf_bigvec_free */
+  g_autofree uint64_t *round_sends = g_new(uint64_t, (size_t)s->nrounds + 1);
+  tv[2] = g_get_monotonic_time();
+  p->exec = exec_build(s, plan, segs, first, unit, units, nunits, host, copy_Bps, exec_post_s(cal),
+                       step0, &sender, &receiver, round_sends);
+  /* the steps' flows (the timeline's rounds and the platform's routes; the actors send
+   * p->exec's): a round's sends between two hosts in one phase, by source host (each round's
+   * in the order they were listed); a rank's copy to another on its GPU (colocated) rides no
+   * link. A host per rank (group 1, no GPU shared): a flow per send. */
+  gboolean own_host = !units;
+  {
+    g_autofree uint8_t *taken = g_new0(uint8_t, MAX(ngpus, 1));
+    for (int r = 0; r < pb->nranks && own_host; r++)
+      if (pb->gpu[r] >= 0) own_host = !taken[pb->gpu[r]]++;
+  }
+  { /* room for a flow per send, on huge pages (GArray grows in place: never shrinks) */
+    const guint f0 = p->flows->len;
+    g_array_set_size(p->flows, f0 + (guint)round_sends[s->nrounds]);
+    rf_big_advise(p->flows->data, sizeof(SimFlow) * p->flows->len);
+    g_array_set_size(p->flows, f0);
+  }
+  RfU64Map idx;
+  rf_u64map_init(&idx, 1024, TRUE);
+  for (int r = 0; r < s->nrounds; r++) {
+    rf_u64map_reset(&idx);
+    const guint f0 = p->flows->len;
+    for (uint64_t j = round_sends[r]; j < round_sends[r + 1]; j++) {
+      const int sg = pb->gpu[sender[j]], dg = pb->gpu[receiver[j]];
+      if (sg == dg) continue;
+      const int hs = slot_host[sg / p->group], hd = slot_host[dg / p->group];
+      const SimExecSend *x = &p->exec->sends[j];
+      SimFlow f = {hs, hd, x->phase, 0, (uint16_t)(step0 + r), x->bytes, 0, 0, 1.0};
+      if (own_host) {
+        g_array_append_val(p->flows, f);
+        continue;
+      }
+      const uint64_t hk = xmap_key(hs, hd, x->phase);
+      const uint32_t pos = (uint32_t)rf_u64map_get(&idx, hk, 0);
+      if (pos) {
+        g_array_index(p->flows, SimFlow, f0 + pos - 1).bytes += x->bytes;
+        continue;
+      }
+      g_array_append_val(p->flows, f);
+      rf_u64map_set(&idx, hk, (int32_t)(p->flows->len - f0));
+    }
+  }
+  rf_u64map_free(&idx);
+  rf_bigvec_free(sender);
+  rf_bigvec_free(receiver);
+  flows_by_source(p, step0);
+  tv[3] = g_get_monotonic_time();
   exec_op_costs(p->exec, cal);
   if (p->group > 1) { /* host links: each as busy as its busiest GPU's over the run */
     g_autofree double *load = g_new0(double, (size_t)ngpus *SIM_HOST_LINKS + 1);
@@ -438,5 +578,12 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
   p->exec->setup_s = cal->fixed_s;
   p->exec->lane_comms = cal->exec_lane_comms;
   rf_memory_of_schedule(plan, s, cal->exec_lane_comms, &p->exec_mem);
+  tv[4] = g_get_monotonic_time();
+  if (g_getenv("REFIT_SIM_VERBOSE"))
+    g_printerr("sim: %s: executor program: schedule %.2f s (%" G_GUINT64_FORMAT
+               " segments, %d groups), segments and steps %.2f s, ranks' programs and flows "
+               "%.2f s, memory %.2f s\n",
+               rf_strategy_name(plan->strategy), (tv[1] - tv[0]) / 1e6, (guint64)s->nsegs,
+               s->nrounds, (tv[2] - tv[1]) / 1e6, (tv[3] - tv[2]) / 1e6, (tv[4] - tv[3]) / 1e6);
   return TRUE;
 }
