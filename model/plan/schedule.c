@@ -13,6 +13,7 @@
 #include "bigmem.h"
 #include "error.h"
 #include "sort.h"
+#include "u64map.h"
 
 #include <string.h>
 
@@ -117,7 +118,8 @@ static uint64_t piece_bytes(const RfPlan *plan, uint64_t t) {
  * check_pipelined); its segments come from xfer_segs. */
 typedef struct {
   uint32_t m, t;
-  uint64_t w; /* the piece's first byte in its message */
+  uint64_t w;      /* the piece's first byte in its message */
+  uint32_t g0, g1; /* its segments [g0, g1) (xfer_segs; segment ids fit 32 bits) */
 } Arrival;
 
 /* The segments of message m that carry transfer t (at byte w of the message, bytes b). */
@@ -176,35 +178,52 @@ static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
 typedef struct {
   const uint64_t *key;
   const uint32_t *id;
+  const uint64_t *info; /* beside key: the transfer's stage << 32 | its piece (the scan of a key's
+                           arrivals reads these in order, not a transfer and an arrival each) */
   const guint *rank_first;
+  const RfU64Map *first; /* key + 1 -> its first arrival + 1 (NULL: a binary search in its
+                            rank's, a dozen cache misses a transfer) */
 } Arrivals;
 
 /* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av. */
 static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv,
                       const Arrivals *av, guint n, PairSink *pairs) {
   const RfModel *model = plan->problem ? plan->problem->model : NULL;
+  enum { AHEAD = 16 }; /* transfers ahead whose key's slot is loaded (a cache miss each) */
   for (guint j = 0; j < n; j++) {
+    if (av->first && j + AHEAD < n) {
+      const RfTransfer *y = &plan->xfers[xv[j + AHEAD].t];
+      const int src = plan->msgs[xv[j + AHEAD].m].src;
+      if (av->rank_first[src] < av->rank_first[src + 1])
+        RF_U64MAP_PREFETCH(av->first,
+                           arrival_key(src, model ? plan->pieces[y->piece].part : y->piece) + 1);
+    }
     const RfMessage *msg = &plan->msgs[xv[j].m];
     const RfTransfer *x = &plan->xfers[xv[j].t];
     const RfPiece *pc = &plan->pieces[x->piece];
-    uint64_t g0, g1; /* the transfer's segments */
-    xfer_segs(s, xv[j].m, xv[j].w, pc->bytes, &g0, &g1);
+    const uint64_t g0 = xv[j].g0, g1 = xv[j].g1; /* the transfer's segments */
+    guint lo = av->rank_first[msg->src], hi = av->rank_first[msg->src + 1];
+    if (lo == hi) continue; /* its sender received nothing */
     const int ndim = model ? model->parts[pc->part].ndim : 0;
     const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
-    /* the first arrival with this key, searched among its rank's (a smaller, nearer range) */
-    guint lo = av->rank_first[msg->src], hi = av->rank_first[msg->src + 1];
-    while (lo < hi) {
-      guint mid = lo + (hi - lo) / 2;
-      if (av->key[mid] < key)
-        lo = mid + 1;
-      else
-        hi = mid;
+    if (av->first) { /* the first arrival with this key */
+      const int32_t f = rf_u64map_get(av->first, key + 1, 0);
+      if (!f) continue;
+      lo = (guint)f - 1;
+    } else { /* searched among its rank's (a smaller, nearer range) */
+      while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+        if (av->key[mid] < key)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
     }
     gboolean first_met = TRUE;
     for (guint i = lo; i < n && av->key[i] == key; i++) {
+      if (av->info[i] >> 32 >= msg->stage) break; /* only what came earlier */
       const Arrival *a = &xv[av->id[i]];
-      if (plan->xfers[a->t].stage >= msg->stage) break; /* only what came earlier */
-      const RfBox *held = &plan->pieces[plan->xfers[a->t].piece].box;
+      const RfBox *held = &plan->pieces[(uint32_t)av->info[i]].box;
       RfBox in;
       if (model && !rf_box_intersect(&pc->box, held, ndim, &in)) continue;
       const gboolean whole = !model || rf_box_contains(held, &pc->box, ndim);
@@ -229,9 +248,7 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
       const uint64_t v = pairs->nsegs + i;
       if (!pairs->joined[i]) {
         pairs->joined[i] = 1;
-        uint64_t a0, a1;
-        xfer_segs(s, a->m, a->w, piece_bytes(plan, a->t), &a0, &a1);
-        for (uint64_t ga = a0; ga < a1; ga++)
+        for (uint64_t ga = a->g0; ga < a->g1; ga++)
           pair_push(pairs, ga, v);
       }
       for (uint64_t g = g0; g < g1; g++)
@@ -254,7 +271,9 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t b = piece_bytes(plan, t);
       if (!b) continue;
-      const Arrival x = {(uint32_t)m, (uint32_t)t, w};
+      uint64_t g0, g1;
+      xfer_segs(s, m, w, b, &g0, &g1);
+      const Arrival x = {(uint32_t)m, (uint32_t)t, w, (uint32_t)g0, (uint32_t)g1};
       g_array_append_val(xs, x);
       w += b;
     }
@@ -278,12 +297,24 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
       akey[i] = key[id[i]];
     }
   }
+  g_autofree uint64_t *ainfo = RF_BIG_NEW(uint64_t, nx);
+  for (guint i = 0; i < xs->len; i++) {
+    const RfTransfer *x = &plan->xfers[xv[aid[i]].t];
+    ainfo[i] = (uint64_t)x->stage << 32 | x->piece;
+  }
   g_autofree guint *rank_first = g_new0(guint, (size_t)s->nranks + 1);
   for (guint i = 0; i < xs->len; i++) /* the keys are (rank, part): by rank first */
     rank_first[(akey[i] >> 32) + 1]++;
   for (int x = 0; x < s->nranks; x++)
     rank_first[x + 1] += rank_first[x];
-  const Arrivals av = {akey, aid, rank_first};
+  RfU64Map first_of; /* each key's first arrival (int32 values: below 2^31 arrivals) */
+  const gboolean by_map = xs->len < INT32_MAX;
+  if (by_map) {
+    rf_u64map_init(&first_of, 1024, FALSE);
+    for (guint i = 0; i < xs->len; i++)
+      if (!i || akey[i] != akey[i - 1]) rf_u64map_set(&first_of, akey[i] + 1, (int32_t)i + 1);
+  }
+  const Arrivals av = {akey, aid, ainfo, rank_first, by_map ? &first_of : NULL};
   /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
@@ -300,6 +331,7 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
                 "%" G_GUINT64_FORMAT " dependency pairs: more than the pipelined schedule "
                 "numbers (2^32)",
                 count[nn]);
+    if (by_map) rf_u64map_free(&first_of);
     return FALSE;
   }
   d->first = RF_BIG_NEW(uint32_t, nn + 1); /* 32-bit offsets, the 64-bit counts freed before next */
@@ -312,6 +344,7 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
   dep_pairs(s, plan, xv, &av, xs->len, &sink);
+  if (by_map) rf_u64map_free(&first_of);
   memmove(d->first + 1, d->first, sizeof(uint32_t) * nn);
   d->first[0] = 0;
   uint64_t np2 = 0, ntmp = 0;
