@@ -346,9 +346,10 @@ static void test_sw_pack_put_unpack(void) {
 }
 
 /* The work rf_sim_work estimates, by which refit sim starts the largest row first: refit's
- * executor simulates refit run's segments (a quarter of the staging bound each where pipelined),
- * every other model the plan's messages, and so does refit's executor where the schedule is too
- * large to simulate (the flow model stands in). 100 MB from GPU 0 to GPU 1: one message. */
+ * executor simulates refit run's segments (a quarter of the staging bound each where pipelined)
+ * and builds its schedule from the plan's transfers, every other model the plan's messages, and
+ * so does refit's executor where the schedule is too large to simulate (the flow model stands
+ * in). 100 MB from GPU 0 to GPU 1: one message of one transfer. */
 static void test_exec_work(void) {
   RfCalibration cal;
   golden_calib(&cal);
@@ -366,16 +367,17 @@ static void test_exec_work(void) {
   g_assert_false(rf_variant_is_executor(RF_SOFTWARE_NEMO_RL, RF_VARIANT_DEFAULT));
   g_assert_false(rf_variant_is_executor(RF_SOFTWARE_NCCL_M2N, RF_VARIANT_PACK));
   const uint64_t staged = rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR);
-  g_assert_cmpuint(staged, ==, rf_schedule_segments(plan, 25000000, FALSE));
+  g_assert_cmpuint(plan->nxfers, ==, 1);
+  g_assert_cmpuint(staged, ==, rf_schedule_segments(plan, 25000000, FALSE) + 1);
   g_assert_cmpuint(staged, >=, 4);
   cal.exec_staged = FALSE;
   const uint64_t piped = rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR);
-  g_assert_cmpuint(piped, ==, rf_schedule_segments(plan, 25000000, TRUE));
-  g_assert_cmpuint(piped, >=, 4 * staged - 4);
+  g_assert_cmpuint(piped, ==, rf_schedule_segments(plan, 25000000, TRUE) + 1);
+  g_assert_cmpuint(piped - 1, >=, 4 * (staged - 1) - 4);
   /* the default bound where the calibration leaves it to the choice */
   cal.exec_staging_bytes = 0;
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==,
-                   rf_schedule_segments(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE));
+                   rf_schedule_segments(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE) + 1);
   /* the flow model, a published software's model: the plan's one message */
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_DEFAULT), ==, 1);
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_NCCL_M2N, RF_VARIANT_PACK), ==, 1);
