@@ -113,6 +113,11 @@ typedef struct {
 } Unit;
 
 typedef struct {
+  double key; /* the event's time */
+  uint32_t h; /* its handle */
+} HEnt;
+
+typedef struct {
   const SimProgram *p;
   const SimExec *e;
   int nlanes;
@@ -124,10 +129,11 @@ typedef struct {
   uint32_t nm, mcap, mfree;
   uint32_t *pending;     /* per unit-round: messages waiting for that round's post */
   uint8_t *round_posted; /* per unit-round: 0, or its lane + 1 once posted */
-  /* indexed binary heap of handles: unit u is handle u, message i is handle nunits + i */
-  uint32_t *heap, nheap, hcap;
+  /* indexed binary heap of handles: unit u is handle u, message i is handle nunits + i; each
+   * entry holds its time (a comparison reads the entry, not a second array by handle) */
+  HEnt *heap;
+  uint32_t nheap, hcap;
   uint32_t *hpos; /* per handle: position in heap (EV_NONE: not there) */
-  double *key;    /* per handle: its event's time */
   uint32_t hposcap;
   uint64_t stamp;
   uint64_t *mst, *lst; /* per message record and per link: the last solve that took it in */
@@ -146,43 +152,43 @@ typedef struct {
 
 /* ---- the heap ---- */
 
-static gboolean h_less(const Ev *v, uint32_t a, uint32_t b) {
-  return v->key[a] < v->key[b] || (v->key[a] == v->key[b] && a < b);
-}
-
-static void h_swap(Ev *v, uint32_t i, uint32_t j) {
-  uint32_t a = v->heap[i], b = v->heap[j];
-  v->heap[i] = b;
-  v->heap[j] = a;
-  v->hpos[b] = i;
-  v->hpos[a] = j;
+/* Earlier time first; equal times, the lower handle first. */
+static inline gboolean h_less(const HEnt *a, const HEnt *b) {
+  return a->key < b->key || (a->key == b->key && a->h < b->h);
 }
 
 static void h_up(Ev *v, uint32_t i) {
+  const HEnt x = v->heap[i];
   while (i > 0) {
-    uint32_t parent = (i - 1) / 2;
-    if (!h_less(v, v->heap[i], v->heap[parent])) break;
-    h_swap(v, i, parent);
+    const uint32_t parent = (i - 1) / 2;
+    if (!h_less(&x, &v->heap[parent])) break;
+    v->heap[i] = v->heap[parent];
+    v->hpos[v->heap[i].h] = i;
     i = parent;
   }
+  v->heap[i] = x;
+  v->hpos[x.h] = i;
 }
 
 static void h_down(Ev *v, uint32_t i) {
+  const HEnt x = v->heap[i];
   for (;;) {
-    uint32_t a = 2 * i + 1, b = a + 1, s = i;
-    if (a < v->nheap && h_less(v, v->heap[a], v->heap[s])) s = a;
-    if (b < v->nheap && h_less(v, v->heap[b], v->heap[s])) s = b;
-    if (s == i) return;
-    h_swap(v, i, s);
-    i = s;
+    const uint32_t a = 2 * i + 1, b = a + 1;
+    if (a >= v->nheap) break;
+    const uint32_t c = b < v->nheap && h_less(&v->heap[b], &v->heap[a]) ? b : a;
+    if (!h_less(&v->heap[c], &x)) break;
+    v->heap[i] = v->heap[c];
+    v->hpos[v->heap[i].h] = i;
+    i = c;
   }
+  v->heap[i] = x;
+  v->hpos[x.h] = i;
 }
 
 static void h_grow_handles(Ev *v, uint32_t need) {
   if (need <= v->hposcap) return;
   uint32_t cap = MAX(need, v->hposcap * 2);
   v->hpos = g_renew(uint32_t, v->hpos, cap);
-  v->key = g_renew(double, v->key, cap);
   for (uint32_t i = v->hposcap; i < cap; i++)
     v->hpos[i] = EV_NONE;
   v->hposcap = cap;
@@ -194,29 +200,28 @@ static void h_set(Ev *v, uint32_t h, double t) {
   if (i == EV_NONE) {
     if (v->nheap == v->hcap) {
       v->hcap = v->hcap ? 2 * v->hcap : 1024;
-      v->heap = g_renew(uint32_t, v->heap, v->hcap);
+      v->heap = g_renew(HEnt, v->heap, v->hcap);
     }
     i = v->nheap++;
-    v->heap[i] = h;
-    v->hpos[h] = i;
-    v->key[h] = t;
+    v->heap[i] = (HEnt){t, h};
     h_up(v, i);
     return;
   }
-  double old = v->key[h];
-  v->key[h] = t;
+  const double old = v->heap[i].key;
+  v->heap[i].key = t;
   if (t < old)
     h_up(v, i);
   else
     h_down(v, i);
 }
 
-static uint32_t h_pop(Ev *v) {
-  uint32_t h = v->heap[0];
+/* The earliest event: its handle, its time in *t. */
+static uint32_t h_pop(Ev *v, double *t) {
+  const uint32_t h = v->heap[0].h;
+  *t = v->heap[0].key;
   v->hpos[h] = EV_NONE;
   if (--v->nheap) {
     v->heap[0] = v->heap[v->nheap];
-    v->hpos[v->heap[0]] = 0;
     h_down(v, 0);
   }
   return h;
@@ -741,12 +746,11 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
     h_set(&v, (uint32_t)u, 0);
   }
   while (v.nheap || v.dirty.n) {
-    if (v.dirty.n && (!v.nheap || v.key[v.heap[0]] > v.now)) {
+    if (v.dirty.n && (!v.nheap || v.heap[0].key > v.now)) {
       flush(&v);
       continue;
     }
-    uint32_t h = h_pop(&v);
-    v.now = v.key[h];
+    const uint32_t h = h_pop(&v, &v.now);
     v.events++;
     if (h < (uint32_t)nu) {
       if (v.u[h].state != U_DONE) unit_run(&v, (int)h);
@@ -788,6 +792,5 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   g_free(v.round_posted);
   g_free(v.heap);
   g_free(v.hpos);
-  g_free(v.key);
   return ok;
 }
