@@ -751,6 +751,16 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
       continue;
     }
     const uint32_t h = h_pop(&v, &v.now);
+    if (v.nheap) { /* the next event's record, loading while this one runs */
+      const uint32_t x = v.heap[0].h;
+      if (x < (uint32_t)nu) {
+        __builtin_prefetch(&v.u[x]);
+        __builtin_prefetch(&e->prog[v.u[x].pc]);
+      } else {
+        __builtin_prefetch(&v.m[x - (uint32_t)nu]);
+        __builtin_prefetch(&v.mc[x - (uint32_t)nu]);
+      }
+    }
     v.events++;
     if (h < (uint32_t)nu) {
       if (v.u[h].state != U_DONE) unit_run(&v, (int)h);
