@@ -24,7 +24,7 @@
  * give the same times within 1e-5 (docs/sim.md "The events engine"; test
  * /sim/executor/events-engine checks it on small plans), at a few microseconds an event instead of
  * SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs, on lane communicators (refit run's
- * default), 40.7 M events in 77-110 s (docs/sim.md "The executor's simulation speed"). */
+ * default), 40.7 M events in 62-110 s (docs/sim.md "The executor's simulation speed"). */
 #include "error.h"
 #include "internal.h"
 
