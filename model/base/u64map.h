@@ -28,32 +28,18 @@ void rf_u64map_set(RfU64Map *m, uint64_t key, int32_t v);
  * every key bit (a key's high half, a rank, must move the slot: a product's bits 17 and up,
  * before, depended on the key's low bits only, so (rank, part) keys of one part all met in one
  * probe run; rf_memory_of_schedule spent a quarter of its time probing). */
-static inline uint64_t rf_u64map_hash(uint64_t k) {
+static inline uint64_t rf_u64map_slot(const RfU64Map *m, uint64_t k) {
   uint64_t h = k;
   h ^= h >> 33;
   h *= UINT64_C(0xff51afd7ed558ccd);
   h ^= h >> 33;
   h *= UINT64_C(0xc4ceb9fe1a85ec53);
   h ^= h >> 33;
-  return h;
-}
-
-static inline uint64_t rf_u64map_slot(const RfU64Map *m, uint64_t k) {
-  uint64_t i = rf_u64map_hash(k) & m->mask;
+  uint64_t i = h & m->mask;
   while (m->key[i] && m->key[i] != k)
     i = (i + 1) & m->mask;
   return i;
 }
-
-/* Starts loading key's home slot (a map too large for the cache: a miss each lookup, hidden when
- * asked for a few lookups ahead). A macro: GCC 12 takes a function holding only prefetches for a
- * const one and drops its calls as dead before inlining them. */
-#define RF_U64MAP_PREFETCH(m, k)                                                                   \
-  do {                                                                                             \
-    const uint64_t rf_h_ = rf_u64map_hash(k) & (m)->mask;                                          \
-    __builtin_prefetch(&(m)->key[rf_h_]);                                                          \
-    __builtin_prefetch(&(m)->val[rf_h_]);                                                          \
-  } while (0)
 
 /* The value at key, or dflt. */
 static inline int32_t rf_u64map_get(const RfU64Map *m, uint64_t key, int32_t dflt) {

@@ -13,7 +13,6 @@
 #include "bigmem.h"
 #include "error.h"
 #include "sort.h"
-#include "u64map.h"
 
 #include <string.h>
 
@@ -181,9 +180,14 @@ typedef struct {
   const uint64_t *info; /* beside key: the transfer's stage << 32 | its piece (the scan of a key's
                            arrivals reads these in order, not a transfer and an arrival each) */
   const guint *rank_first;
-  const RfU64Map *first; /* key + 1 -> its first arrival + 1 (NULL: a binary search in its
-                            rank's, a dozen cache misses a transfer) */
+  const uint32_t *first; /* per (rank, part): rank x nparts + part -> its first arrival + 1, 0:
+                            none (NULL: a binary search among the rank's, a dozen cache misses a
+                            transfer) */
+  uint32_t nparts;
 } Arrivals;
+
+/* The most bytes of Arrivals.first (a rank x part table); above it, the binary search. */
+#define RF_ARRIVALS_TABLE_BYTES ((uint64_t)256 << 20)
 
 /* The pairs of the rule above, every transfer xv[0 .. n) against the arrivals av. */
 static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv,
@@ -195,8 +199,7 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
       const RfTransfer *y = &plan->xfers[xv[j + AHEAD].t];
       const int src = plan->msgs[xv[j + AHEAD].m].src;
       if (av->rank_first[src] < av->rank_first[src + 1])
-        RF_U64MAP_PREFETCH(av->first,
-                           arrival_key(src, model ? plan->pieces[y->piece].part : y->piece) + 1);
+        __builtin_prefetch(&av->first[(uint64_t)src * av->nparts + plan->pieces[y->piece].part]);
     }
     const RfMessage *msg = &plan->msgs[xv[j].m];
     const RfTransfer *x = &plan->xfers[xv[j].t];
@@ -207,9 +210,9 @@ static void dep_pairs(const RfSchedule *s, const RfPlan *plan, const Arrival *xv
     const int ndim = model ? model->parts[pc->part].ndim : 0;
     const uint64_t key = arrival_key(msg->src, model ? pc->part : x->piece);
     if (av->first) { /* the first arrival with this key */
-      const int32_t f = rf_u64map_get(av->first, key + 1, 0);
+      const uint32_t f = av->first[(uint64_t)msg->src * av->nparts + pc->part];
       if (!f) continue;
-      lo = (guint)f - 1;
+      lo = f - 1;
     } else { /* searched among its rank's (a smaller, nearer range) */
       while (lo < hi) {
         guint mid = lo + (hi - lo) / 2;
@@ -307,14 +310,18 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
     rank_first[(akey[i] >> 32) + 1]++;
   for (int x = 0; x < s->nranks; x++)
     rank_first[x + 1] += rank_first[x];
-  RfU64Map first_of; /* each key's first arrival (int32 values: below 2^31 arrivals) */
-  const gboolean by_map = xs->len < INT32_MAX;
-  if (by_map) {
-    rf_u64map_init(&first_of, 1024, FALSE);
+  /* each (rank, part)'s first arrival, where the model names parts and the table is small
+   * (Kimi K3 on 3,072 ranks: tens of MB) */
+  const uint32_t nparts = model ? model->nparts : 0;
+  g_autofree uint32_t *first_of = NULL;
+  if (nparts && xs->len < UINT32_MAX &&
+      (uint64_t)s->nranks * nparts * sizeof(uint32_t) <= RF_ARRIVALS_TABLE_BYTES) {
+    first_of = RF_BIG_NEW0(uint32_t, (uint64_t)s->nranks * nparts);
     for (guint i = 0; i < xs->len; i++)
-      if (!i || akey[i] != akey[i - 1]) rf_u64map_set(&first_of, akey[i] + 1, (int32_t)i + 1);
+      if (!i || akey[i] != akey[i - 1])
+        first_of[(akey[i] >> 32) * nparts + (uint32_t)akey[i]] = i + 1;
   }
-  const Arrivals av = {akey, aid, ainfo, rank_first, by_map ? &first_of : NULL};
+  const Arrivals av = {akey, aid, ainfo, rank_first, first_of, nparts};
   /* as CSR without sorting the pairs: counted by `before`, then written into their buckets
    * (two passes over the rule: no list of pairs), each bucket's `after` sorted and deduplicated
    * (a few each): the sorted, distinct pairs */
@@ -331,7 +338,6 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
                 "%" G_GUINT64_FORMAT " dependency pairs: more than the pipelined schedule "
                 "numbers (2^32)",
                 count[nn]);
-    if (by_map) rf_u64map_free(&first_of);
     return FALSE;
   }
   d->first = RF_BIG_NEW(uint32_t, nn + 1); /* 32-bit offsets, the 64-bit counts freed before next */
@@ -344,7 +350,6 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
   sink.next = d->next;
   sink.fill = d->first; /* each bucket's start, then its end: the next one's start */
   dep_pairs(s, plan, xv, &av, xs->len, &sink);
-  if (by_map) rf_u64map_free(&first_of);
   memmove(d->first + 1, d->first, sizeof(uint32_t) * nn);
   d->first[0] = 0;
   uint64_t np2 = 0, ntmp = 0;
