@@ -306,39 +306,25 @@ static uint64_t *msgs_by_source(const RfPlan *plan, const int *unit) {
   return a;
 }
 
+static int cmp_flow_src(const void *a, const void *b) {
+  const int32_t x = ((const SimFlow *)a)->src, y = ((const SimFlow *)b)->src;
+  return (x > y) - (x < y);
+}
+
 /* The flows of steps step0 and on, listed in step order, sorted by source within each step as
- * sim_program_build sorts the others' (by step, then source: a stable radix sort of each step's,
- * a few thousand, not a comparison sort of them all). */
+ * sim_program_build sorts the others' (by step, then source): only the steps not in that order
+ * already (most are), a few thousand flows each, not a sort of them all. */
 static void flows_by_source(SimProgram *p, int step0) {
   SimFlow *f = (SimFlow *)(void *)p->flows->data;
   const uint64_t n = p->flows->len;
   uint64_t a = 0;
   while (a < n && f[a].step < step0)
     a++;
-  g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-  g_autoptr(GArray) tmp = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-  g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-  g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(SimFlow));
   for (uint64_t b; a < n; a = b) {
     gboolean sorted = TRUE;
     for (b = a + 1; b < n && f[b].step == f[a].step; b++)
       sorted &= f[b].src >= f[b - 1].src;
-    if (sorted) continue;
-    const guint k = (guint)(b - a);
-    g_array_set_size(ids, k);
-    g_array_set_size(tmp, k);
-    g_array_set_size(keys, k);
-    g_array_set_size(out, k);
-    uint64_t *id = (uint64_t *)(void *)ids->data, *key = (uint64_t *)(void *)keys->data;
-    for (guint i = 0; i < k; i++) {
-      id[i] = i;
-      key[i] = (uint64_t)(uint32_t)f[a + i].src;
-    }
-    rf_radix_sort(id, (uint64_t *)(void *)tmp->data, k, key, FALSE);
-    SimFlow *o = (SimFlow *)(void *)out->data;
-    for (guint i = 0; i < k; i++)
-      o[i] = f[a + id[i]];
-    memcpy(f + a, o, sizeof(SimFlow) * k);
+    if (!sorted) qsort(f + a, b - a, sizeof(SimFlow), cmp_flow_src);
   }
 }
 
