@@ -82,10 +82,7 @@ CONFIGS = {
         note="BF16 on the wire; the model with its MTP layer (114.6 B parameters)"),
     ("verl checkpoint-engine", "Qwen3-30B-A3B-Base"): dict(
         model="qwen3-30b-a3b", train="TP2", infer="TP1xDP30", topo="dgx-h100", quant=False,
-        sim=["--staging-mib", "16"],
-        note="FSDP over 2 GPUs as TP2; transfer only, no load into the engine (as published); "
-             "refit's staging given as 16 MiB: at the chosen 4 MiB the 2 senders' schedule has "
-             "218 K groups, more than one simulation holds (65,534)"),
+        note="FSDP over 2 GPUs as TP2; transfer only, no load into the engine (as published)"),
     ("MoonshotAI checkpoint-engine", "Kimi-K2-Instruct"): dict(
         model=KIMI_K2, train=MILES_K2, infer="TP16xDP16", topo="h20-8nic", quant="fp8-block",
         note="colocated host-memory source: refit plans a disaggregated 256-GPU source; NICs "

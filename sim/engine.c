@@ -112,7 +112,7 @@ static gboolean write_platform(const SimProgram *p, const char *path, GError **e
 static struct {
   const SimProgram *p;
   uint32_t *out_first, *out_count, *in_count; /* [step * nhosts + host] */
-  uint32_t step_phases[SIM_MAX_STEPS];        /* bit mask of phases with flows in a step */
+  uint32_t *step_phases;                      /* per step: bit mask of phases with flows in it */
   sg_bar_t bar[SIM_MAX_LANES];
   sg_bar_t bar_all; /* every actor of every lane: join steps */
   sg_mailbox_t *mb; /* [lane * nhosts + host] */
@@ -345,6 +345,7 @@ static void index_flows(const SimProgram *p) {
   S.out_first = g_new0(uint32_t, n);
   S.out_count = g_new0(uint32_t, n);
   S.in_count = g_new0(uint32_t, n);
+  S.step_phases = g_new0(uint32_t, MAX(p->nsteps, 1));
   for (guint i = 0; i < p->flows->len; i++) {
     const SimFlow *f = &g_array_index(p->flows, SimFlow, i);
     size_t o = (size_t)f->step * p->nhosts + f->src;
@@ -436,6 +437,7 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
   simgrid_load_platform(xml);
   memset(&S, 0, sizeof S);
   S.p = p;
+  sim_outcome_start(&S.out, p->nsteps);
   if (p->exec) {
     spawn_rank_actors(p);
   } else {
@@ -444,7 +446,12 @@ static void run_child(const SimProgram *p, const char *xml, int fd) {
   }
   simgrid_run();
   S.out.total_s = simgrid_get_clock();
-  gboolean ok = write_all(fd, &S.out, sizeof S.out);
+  /* the figures (the parent's own step arrays kept), then the step times */
+  SimOutcome fixed = S.out;
+  fixed.step_start_s = fixed.step_end_s = NULL;
+  const size_t nb = sizeof(double) * (size_t)p->nsteps;
+  gboolean ok = write_all(fd, &fixed, sizeof fixed) && write_all(fd, S.out.step_start_s, nb) &&
+                write_all(fd, S.out.step_end_s, nb);
   close(fd);
   g_strfreev(extra);
   _exit(ok ? 0 : 3);
@@ -470,7 +477,15 @@ static gboolean run_forked(const SimProgram *p, const char *xml, SimOutcome *out
     run_child(p, xml, pfd[1]);
   }
   close(pfd[1]);
-  gboolean got = read_all(pfd[0], out, sizeof *out);
+  SimOutcome fixed;
+  const size_t nb = sizeof(double) * (size_t)p->nsteps;
+  gboolean got = read_all(pfd[0], &fixed, sizeof fixed) && fixed.nsteps == p->nsteps &&
+                 read_all(pfd[0], out->step_start_s, nb) && read_all(pfd[0], out->step_end_s, nb);
+  if (got) {
+    fixed.step_start_s = out->step_start_s;
+    fixed.step_end_s = out->step_end_s;
+    *out = fixed;
+  }
   close(pfd[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -485,7 +500,7 @@ static gboolean run_forked(const SimProgram *p, const char *xml, SimOutcome *out
 
 gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome *out,
                         GError **error) {
-  memset(out, 0, sizeof *out);
+  sim_outcome_start(out, p->nsteps);
   if (p->nhosts == 0) return TRUE;
   if (p->nlanes > SIM_MAX_LANES || p->nsteps > SIM_MAX_STEPS) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT, "sim: at most %d lanes and %d steps",

@@ -685,7 +685,7 @@ static void unit_run(Ev *v, int u) {
 
 gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   const SimExec *e = p->exec;
-  memset(out, 0, sizeof *out);
+  sim_outcome_start(out, p->nsteps);
   if (!e) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
                 "sim: the events engine runs refit's executor programs only");

@@ -282,7 +282,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     g_propagate_error(error, e);
     return FALSE;
   }
-  SimOutcome oc;
+  g_auto(SimOutcome) oc = {0};
   p->progress = st->opt.progress;
   p->full_update = g_getenv("REFIT_SIM_REFERENCE") != NULL; /* engine.c: experiments */
   gint64 te = g_get_monotonic_time();

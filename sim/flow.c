@@ -7,6 +7,12 @@
 
 int sim_add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s) {
   g_assert(p->nsteps < SIM_MAX_STEPS);
+  if (p->nsteps == p->steps_cap) {
+    p->steps_cap = MIN(MAX(64, 2 * p->steps_cap), SIM_MAX_STEPS);
+    p->steps = g_renew(SimStep, p->steps, p->steps_cap);
+    p->frac = g_realloc_n(p->frac, (gsize)p->steps_cap, sizeof p->frac[0]);
+  }
+  memset(p->frac[p->nsteps], 0, sizeof p->frac[0]);
   SimStep *s = &p->steps[p->nsteps];
   memset(s, 0, sizeof *s);
   s->lane = lane;
@@ -130,6 +136,19 @@ int sim_exec_route(const SimProgram *p, int src, int dst, int *out, double *lat_
   }
   if (lat_s) *lat_s = lat;
   return kept;
+}
+
+void sim_outcome_start(SimOutcome *o, int nsteps) {
+  sim_outcome_clear(o);
+  o->nsteps = nsteps;
+  o->step_start_s = g_new0(double, MAX(nsteps, 1));
+  o->step_end_s = g_new0(double, MAX(nsteps, 1));
+}
+
+void sim_outcome_clear(SimOutcome *o) {
+  g_free(o->step_start_s);
+  g_free(o->step_end_s);
+  memset(o, 0, sizeof *o);
 }
 
 void sim_outcome_phase(SimOutcome *o, int ph, double start, double end) {

@@ -16,16 +16,19 @@ typedef struct {
   int32_t src, dst;
   uint8_t phase; /* RfPhase */
   uint8_t pad_;
-  uint16_t step;
+  uint16_t pad2_;
+  uint32_t step;
   double bytes;
   double offset_s;
   double rate_Bps; /* upper bound on its rate (0: none): the pace of a pipelined producer */
   double weight;   /* simulated bytes per payload byte (NCCL collective overhead on the NIC) */
 } SimFlow;
 
-#define SIM_MAX_STEPS                                                                              \
-  65535 /* software models: a few per pipeline stage; refit's executor: one per group              \
-           (SimFlow.step is 16 bits) */
+/* Steps one simulation holds: software models take a few per pipeline stage, refit's executor
+ * one per group. The step arrays grow as steps are added (about 130 bytes a step: SimStep, its
+ * phase shares, its start and end in SimOutcome): 2^20 steps would take 136 MB. Up to 2026-12-05
+ * the arrays were fixed and SimFlow.step 16 bits: 65,535 steps. */
+#define SIM_MAX_STEPS (1 << 20)
 /* refit's executor simulation on SimGrid (--engine simgrid): exact (an actor per rank) up to this
  * many ranks; above, hosts of up to SIM_EXEC_COARSE_GROUP GPUs (docs/sim.md: measured against the
  * exact model). The events engine (sim/events.c, the default) is exact at every size. */
@@ -91,8 +94,8 @@ typedef struct {
   int *host_gpu;   /* first GPU of each host */
   int *host_ngpus; /* GPUs of the plan on each host */
   int gpus_per_domain;
-  SimStep steps[SIM_MAX_STEPS];
-  int nsteps;
+  SimStep *steps; /* nsteps of steps_cap (sim_add_step) */
+  int nsteps, steps_cap;
   int nlanes;
   GArray *flows; /* SimFlow, sorted by (step, src, offset) after sim_program_build */
   double phase_bytes[RF_PHASE_COUNT];
@@ -104,7 +107,7 @@ typedef struct {
   int *host_leaf;
   double *link_scale; /* per link: capacity factor that keeps a group's busiest GPU (<= 1) */
   double *step_scale; /* per step x link: the same factor for the bytes of that step */
-  double frac[SIM_MAX_STEPS][RF_PHASE_COUNT]; /* share of a phase's bytes moved in a step */
+  double (*frac)[RF_PHASE_COUNT]; /* per step (as steps): share of a phase's bytes moved in it */
   double inflate[RF_PHASE_COUNT]; /* simulated bytes per network payload byte, per phase */
   /* What the program assumed, for the report. */
   double export_latency_s; /* NCCL + per-tensor export latency, whole model */
@@ -184,14 +187,21 @@ void sim_group_scales(SimProgram *p, int ngpus, SimLoadFn load, const void *ud);
  * SIM_MAX_STEPS. */
 int sim_add_step(SimProgram *p, int lane, const char *name, double pre_s, double post_s);
 
-/* Engine result. */
+/* Engine result. Zero it before the first use (SimOutcome o = {0}); the engines size its step
+ * times (sim_outcome_start); sim_outcome_clear frees them. */
 typedef struct {
   double total_s;
   double start_s[RF_PHASE_COUNT];
   double end_s[RF_PHASE_COUNT];
   int used[RF_PHASE_COUNT];
-  double step_start_s[SIM_MAX_STEPS], step_end_s[SIM_MAX_STEPS];
+  int nsteps;
+  double *step_start_s, *step_end_s; /* per step of the program (0: the step moved nothing) */
 } SimOutcome;
+
+/* Forget o's figures and size its step times for nsteps steps, all 0. */
+void sim_outcome_start(SimOutcome *o, int nsteps);
+void sim_outcome_clear(SimOutcome *o);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SimOutcome, sim_outcome_clear)
 
 /* The route of one of refit's executor messages (p->exec) on the platform both engines run:
  * sim_route less the HBM links that can never bind (sim_link_hbm_slack; all kept with

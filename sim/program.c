@@ -442,7 +442,7 @@ static void emit(SimProgram *p, const Proto *pr, int step, double scale, double 
                  double pace_s) {
   p->frac[step][pr->phase] = scale;
   double w = sim_route_is_net(p, pr->src, pr->dst) ? p->inflate[pr->phase] : 1.0;
-  SimFlow f = {pr->src,  pr->dst, pr->phase, 0, (uint16_t)step, pr->bytes * scale * w,
+  SimFlow f = {pr->src,  pr->dst, pr->phase, 0, 0, (uint32_t)step, pr->bytes * scale * w,
                offset_s, 0,       w};
   if (f.bytes <= 0) return;
   if (pace_s > 0) f.rate_Bps = f.bytes / pace_s;
@@ -730,6 +730,8 @@ void sim_program_free(SimProgram *p) {
   g_free(p->link_scale);
   g_free(p->step_scale);
   g_free(p->sw_load);
+  g_free(p->steps);
+  g_free(p->frac);
   if (p->exec) {
     g_free(p->exec->host);
     g_free(p->exec->round_first);

@@ -202,8 +202,9 @@ static void test_refuses(void) {
 }
 
 /* A row predicted by refit's executor whose schedule has more groups than one simulation holds
- * (100 MB in 64-byte groups): with exec_fallback (no variant named) the fit runs on the flow
- * model's figure and says why; without it the fit is refused with the limit. */
+ * (100 MB in 64-byte groups: 1.56 M, above SIM_MAX_STEPS): with exec_fallback (no variant named)
+ * the fit runs on the flow model's figure and says why; without it the fit is refused with the
+ * limit. */
 static void test_executor_fallback(void) {
   RfCalibration cal;
   golden_calib(&cal);

@@ -444,7 +444,8 @@ static void test_exec_lanes(void) {
     g_assert_cmpfloat(fabs(tp / (slots == 1 ? t1 : t2) - 1), <, 0.015);
     rf_result_clear(&r);
   }
-  /* more groups than a program holds: refused with a clear error */
+  /* more groups than a program holds (1.56 M 64-byte groups, above SIM_MAX_STEPS, 1,048,576):
+   * refused with a clear error */
   cal.exec_staging_bytes = 64;
   RfSimOptions o = {0};
   o.calib = cal;
@@ -484,6 +485,55 @@ static void test_exec_lanes(void) {
   rf_plan_free(plan);
   rf_problem_free(pb);
   rf_calibration_clear(&cal);
+}
+
+/* A schedule of more groups than a 16-bit step index numbers (65,535 steps: one simulation's
+ * limit until 2026-12-05): 67.6 MB from GPU 0 to GPU 1 in 1 KiB groups, staged, one lane (66,016
+ * groups, one after another; a few more would only cost valgrind's CI run time). Both engines
+ * simulate it (SimGrid's child returns every step's times past 65,535 through its pipe) to the same
+ * time; the groups end in order, the last at the end of the run, and their flows carry the steps
+ * past 65,535. */
+static void test_exec_many_groups(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_REFIT;
+  cal.variant = RF_VARIANT_EXECUTOR;
+  cal.fixed_s = 0;
+  cal.exec_staging_bytes = 1024;
+  cal.exec_staged = TRUE;
+  cal.exec_slots = 1;
+  cal.exec_lane_comms = FALSE;
+  RfProblem *pb = copy_problem_on("golden.topo", 33800000, "0", 1, "1", 1, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
+  g_autoptr(SimProgram) p = sim_program_build(x, &cal, 1, &e);
+  g_assert_no_error(e);
+  g_assert_nonnull(p->exec);
+  g_assert_cmpint(p->nsteps, ==, 66016);
+  uint32_t top = 0;
+  for (guint i = 0; i < p->flows->len; i++)
+    top = MAX(top, g_array_index(p->flows, SimFlow, i).step);
+  g_assert_cmpuint(top, ==, (uint32_t)p->nsteps - 1);
+  g_auto(SimOutcome) eo = {0}, so = {0};
+  g_assert_true(sim_events_run(p, &eo, &e));
+  g_assert_no_error(e);
+  g_assert_cmpint(eo.nsteps, ==, p->nsteps);
+  for (int st = 1; st < p->nsteps; st++)
+    g_assert_cmpfloat(eo.step_end_s[st], >=, eo.step_end_s[st - 1]);
+  g_assert_cmpfloat(eo.step_start_s[p->nsteps - 1], >, eo.step_end_s[65535]);
+  g_assert_cmpfloat_with_epsilon(eo.step_end_s[p->nsteps - 1], eo.total_s, 1e-9 * eo.total_s);
+  g_assert_cmpfloat(eo.total_s, >, 6.76e7 / 10e9); /* on the 10 GB/s NIC at least */
+  g_assert_true(sim_engine_run(p, FALSE, &so, &e));
+  g_assert_no_error(e);
+  g_test_message("66,016 groups: events %.9g s, SimGrid %.9g s", eo.total_s, so.total_s);
+  g_assert_cmpfloat_with_epsilon(so.total_s, eo.total_s, 1e-6 * eo.total_s);
+  g_assert_cmpfloat_with_epsilon(so.step_end_s[p->nsteps - 1], eo.step_end_s[p->nsteps - 1],
+                                 1e-6 * eo.total_s);
+  rf_calibration_clear(&cal);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
 }
 
 /* Sends and their bytes, over every actor's rounds of an executor program. */
@@ -635,18 +685,17 @@ static void test_exec_pruned_routes(void) {
       const int group = 1 + (t + k) % 2;
       ExecCase c = exec_case(t, k, group, FALSE);
       SimProgram *p = c.p;
-      /* on the heap: two outcomes hold 2 MB of step times (SIM_MAX_STEPS) */
-      g_autofree SimOutcome *fast = g_new0(SimOutcome, 1), *exact = g_new0(SimOutcome, 1);
+      g_auto(SimOutcome) fast = {0}, exact = {0};
       GError *e = NULL;
-      g_assert_true(sim_engine_run(p, FALSE, fast, &e));
+      g_assert_true(sim_engine_run(p, FALSE, &fast, &e));
       g_assert_no_error(e);
       p->exact_routes = TRUE;
       p->full_update = TRUE;
-      g_assert_true(sim_engine_run(p, FALSE, exact, &e));
+      g_assert_true(sim_engine_run(p, FALSE, &exact, &e));
       g_assert_no_error(e);
       g_test_message("%s %s group %d: exact %.12g s, pruned%s %.12g s", c.topo, c.strategy, group,
-                     exact->total_s, group == 1 ? " and lazy" : "", fast->total_s);
-      assert_outcomes(fast, exact, 1e-9, FALSE);
+                     exact.total_s, group == 1 ? " and lazy" : "", fast.total_s);
+      assert_outcomes(&fast, &exact, 1e-9, FALSE);
       exec_case_clear(&c);
     }
   g_unsetenv("REFIT_SIM_CFG");
@@ -672,16 +721,16 @@ static void test_exec_events_engine(void) {
       const int group = t == 0 && k == 1 ? 2 : 1;   /* DGX H100 m2n: hosts of 2 GPUs */
       const gboolean lane_comms = t == 1 && k == 1; /* GB200 m2n: a communicator per lane */
       ExecCase c = exec_case(t, k, group, lane_comms);
-      g_autofree SimOutcome *eo = g_new0(SimOutcome, 1), *so = g_new0(SimOutcome, 1);
+      g_auto(SimOutcome) eo = {0}, so = {0};
       GError *e = NULL;
-      gboolean ran = sim_events_run(c.p, eo, &e);
+      gboolean ran = sim_events_run(c.p, &eo, &e);
       g_assert_no_error(e);
       g_assert_true(ran);
-      g_assert_true(sim_engine_run(c.p, FALSE, so, &e));
+      g_assert_true(sim_engine_run(c.p, FALSE, &so, &e));
       g_assert_no_error(e);
       g_test_message("%s %s group %d%s: SimGrid %.12g s, events %.12g s", c.topo, c.strategy, group,
-                     lane_comms ? " lane-comms" : "", so->total_s, eo->total_s);
-      assert_outcomes(eo, so, t == 2 ? 1e-9 : 1e-5, TRUE);
+                     lane_comms ? " lane-comms" : "", so.total_s, eo.total_s);
+      assert_outcomes(&eo, &so, t == 2 ? 1e-9 : 1e-5, TRUE);
       exec_case_clear(&c);
     }
   g_unsetenv("REFIT_SIM_CFG");
@@ -1198,6 +1247,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
   g_test_add_func("/sim/executor/lanes", test_exec_lanes);
   g_test_add_func("/sim/executor/work", test_exec_work);
+  g_test_add_func("/sim/executor/many-groups", test_exec_many_groups);
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);
   g_test_add_func("/sim/executor/pruned-routes", test_exec_pruned_routes);
   g_test_add_func("/sim/executor/events-engine", test_exec_events_engine);

@@ -318,7 +318,7 @@ static void flows_by_source(SimProgram *p, int step0) {
   SimFlow *f = (SimFlow *)(void *)p->flows->data;
   const uint64_t n = p->flows->len;
   uint64_t a = 0;
-  while (a < n && f[a].step < step0)
+  while (a < n && f[a].step < (uint32_t)step0)
     a++;
   for (uint64_t b; a < n; a = b) {
     gboolean sorted = TRUE;
@@ -535,7 +535,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
       if (sg == dg) continue;
       const int hs = slot_host[sg / p->group], hd = slot_host[dg / p->group];
       const SimExecSend *x = &p->exec->sends[j];
-      SimFlow f = {hs, hd, x->phase, 0, (uint16_t)(step0 + r), x->bytes, 0, 0, 1.0};
+      SimFlow f = {hs, hd, x->phase, 0, 0, (uint32_t)(step0 + r), x->bytes, 0, 0, 1.0};
       if (own_host) {
         g_array_append_val(p->flows, f);
         continue;

@@ -165,7 +165,7 @@ static void emit_stage_flows(SimProgram *p, const SwStage *st, int sub, int step
       g_array_index(p->flows, SimFlow, first + GPOINTER_TO_UINT(pos) - 1).bytes += a->bytes * w;
       continue;
     }
-    SimFlow f = {s, d, a->k.phase, 0, (uint16_t)step, a->bytes * w, a->k.offset_s, 0, w};
+    SimFlow f = {s, d, a->k.phase, 0, 0, (uint32_t)step, a->bytes * w, a->k.offset_s, 0, w};
     g_array_append_val(p->flows, f);
     g_hash_table_insert(idx, g_memdup2(&hk, sizeof hk), GUINT_TO_POINTER(p->flows->len - first));
   }
