@@ -563,6 +563,16 @@ static uint64_t segset_next(const SegSet *b, uint64_t g, uint64_t end) {
   return end;
 }
 
+/* An endpoint's message, with what a turn looks at beside it in one place (one cache line where
+ * three arrays took three: the turns' visits are their misses). Messages and endpoints are below
+ * 2^32 (check_pipelined). */
+typedef struct {
+  uint32_t m;     /* the message */
+  uint32_t other; /* its other endpoint (no look at the message) */
+  uint32_t tail;  /* its short last segment in aligned units (0: none), so that msg_no_fit does
+                     not load the message */
+} EpMsg;
+
 /* The state of one pipelined placement. Endpoint e = 4 x rank + 2 x class + direction (0: the
  * rank sends, 1: it receives), as in rem[]. */
 typedef struct {
@@ -581,7 +591,8 @@ typedef struct {
   GArray *later; /* segments whose last prerequisite this round placed */
   /* per endpoint: its messages (ascending, ep_msg[ep_first[e] ..  ep_first[e + 1])), how many
    * of them are ready, the key at the start of the round */
-  uint64_t *ep_first, *ep_msg, *ep_key;
+  uint64_t *ep_first, *ep_key;
+  EpMsg *ep_msg;
   uint64_t *ep_keyf; /* per endpoint: its key, or RF_KEY_FULL once it is full this round */
   uint32_t *ep_ready;
   /* per endpoint, a bit per message of its list, set while the message has a ready segment
@@ -589,9 +600,6 @@ typedef struct {
    * its place in its source's and its destination's list (ep_pos[2 m + dir]) */
   uint64_t *ep_wfirst, *ep_bits;
   uint32_t *ep_pos;
-  uint32_t *ep_other;  /* beside ep_msg: the message's other endpoint (no look at the message) */
-  uint32_t *ep_tail;   /* beside ep_msg: the message's short last segment in aligned units (0:
-                          none), so that msg_no_fit does not load the message */
   uint32_t *ep_small;  /* per endpoint: its messages whose short last segment is ready */
   uint64_t *msg_small; /* a bit per message: its short last segment is ready (msg_no_fit's test,
                           without a look at the message) */
@@ -778,10 +786,11 @@ static gboolean turn_next(const Placer *P, Turn *t) {
     }
     const uint64_t i = 64 * t->k + (uint64_t)__builtin_ctzll(t->x);
     t->x &= t->x - 1;
-    const uint64_t o = P->ep_other[f + i];
+    const EpMsg *em = &P->ep_msg[f + i];
+    const uint64_t o = em->other;
     if (!ep_takes(P, e, o)) continue;
-    const uint64_t m = P->ep_msg[f + i];
-    const uint32_t tail = P->ep_tail[f + i];
+    const uint64_t m = em->m;
+    const uint32_t tail = em->tail;
     if (msg_no_fit(P, m, tail, e & 1 ? o : e, e & 1 ? e : o)) continue;
     t->o = (uint32_t)o;
     t->m = m;
@@ -873,9 +882,7 @@ static void placer_endpoints(Placer *P) {
     P->ep_wfirst[e + 1] = P->ep_wfirst[e] + (P->ep_first[e + 1] + 63) / 64;
     P->ep_first[e + 1] += P->ep_first[e];
   }
-  P->ep_msg = RF_BIG_NEW(uint64_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
-  P->ep_other = RF_BIG_NEW(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
-  P->ep_tail = RF_BIG_NEW(uint32_t, P->ep_first[ne] ? P->ep_first[ne] : 1);
+  P->ep_msg = RF_BIG_NEW(EpMsg, P->ep_first[ne] ? P->ep_first[ne] : 1);
   P->ep_bits = RF_BIG_NEW0(uint64_t, P->ep_wfirst[ne] ? P->ep_wfirst[ne] : 1);
   g_autofree uint64_t *fill = g_memdup2(P->ep_first, sizeof(uint64_t) * (ne + 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++)
@@ -884,10 +891,10 @@ static void placer_endpoints(Placer *P) {
       for (int dir = 0; dir < 2; dir++) {
         const uint64_t e = msg_endpoint(&plan->msgs[m], dir);
         P->ep_pos[2 * m + (uint64_t)dir] = (uint32_t)(fill[e] - P->ep_first[e]);
-        P->ep_other[fill[e]] = (uint32_t)msg_endpoint(&plan->msgs[m], !dir);
-        /* clamped (a staging bound of 1 TiB): a lower tail only costs a visit to place_msg */
-        P->ep_tail[fill[e]] = (uint32_t)MIN(tail / RF_SCHEDULE_ALIGN, UINT32_MAX);
-        P->ep_msg[fill[e]++] = m;
+        /* the tail clamped (a staging bound of 1 TiB): a lower tail only costs a visit to
+         * place_msg */
+        P->ep_msg[fill[e]++] = (EpMsg){(uint32_t)m, (uint32_t)msg_endpoint(&plan->msgs[m], !dir),
+                                       (uint32_t)MIN(tail / RF_SCHEDULE_ALIGN, UINT32_MAX)};
       }
     }
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
@@ -1001,8 +1008,6 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.ep_wfirst);
   g_free(P.ep_bits);
   g_free(P.ep_pos);
-  g_free(P.ep_other);
-  g_free(P.ep_tail);
   g_free(P.ep_ready);
   g_free(P.ep_small);
   g_free(P.msg_small);
