@@ -106,16 +106,32 @@ static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int com
   for (int i = 0; i < nd; i++)
     idx[pb->dst.ranks[i]] = i;
   G_STATIC_ASSERT(RF_SCHEDULE_MAX_SLOTS < 32); /* a lane mask in 32 bits */
+  G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 29));  /* (peer, direction, network) in 32 bits */
   const uint32_t all = (UINT32_C(1) << comms) - 1;
   const gboolean by_round = comms > 1 && sg && sg->seg_round;
-  RfU64Map conn; /* (rank, peer, direction, network) + 1 -> the lanes' mask */
-  rf_u64map_init(&conn, 1024, TRUE);
   g_autofree uint32_t *lane_bit = NULL; /* per round: its lane's bit */
   if (by_round) {
     lane_bit = g_new(uint32_t, (size_t)sg->nrounds + 1);
     for (int r = 0; r < sg->nrounds; r++)
       lane_bit[r] = UINT32_C(1) << rf_schedule_lane(sg, r);
   }
+  /* Every message's ends among the inference ranks, as (peer, direction, network) and the
+   * message's lanes, listed by inference rank (a counting sort: first[i] .. first[i + 1]); a
+   * connection (rank, peer, direction) is then found again by a stamp per (peer, direction) of
+   * the rank being counted, not by a map of every connection (millions at 4,096 ranks). */
+  uint64_t *first = g_new0(uint64_t, (size_t)nd + 1);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *g = &plan->msgs[m];
+    if (g->src == g->dst) continue;
+    if (idx[g->src] >= 0) first[idx[g->src] + 1]++;
+    if (idx[g->dst] >= 0) first[idx[g->dst] + 1]++;
+  }
+  for (int i = 0; i < nd; i++)
+    first[i + 1] += first[i];
+  const uint64_t nconn = first[nd];
+  uint32_t *code = rf_big_alloc(sizeof(uint32_t) * (nconn + 1)); /* peer << 2 | dir << 1 | net */
+  uint32_t *lanes_of = rf_big_alloc(sizeof(uint32_t) * (nconn + 1));
+  uint64_t *fill = g_memdup2(first, sizeof(uint64_t) * ((size_t)nd + 1));
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
     const RfMessage *g = &plan->msgs[m];
     if (g->src == g->dst || (idx[g->src] < 0 && idx[g->dst] < 0)) continue;
@@ -125,36 +141,57 @@ static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int com
       for (uint64_t k = sg->seg_first[m]; k < sg->seg_first[m + 1]; k++)
         lanes |= lane_bit[sg->seg_round[k]];
     }
-    const uint64_t net = (g->flags & RF_XFER_NET) != 0;
+    const uint32_t net = (g->flags & RF_XFER_NET) != 0;
     for (int dir = 0; dir < 2; dir++) { /* 0: the sender's connection, 1: the receiver's */
       const int me = dir ? g->dst : g->src, peer = dir ? g->src : g->dst;
       if (idx[me] < 0) continue;
-      const uint64_t k =
-          (((uint64_t)me << 33) | ((uint64_t)peer << 2) | ((uint64_t)dir << 1) | net) + 1;
-      rf_u64map_set(&conn, k, (int32_t)((uint32_t)rf_u64map_get(&conn, k, 0) | lanes));
+      const uint64_t at = fill[idx[me]]++;
+      code[at] = (uint32_t)peer << 2 | (uint32_t)dir << 1 | net;
+      lanes_of[at] = lanes;
     }
   }
+  g_free(fill);
   /* per rank and communicator: NVLink connections and whether a network pool is in use */
   uint64_t *out = g_new0(uint64_t, MAX(nd, 1));
   uint8_t *pools = g_new0(uint8_t, (size_t)MAX(nd, 1) * comms); /* bit 0 send, bit 1 receive */
   const uint64_t cpp = (uint64_t)rf_memory_nccl_channels_per_peer(pb);
-  for (uint64_t u = 0; u < conn.n; u++) {
-    const uint64_t k = conn.key[conn.used[u]] - 1;
-    const uint32_t lanes = (uint32_t)conn.val[conn.used[u]];
-    const int i = idx[k >> 33], dir = (int)((k >> 1) & 1), net = (int)(k & 1);
-    for (int c = 0; c < comms; c++) {
-      if (!(lanes & (UINT32_C(1) << c))) continue;
-      if (net)
-        pools[(size_t)i * comms + c] |= (uint8_t)(1u << dir);
-      else
-        out[i] += cpp * (dir ? RF_NCCL_P2P_RECV_CONN_BYTES : RF_NCCL_P2P_SEND_CONN_BYTES);
+  /* per (peer, direction): the stamp of the rank that has it (i + 1) and its lanes so far */
+  uint32_t *stamp = g_new0(uint32_t, 2 * (size_t)MAX(n, 1));
+  uint32_t *acc = g_new(uint32_t, 2 * (size_t)MAX(n, 1));
+  uint32_t *seen = g_new(uint32_t, 2 * (size_t)MAX(n, 1) + 1); /* codes of rank i's connections */
+  for (int i = 0; i < nd; i++) {
+    uint32_t nseen = 0;
+    for (uint64_t c = first[i]; c < first[i + 1]; c++) {
+      const uint32_t pd = code[c] >> 1; /* (peer, direction): its network bit follows the pair */
+      if (stamp[pd] != (uint32_t)i + 1) {
+        stamp[pd] = (uint32_t)i + 1;
+        acc[pd] = 0;
+        seen[nseen++] = code[c];
+      }
+      acc[pd] |= lanes_of[c];
+    }
+    for (uint32_t j = 0; j < nseen; j++) {
+      const uint32_t lanes = acc[seen[j] >> 1];
+      const int dir = (int)((seen[j] >> 1) & 1), net = (int)(seen[j] & 1);
+      for (int c = 0; c < comms; c++) {
+        if (!(lanes & (UINT32_C(1) << c))) continue;
+        if (net)
+          pools[(size_t)i * comms + c] |= (uint8_t)(1u << dir);
+        else
+          out[i] += cpp * (dir ? RF_NCCL_P2P_RECV_CONN_BYTES : RF_NCCL_P2P_SEND_CONN_BYTES);
+      }
     }
   }
   const uint64_t pool = (uint64_t)RF_NCCL_P2P_CHANNELS * RF_NCCL_NET_POOL_CHANNEL_BYTES;
   for (int i = 0; i < nd; i++)
     for (int c = 0; c < comms; c++)
       out[i] += pool * (uint64_t)__builtin_popcount(pools[(size_t)i * comms + c]);
-  rf_u64map_free(&conn);
+  g_free(stamp);
+  g_free(acc);
+  g_free(seen);
+  g_free(code);
+  g_free(lanes_of);
+  g_free(first);
   g_free(pools);
   g_free(idx);
   return out;
