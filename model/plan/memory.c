@@ -377,16 +377,43 @@ typedef struct {
   uint32_t stage, piece;
 } Got;
 
+/* The (inference rank, part) -> list + 1 table of rf_memory_of_schedule: dense (rank index x
+ * part) within this budget, else a map. */
+#define SLOTS_TABLE_BYTES ((uint64_t)256 << 20)
+typedef struct {
+  int32_t *dense; /* [didx x nparts], or NULL: map */
+  uint32_t nparts;
+  const int *didx; /* rank -> its index in pb->dst.ranks, or -1 */
+  RfU64Map map;
+} Slots;
+
+static inline int32_t slot_get(const Slots *sl, int rank, uint32_t part) {
+  return sl->dense ? sl->dense[(size_t)sl->didx[rank] * sl->nparts + part]
+                   : rf_u64map_get(&sl->map, GPOINTER_TO_SIZE(rank_part(rank, part)), 0);
+}
+
+static inline void slot_set(Slots *sl, int rank, uint32_t part, int32_t v) {
+  if (sl->dense)
+    sl->dense[(size_t)sl->didx[rank] * sl->nparts + part] = v;
+  else
+    rf_u64map_set(&sl->map, GPOINTER_TO_SIZE(rank_part(rank, part)), v);
+}
+
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean lane_comms,
                            RfMemory *out) {
   const RfProblem *pb = plan->problem;
   rf_memory_weights(pb, out);
   out->from = RF_MEMORY_FROM_SCHEDULE;
   if (sg->pipelined && !sg->seg_round) return; /* never built so (schedule.h) */
-  const int n = pb->nranks;
+  const int n = pb->nranks, nd = pb->dst.nranks;
   gboolean *infer = g_new0(gboolean, n);
-  for (int i = 0; i < pb->dst.nranks; i++)
+  for (int i = 0; i < nd; i++)
     infer[pb->dst.ranks[i]] = TRUE;
+  int *didx = g_new(int, MAX(n, 1)); /* rank -> its index in pb->dst.ranks, or -1 */
+  for (int r = 0; r < n; r++)
+    didx[r] = -1;
+  for (int i = 0; i < nd; i++)
+    didx[pb->dst.ranks[i]] = i;
   /* every transfer's first and last round (its bytes at its place in its message; staged
    * schedules: its stage) */
   int32_t *xf = g_new(int32_t, plan->nxfers + 1), *xl = g_new(int32_t, plan->nxfers + 1);
@@ -407,21 +434,26 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
    * piece, or else every one meeting it; a received piece it sends from is held from its first
    * round to the last round of those sends. Transfers are sorted by stage, so the pieces a rank
    * received of a part are listed in transfer order and a send looks only at those of earlier
-   * stages. The lists: one array, by (rank, part) (an RfU64Map of slots; a GHashTable of arrays
-   * cost a node, an array and a pointer chase per key, and Kimi K3's tens of millions of
-   * transfers made it the larger part of this pass). */
-  RfU64Map slot_of; /* (rank, part) -> its list + 1 */
-  rf_u64map_init(&slot_of, 1024, FALSE);
+   * stages. The lists: one array, by (rank, part) (a GHashTable of arrays cost a node, an array
+   * and a pointer chase per key, and Kimi K3's tens of millions of transfers made it the larger
+   * part of this pass; an RfU64Map of slots cost three random lookups a transfer: a dense
+   * table of every (inference rank, part) where it fits SLOTS_TABLE_BYTES, 9.6 MB for Kimi K3's
+   * 1,024 ranks). */
+  Slots slot_of = {.nparts = pb->model->nparts, .didx = didx};
+  if ((uint64_t)nd * slot_of.nparts * sizeof(int32_t) <= SLOTS_TABLE_BYTES)
+    slot_of.dense = rf_big_alloc0(sizeof(int32_t) * ((size_t)nd * slot_of.nparts + 1));
+  else
+    rf_u64map_init(&slot_of.map, 1024, FALSE);
   GArray *count = g_array_new(FALSE, TRUE, sizeof(uint64_t)); /* per list, then its offset */
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
     if (!infer[x->dst]) continue;
-    const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->dst, plan->pieces[x->piece].part));
-    int32_t i = rf_u64map_get(&slot_of, k, 0);
+    const uint32_t part = plan->pieces[x->piece].part;
+    int32_t i = slot_get(&slot_of, x->dst, part);
     if (!i) {
       g_array_set_size(count, count->len + 1);
       i = (int32_t)count->len;
-      rf_u64map_set(&slot_of, k, i);
+      slot_set(&slot_of, x->dst, part, i);
     }
     g_array_index(count, uint64_t, i - 1)++;
   }
@@ -437,8 +469,8 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
     if (!infer[x->dst]) continue;
-    const uint64_t k = GPOINTER_TO_SIZE(rank_part(x->dst, plan->pieces[x->piece].part));
-    list[fill[rf_u64map_get(&slot_of, k, 0) - 1]++] = (Got){t, x->stage, x->piece};
+    list[fill[slot_get(&slot_of, x->dst, plan->pieces[x->piece].part) - 1]++] =
+        (Got){t, x->stage, x->piece};
   }
   g_free(fill);
   int32_t *last_use = g_new(int32_t, plan->nxfers + 1);
@@ -448,7 +480,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
     const int ndim = pb->model->parts[pc->part].ndim;
     last_use[t] = -1;
     if (!infer[x->src]) continue;
-    const int32_t i = rf_u64map_get(&slot_of, GPOINTER_TO_SIZE(rank_part(x->src, pc->part)), 0);
+    const int32_t i = slot_get(&slot_of, x->src, pc->part);
     if (!i) continue;
     const Got *g = list + list_first[i - 1];
     const uint64_t len = list_first[i] - list_first[i - 1];
@@ -467,7 +499,10 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
         last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
     }
   }
-  rf_u64map_free(&slot_of);
+  if (slot_of.dense)
+    g_free(slot_of.dense);
+  else
+    rf_u64map_free(&slot_of.map);
   g_free(list_first);
   g_free(list);
   /* Each inference rank's peak of live holding bytes: a held piece is live from its first round
@@ -476,12 +511,6 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
    * of one round net: the peak of the events sorted by round, frees first). Per block of ranks
    * whose rounds fit RF_HOLD_BLOCK_BYTES: a pass over the transfers each (one for Kimi K3's
    * 1,024 ranks x 5,263 rounds). */
-  const int nd = pb->dst.nranks;
-  int *didx = g_new(int, MAX(n, 1)); /* rank -> its index in pb->dst.ranks, or -1 */
-  for (int r = 0; r < n; r++)
-    didx[r] = -1;
-  for (int i = 0; i < nd; i++)
-    didx[pb->dst.ranks[i]] = i;
   uint64_t R = 1; /* past the last round an event falls in */
   for (uint64_t t = 0; t < plan->nxfers; t++)
     if (last_use[t] >= 0 && plan->pieces[plan->xfers[t].piece].bytes)
