@@ -171,8 +171,9 @@ static void test_plan_counts(void) {
 }
 
 /* The schedule's count on every strategy of the tiny models, staged and (m2n, p2p) pipelined,
- * one to three lanes: the counts above; staging a whole number of lanes, each within a round's
- * send and receive room (the staging bound over the network, the NVLink share of it beside). */
+ * one to three lanes: the counts above, the same with its (rank, part) table a map; staging a whole
+ * number of lanes, each within a round's send and receive room (the staging bound over the network,
+ * the NVLink share of it beside). */
 static void test_schedule_counts(void) {
   int held = 0;
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
@@ -188,9 +189,20 @@ static void test_schedule_counts(void) {
             RfSchedule *sg = rf_schedule_build(plan, pb->nranks, B, 0, slots,
                                                pipe ? RF_SCHEDULE_PIPELINED : 0, NULL, NULL, &e);
             g_assert_no_error(e);
-            RfMemory m;
+            RfMemory m, mapped;
             rf_memory_of_schedule(plan, sg, FALSE, &m);
             check_counts(plan, &m);
+            /* the (rank, part) lists found by a map in place of the dense table: the same */
+            rf_memory_set_table_budget(0);
+            rf_memory_of_schedule(plan, sg, TRUE, &mapped);
+            rf_memory_set_table_budget((uint64_t)256 << 20);
+            RfMemory dense;
+            rf_memory_of_schedule(plan, sg, TRUE, &dense);
+            g_assert_cmpuint(mapped.hold_bytes, ==, dense.hold_bytes);
+            g_assert_cmpuint(mapped.staging_bytes, ==, dense.staging_bytes);
+            g_assert_cmpuint(mapped.nccl_bytes, ==, dense.nccl_bytes);
+            g_assert_cmpuint(mapped.peak_bytes, ==, dense.peak_bytes);
+            g_assert_cmpint(mapped.peak_rank, ==, dense.peak_rank);
             g_assert_cmpuint(m.staging_bytes % (uint64_t)slots, ==, 0);
             g_assert_cmpuint(m.staging_bytes, <=, (uint64_t)slots * 2 * B * (1 + share));
             held += m.hold_bytes > 0;

@@ -380,6 +380,11 @@ typedef struct {
 /* The (inference rank, part) -> list + 1 table of rf_memory_of_schedule: dense (rank index x
  * part) within this budget, else a map. */
 #define SLOTS_TABLE_BYTES ((uint64_t)256 << 20)
+static uint64_t slots_table_bytes = SLOTS_TABLE_BYTES;
+
+void rf_memory_set_table_budget(uint64_t bytes) {
+  slots_table_bytes = bytes;
+}
 typedef struct {
   int32_t *dense; /* [didx x nparts], or NULL: map */
   uint32_t nparts;
@@ -440,7 +445,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
    * table of every (inference rank, part) where it fits SLOTS_TABLE_BYTES, 9.6 MB for Kimi K3's
    * 1,024 ranks). */
   Slots slot_of = {.nparts = pb->model->nparts, .didx = didx};
-  if ((uint64_t)nd * slot_of.nparts * sizeof(int32_t) <= SLOTS_TABLE_BYTES)
+  if (nd > 0 && (uint64_t)nd * slot_of.nparts * sizeof(int32_t) <= slots_table_bytes)
     slot_of.dense = rf_big_alloc0(sizeof(int32_t) * ((size_t)nd * slot_of.nparts + 1));
   else
     rf_u64map_init(&slot_of.map, 1024, FALSE);

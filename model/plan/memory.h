@@ -154,6 +154,9 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
  * segments, and the received pieces of a part scanned per send of it. */
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean lane_comms,
                            RfMemory *out);
+/* Tests: the most bytes rf_memory_of_schedule's dense (inference rank, part) table may take
+ * (default 256 MB; above it, and at 0, a map: the same counts, slower). Not for concurrent use. */
+void rf_memory_set_table_budget(uint64_t bytes);
 /* TRUE when the topology gives a GPU memory and peak_bytes exceeds it. */
 gboolean rf_memory_exceeds(const RfMemory *m);
 /* One line: "inference GPU: weights W GB [x 2 banks] + refit extra E GB (holding H, staging S)
