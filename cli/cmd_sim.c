@@ -551,6 +551,11 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
         order[at] = order[at - 1];
       order[at] = i;
     }
+    if (g_getenv("REFIT_SIM_VERBOSE"))
+      for (int k = 0; k < n; k++)
+        g_printerr("sim: row %d: %s, work %" G_GUINT64_FORMAT
+                   " (segments or messages + transfers)\n",
+                   k + 1, rf_strategy_name(rows[order[k]].strategy), (guint64)work[order[k]]);
     RowJob j = {pa, pb, ex, cal, rows, ns};
     RfPool *pool = rf_pool_new(MIN(jobs, MAX(n, 1)), sizeof(PackedRow), row_worker, &j);
     PackedRow *k = g_new0(PackedRow, 1);

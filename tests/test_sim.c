@@ -349,7 +349,8 @@ static void test_sw_pack_put_unpack(void) {
  * executor simulates refit run's segments (a quarter of the staging bound each where pipelined)
  * and builds its schedule from the plan's transfers, every other model the plan's messages, and
  * so does refit's executor where the schedule is too large to simulate (the flow model stands
- * in). 100 MB from GPU 0 to GPU 1: one message of one transfer. */
+ * in), at a given bound or at a chosen one that even raised stays too large (the choice raises
+ * it as refit run does). 100 MB from GPU 0 to GPU 1: one message of one transfer. */
 static void test_exec_work(void) {
   RfCalibration cal;
   golden_calib(&cal);
@@ -374,10 +375,24 @@ static void test_exec_work(void) {
   const uint64_t piped = rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR);
   g_assert_cmpuint(piped, ==, rf_schedule_segments(plan, 25000000, TRUE) + 1);
   g_assert_cmpuint(piped - 1, >=, 4 * (staged - 1) - 4);
-  /* the default bound where the calibration leaves it to the choice */
+  /* the default bound where the calibration leaves it to the choice (no raise: few segments) */
   cal.exec_staging_bytes = 0;
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==,
                    rf_schedule_segments(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE) + 1);
+  /* a message grown to 3 x the segments one simulation builds at the default bound: the choice
+   * raises the bound (twice, to 128 MiB: 48 M segments), so the row is the executor's and its work
+   * those segments; a given bound is kept, and the row is the flow model's (the one message) */
+  const uint64_t bytes = plan->msgs[0].bytes, mib = UINT64_C(1) << 20;
+  plan->msgs[0].bytes = 3 * SIM_EXEC_MAX_SEGMENTS * (32 * mib / RF_SCHEDULE_CUTS);
+  g_assert_cmpuint(rf_staging_fitting(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE), ==,
+                   128 * mib);
+  g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==,
+                   rf_schedule_segments(plan, 128 * mib, TRUE) + 1);
+  g_assert_cmpuint(rf_schedule_segments(plan, 128 * mib, TRUE), <=, SIM_EXEC_MAX_SEGMENTS);
+  cal.exec_staging_bytes = (double)RF_SCHEDULE_DEFAULT_STAGING_BYTES;
+  g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==, 1);
+  cal.exec_staging_bytes = 0;
+  plan->msgs[0].bytes = bytes;
   /* the flow model, a published software's model: the plan's one message */
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_DEFAULT), ==, 1);
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_NCCL_M2N, RF_VARIANT_PACK), ==, 1);

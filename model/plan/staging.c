@@ -59,6 +59,13 @@ static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, gboole
   return rf_memory_of_run(plan, &run, &ms, NULL) ? left_bytes(&ms) : left_bytes(&m);
 }
 
+uint64_t rf_staging_fitting(const RfPlan *plan, uint64_t bytes, gboolean pipelined) {
+  while (bytes < RF_STAGING_MAX_BYTES &&
+         rf_schedule_segments(plan, bytes, pipelined) > RF_STAGING_MAX_SEGMENTS)
+    bytes *= 2;
+  return bytes;
+}
+
 void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
                        uint64_t staging_bytes, int slots, int max_ops, RfStaging *out) {
   memset(out, 0, sizeof *out);
@@ -85,10 +92,8 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   /* no smaller than the bound whose schedule every rank builds within RF_STAGING_MAX_SEGMENTS
    * (rf_schedule_build refuses above RF_SCHEDULE_MAX_SEGMENTS; below it, each rank's process
    * holds the whole schedule: 64 M segments, 2.6 GB) */
-  uint64_t fits = out->staging_bytes;
-  while (out->chose_staging && fits < RF_STAGING_MAX_BYTES &&
-         rf_schedule_segments(plan, fits, pipelined) > RF_STAGING_MAX_SEGMENTS)
-    fits *= 2;
+  const uint64_t fits = out->chose_staging ? rf_staging_fitting(plan, out->staging_bytes, pipelined)
+                                           : out->staging_bytes;
   uint64_t floor_bytes = RF_STAGING_MIN_BYTES; /* what a memory cut leaves at least */
   if (fits != out->staging_bytes) {
     out->staging_bytes = floor_bytes = fits;

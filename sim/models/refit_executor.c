@@ -392,10 +392,15 @@ void rf_calibration_memory_run_plan(const RfCalibration *cal, const RfPlan *plan
 uint64_t rf_sim_work(const RfCalibration *cal, const RfPlan *plan, RfSoftware sw, RfSwVariant v) {
   if (!rf_variant_is_executor(sw, v)) return plan->nmsgs;
   /* for an order, the default bound stands in for refit run's choice (which takes a pass over
-   * the plan's memory) */
-  const uint64_t staging = cal->exec_staging_bytes > 0 ? (uint64_t)cal->exec_staging_bytes
-                                                       : RF_SCHEDULE_DEFAULT_STAGING_BYTES;
-  const uint64_t nsegs = rf_schedule_segments(plan, staging, !cal->exec_staged);
+   * the plan's memory), raised as the choice raises it until its schedule fits what one
+   * simulation builds (before 2026-12-05 not raised: Kimi K3's hybrid, 41 M segments at its
+   * chosen bound, counted as too large for the executor, ran after p2p instead of first) */
+  const gboolean pipelined = !cal->exec_staged;
+  const uint64_t staging =
+      cal->exec_staging_bytes > 0
+          ? (uint64_t)cal->exec_staging_bytes
+          : rf_staging_fitting(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, pipelined);
+  const uint64_t nsegs = rf_schedule_segments(plan, staging, pipelined);
   /* the schedule's placement and the engine go with the segments, its dependency graph and the
    * memory line with the transfers (Kimi K3's hybrid: 41 M segments and 82 M transfers took
    * about 160 s, its p2p 46 M and 20 M about 86 s) */
