@@ -181,10 +181,11 @@ void rf_calibration_memory_run_plan(const RfCalibration *c, const RfPlan *plan, 
                                     RfMemoryRun *out, RfStaging *staging);
 
 /* What simulating plan with this software and variant costs, in relative units, for running the
- * largest first: the segments of refit run's schedule (at the calibration's staging bound, the
- * default where it is chosen) plus the plan's transfers where refit's executor model simulates
- * it, else the plan's messages (the flows the other models simulate, the flow model where the
- * schedule is too large to simulate). Cost: the plan's messages. */
+ * largest first: the segments of refit run's schedule (at the calibration's staging bound; where
+ * it is chosen, the default raised as the choice raises it, rf_staging_fitting) plus the plan's
+ * transfers where refit's executor model simulates it, else the plan's messages (the flows the
+ * other models simulate, the flow model where the schedule is too large to simulate). Cost: a
+ * pass over the plan's messages per bound tried (at most four). */
 uint64_t rf_sim_work(const RfCalibration *c, const RfPlan *plan, RfSoftware sw, RfSwVariant v);
 
 /* What runs refit's executor model (the other models always run on SimGrid). */

@@ -384,7 +384,7 @@ static void test_exec_work(void) {
    * those segments; a given bound is kept, and the row is the flow model's (the one message) */
   const uint64_t bytes = plan->msgs[0].bytes, mib = UINT64_C(1) << 20;
   plan->msgs[0].bytes = 3 * SIM_EXEC_MAX_SEGMENTS * (32 * mib / RF_SCHEDULE_CUTS);
-  g_assert_cmpuint(rf_staging_fitting(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE), ==,
+  g_assert_cmpuint(rf_staging_fitting(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, TRUE, NULL), ==,
                    128 * mib);
   g_assert_cmpuint(rf_sim_work(&cal, plan, RF_SOFTWARE_REFIT, RF_VARIANT_EXECUTOR), ==,
                    rf_schedule_segments(plan, 128 * mib, TRUE) + 1);

@@ -93,18 +93,24 @@ int rf_memory_nccl_channels_per_peer(const RfProblem *pb) {
   return 2 * pb->nranks > 4 * RF_NCCL_P2P_CHANNELS ? 1 : 2;
 }
 
+/* Per rank of pb: its index in pb->dst.ranks, or -1 (g_free it). */
+static int *dst_index_new(const RfProblem *pb) {
+  int *idx = g_new(int, MAX(pb->nranks, 1));
+  for (int r = 0; r < pb->nranks; r++)
+    idx[r] = -1;
+  for (int i = 0; i < pb->dst.nranks; i++)
+    idx[pb->dst.ranks[i]] = i;
+  return idx;
+}
+
 /* NCCL's point-to-point buffers of every inference rank (indexed as pb->dst.ranks), over `comms`
  * communicators: the data communicator (comms 1: every lane's rounds) or one per lane. A
  * connection is (rank, peer, direction, communicator): its lanes are those of its message's
  * segments' rounds (sg with rounds), else every lane. */
-static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int comms) {
+static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int comms,
+                               const int *idx) {
   const RfProblem *pb = plan->problem;
   const int n = pb->nranks, nd = pb->dst.nranks;
-  int *idx = g_new(int, MAX(n, 1)); /* rank -> its index in pb->dst.ranks, or -1 */
-  for (int r = 0; r < n; r++)
-    idx[r] = -1;
-  for (int i = 0; i < nd; i++)
-    idx[pb->dst.ranks[i]] = i;
   G_STATIC_ASSERT(RF_SCHEDULE_MAX_SLOTS < 32); /* a lane mask in 32 bits */
   G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 29));  /* (peer, direction, network) in 32 bits */
   const uint32_t all = (UINT32_C(1) << comms) - 1;
@@ -193,7 +199,6 @@ static uint64_t *nccl_of_ranks(const RfPlan *plan, const RfSchedule *sg, int com
   g_free(lanes_of);
   g_free(first);
   g_free(pools);
-  g_free(idx);
   return out;
 }
 
@@ -240,12 +245,7 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
   g_assert(!done); /* the problem's inference ranks never change under a plan */
   Derived *dv = g_malloc(sizeof(Derived) + sizeof(uint64_t) * ((size_t)pb->dst.nranks + 1));
   dv->n = pb->dst.nranks;
-  const int n = pb->nranks;
-  int *dst_index = g_new(int, n); /* per rank: its index in pb->dst.ranks, -1 if not there */
-  for (int r = 0; r < n; r++)
-    dst_index[r] = -1;
-  for (int i = 0; i < pb->dst.nranks; i++)
-    dst_index[pb->dst.ranks[i]] = i;
+  int *dst_index = dst_index_new(pb); /* per rank: its index in pb->dst.ranks, -1 if not there */
   /* each piece's part and bytes, compact: the sorted transfers visit pieces in no useful order,
    * and a piece is a box of RF_MAX_DIMS bounds */
   uint32_t *ppart = rf_big_alloc(sizeof(uint32_t) * (plan->npieces + 1));
@@ -354,7 +354,9 @@ void rf_memory_of_plan_staging(const RfPlan *plan, uint64_t staging_bytes, int s
   }
   const uint64_t *hold = plan_holding(plan);
   out->comms = lane_comms ? MAX(slots, 1) : 1;
-  uint64_t *nccl = nccl_of_ranks(plan, NULL, out->comms);
+  int *idx = dst_index_new(pb);
+  uint64_t *nccl = nccl_of_ranks(plan, NULL, out->comms, idx);
+  g_free(idx);
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
     const uint64_t cap = staging_bytes;
@@ -385,6 +387,7 @@ static uint64_t slots_table_bytes = SLOTS_TABLE_BYTES;
 void rf_memory_set_table_budget(uint64_t bytes) {
   slots_table_bytes = bytes;
 }
+
 typedef struct {
   int32_t *dense; /* [didx x nparts], or NULL: map */
   uint32_t nparts;
@@ -410,15 +413,8 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   rf_memory_weights(pb, out);
   out->from = RF_MEMORY_FROM_SCHEDULE;
   if (sg->pipelined && !sg->seg_round) return; /* never built so (schedule.h) */
-  const int n = pb->nranks, nd = pb->dst.nranks;
-  gboolean *infer = g_new0(gboolean, n);
-  for (int i = 0; i < nd; i++)
-    infer[pb->dst.ranks[i]] = TRUE;
-  int *didx = g_new(int, MAX(n, 1)); /* rank -> its index in pb->dst.ranks, or -1 */
-  for (int r = 0; r < n; r++)
-    didx[r] = -1;
-  for (int i = 0; i < nd; i++)
-    didx[pb->dst.ranks[i]] = i;
+  const int nd = pb->dst.nranks;
+  int *didx = dst_index_new(pb); /* rank -> its index in pb->dst.ranks, or -1: not inference */
   /* every transfer's first and last round (its bytes at its place in its message; staged
    * schedules: its stage) */
   int32_t *xf = g_new(int32_t, plan->nxfers + 1), *xl = g_new(int32_t, plan->nxfers + 1);
@@ -452,7 +448,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   GArray *count = g_array_new(FALSE, TRUE, sizeof(uint64_t)); /* per list, then its offset */
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
-    if (!infer[x->dst]) continue;
+    if (didx[x->dst] < 0) continue;
     const uint32_t part = plan->pieces[x->piece].part;
     int32_t i = slot_get(&slot_of, x->dst, part);
     if (!i) {
@@ -473,7 +469,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   Got *list = rf_big_alloc(sizeof(Got) * (list_first[nlists] + 1));
   for (uint64_t t = 0; t < plan->nxfers; t++) {
     const RfTransfer *x = &plan->xfers[t];
-    if (!infer[x->dst]) continue;
+    if (didx[x->dst] < 0) continue;
     list[fill[slot_get(&slot_of, x->dst, plan->pieces[x->piece].part) - 1]++] =
         (Got){t, x->stage, x->piece};
   }
@@ -484,7 +480,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
     const RfPiece *pc = &plan->pieces[x->piece];
     const int ndim = pb->model->parts[pc->part].ndim;
     last_use[t] = -1;
-    if (!infer[x->src]) continue;
+    if (didx[x->src] < 0) continue;
     const int32_t i = slot_get(&slot_of, x->src, pc->part);
     if (!i) continue;
     const Got *g = list + list_first[i - 1];
@@ -545,12 +541,12 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
     }
   }
   g_free(diff);
-  g_free(didx);
   g_free(xf);
   g_free(xl);
   g_free(last_use);
   out->comms = lane_comms ? MAX(sg->slots, 1) : 1;
-  uint64_t *nccl = nccl_of_ranks(plan, sg, out->comms);
+  uint64_t *nccl = nccl_of_ranks(plan, sg, out->comms, didx);
+  g_free(didx);
   for (int i = 0; i < pb->dst.nranks; i++) {
     const int r = pb->dst.ranks[i];
     /* one lane holds the rank's fullest round each way, as real/lists.c lays it out */
@@ -558,7 +554,6 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   }
   g_free(nccl);
   g_free(hold);
-  g_free(infer);
 }
 
 gboolean rf_memory_exceeds(const RfMemory *m) {

@@ -59,10 +59,12 @@ static uint64_t budget_bytes(const RfPlan *plan, const RfStagingCosts *c, gboole
   return rf_memory_of_run(plan, &run, &ms, NULL) ? left_bytes(&ms) : left_bytes(&m);
 }
 
-uint64_t rf_staging_fitting(const RfPlan *plan, uint64_t bytes, gboolean pipelined) {
-  while (bytes < RF_STAGING_MAX_BYTES &&
-         rf_schedule_segments(plan, bytes, pipelined) > RF_STAGING_MAX_SEGMENTS)
-    bytes *= 2;
+uint64_t rf_staging_fitting(const RfPlan *plan, uint64_t bytes, gboolean pipelined,
+                            uint64_t *nsegs) {
+  uint64_t n = rf_schedule_segments(plan, bytes, pipelined);
+  while (bytes < RF_STAGING_MAX_BYTES && n > RF_STAGING_MAX_SEGMENTS)
+    n = rf_schedule_segments(plan, bytes *= 2, pipelined);
+  if (nsegs) *nsegs = n;
   return bytes;
 }
 
@@ -92,8 +94,9 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   /* no smaller than the bound whose schedule every rank builds within RF_STAGING_MAX_SEGMENTS
    * (rf_schedule_build refuses above RF_SCHEDULE_MAX_SEGMENTS; below it, each rank's process
    * holds the whole schedule: 64 M segments, 2.6 GB) */
-  const uint64_t fits = out->chose_staging ? rf_staging_fitting(plan, out->staging_bytes, pipelined)
-                                           : out->staging_bytes;
+  const uint64_t fits = out->chose_staging
+                            ? rf_staging_fitting(plan, out->staging_bytes, pipelined, NULL)
+                            : out->staging_bytes;
   uint64_t floor_bytes = RF_STAGING_MIN_BYTES; /* what a memory cut leaves at least */
   if (fits != out->staging_bytes) {
     out->staging_bytes = floor_bytes = fits;

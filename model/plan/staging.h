@@ -80,8 +80,9 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
                        uint64_t staging_bytes, int slots, int max_ops, RfStaging *out);
 /* A chosen bound raised as rf_staging_choose raises it: from bytes, doubled while its schedule
  * has more than RF_STAGING_MAX_SEGMENTS segments and it is below RF_STAGING_MAX_BYTES (where
- * the schedule may still have more). */
-uint64_t rf_staging_fitting(const RfPlan *plan, uint64_t bytes, gboolean pipelined);
+ * the schedule may still have more); that schedule's segments into *nsegs when not NULL. */
+uint64_t rf_staging_fitting(const RfPlan *plan, uint64_t bytes, gboolean pipelined,
+                            uint64_t *nsegs);
 
 /* One line for a header: "staging 16 MiB per rank, direction and lane (chosen: ...), 2 lanes
  * (chosen), max ops per group 40 (from the topology)"; caller frees. */

@@ -396,11 +396,11 @@ uint64_t rf_sim_work(const RfCalibration *cal, const RfPlan *plan, RfSoftware sw
    * simulation builds (before 2026-12-05 not raised: Kimi K3's hybrid, 41 M segments at its
    * chosen bound, counted as too large for the executor, ran after p2p instead of first) */
   const gboolean pipelined = !cal->exec_staged;
-  const uint64_t staging =
-      cal->exec_staging_bytes > 0
-          ? (uint64_t)cal->exec_staging_bytes
-          : rf_staging_fitting(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, pipelined);
-  const uint64_t nsegs = rf_schedule_segments(plan, staging, pipelined);
+  uint64_t nsegs;
+  if (cal->exec_staging_bytes > 0)
+    nsegs = rf_schedule_segments(plan, (uint64_t)cal->exec_staging_bytes, pipelined);
+  else
+    rf_staging_fitting(plan, RF_SCHEDULE_DEFAULT_STAGING_BYTES, pipelined, &nsegs);
   /* the schedule's placement and the engine go with the segments, its dependency graph and the
    * memory line with the transfers (Kimi K3's hybrid: 41 M segments and 82 M transfers took
    * about 160 s, its p2p 46 M and 20 M about 86 s) */
