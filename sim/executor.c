@@ -69,12 +69,12 @@ gboolean rf_sim_engine_parse(const char *name, RfSimEngine *out) {
   return TRUE;
 }
 
-/* The program with the smallest group whose distinct flows (the cost SimGrid pays) fit. */
-static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, int forced,
-                                 int max_flows, RfSimEngine engine, GError **error) {
+/* The program of the GPU-level records x (built in records_s) with the smallest group whose
+ * distinct flows (the cost SimGrid pays) fit. */
+static SimProgram *build_fitting(const SimProtos *x, double records_s, const RfCalibration *cal,
+                                 int forced, int max_flows, RfSimEngine engine, GError **error) {
+  const RfPlan *plan = x->plan;
   int G = plan->problem->topo->gpus_per_domain;
-  gint64 t0 = g_get_monotonic_time();
-  g_autoptr(SimProtos) x = sim_protos_build(plan, cal);
   gint64 t1 = g_get_monotonic_time();
   SimProgram *p = NULL;
   /* refit's executor: exact (a GPU per host) on the events engine; on SimGrid up to
@@ -99,7 +99,7 @@ static SimProgram *build_fitting(const RfPlan *plan, const RfCalibration *cal, i
   if (g_getenv("REFIT_SIM_VERBOSE"))
     g_printerr("sim: %s: %" G_GUINT64_FORMAT
                " GPU-level records in %.2f s, program (group %d, %u flows) in %.2f s\n",
-               rf_strategy_name(plan->strategy), (guint64)sim_protos_count(x), (t1 - t0) / 1e6,
+               rf_strategy_name(plan->strategy), (guint64)sim_protos_count(x), records_s,
                p ? p->group : 0, p ? p->flows->len : 0, (g_get_monotonic_time() - t1) / 1e6);
   return p;
 }
@@ -267,7 +267,12 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     cal.exec_max_ops = st->staging.max_ops;
   }
   GError *e = NULL;
-  g_autoptr(SimProgram) p = build_fitting(plan, &cal, st->opt.group, max_flows, st->opt.engine, &e);
+  /* the records, once: the flow model standing in below builds its program from the same ones
+   * (they do not depend on the variant; Kimi K3's gather-broadcast took 4 s a build) */
+  g_autoptr(SimProtos) x = sim_protos_build(plan, &cal);
+  const double records_s = (g_get_monotonic_time() - t0) / 1e6;
+  g_autoptr(SimProgram) p =
+      build_fitting(x, records_s, &cal, st->opt.group, max_flows, st->opt.engine, &e);
   /* refit's executor whose schedule is too long to simulate (the one limit its build checks):
    * the flow model (flows at calibrated rates, no software cost), where the caller allows it */
   g_autofree char *fallback = NULL;
@@ -276,7 +281,7 @@ static gboolean sim_run(RfExecutor *ex, const RfPlan *plan, RfResult *out, GErro
     fallback = g_strdup(e->message);
     g_clear_error(&e);
     cal.variant = RF_VARIANT_DEFAULT;
-    p = build_fitting(plan, &cal, st->opt.group, max_flows, st->opt.engine, &e);
+    p = build_fitting(x, records_s, &cal, st->opt.group, max_flows, st->opt.engine, &e);
   }
   if (!p) {
     g_propagate_error(error, e);
