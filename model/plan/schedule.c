@@ -600,9 +600,12 @@ typedef struct {
    * its place in its source's and its destination's list (ep_pos[2 m + dir]) */
   uint64_t *ep_wfirst, *ep_bits;
   uint32_t *ep_pos;
-  uint32_t *ep_small;  /* per endpoint: its messages whose short last segment is ready */
-  uint64_t *msg_small; /* a bit per message: its short last segment is ready (msg_no_fit's test,
-                          without a look at the message) */
+  uint32_t *ep_small;   /* per endpoint: its messages whose short last segment is ready */
+  const uint64_t *act;  /* the round's active endpoints, largest key first (place_round) */
+  uint64_t open_end[4]; /* per kind (class and direction, e & 3): act[0 .. open_end) holds every
+                           one of its endpoints not full (open_min_key's cursor) */
+  uint64_t *msg_small;  /* a bit per message: its short last segment is ready (msg_no_fit's test,
+                           without a look at the message) */
 } Placer;
 
 /* Node g is placed (a segment: in round dep1 - 1) or complete (a join node: its last arrival
@@ -762,6 +765,27 @@ static void rank_keyf(Placer *P, uint64_t x) {
     if (P->ep_keyf[e] != RF_KEY_FULL && ep_full(P, e)) P->ep_keyf[e] = RF_KEY_FULL;
 }
 
+/* The smallest key of an active endpoint of kind k (e & 3) not full now: RF_KEY_FULL when there
+ * is none. Its cursor walks act from its end (the smallest keys) and passes for good over the
+ * endpoints of other kinds and those full: an endpoint full stays full to the round's end. */
+static uint64_t open_min_key(Placer *P, unsigned k) {
+  uint64_t *at = &P->open_end[k];
+  for (; *at > 0; (*at)--) {
+    const uint64_t o = P->act[*at - 1];
+    if ((o & 3) == k && P->ep_keyf[o] != RF_KEY_FULL) return P->ep_key[o];
+  }
+  return RF_KEY_FULL;
+}
+
+/* Whether endpoint e may key a message now: some endpoint of its class and the other direction is
+ * not full and has a key e beats (ep_takes: larger, or equal with e the source). Where none has,
+ * e's turn would visit its whole list and place nothing (in p2p a sender, half a receiver's
+ * bytes left, keys no message once the receivers have taken theirs). */
+static gboolean ep_may_key(Placer *P, uint64_t e) {
+  const uint64_t m = open_min_key(P, (unsigned)(e ^ 1) & 3), ke = P->ep_key[e];
+  return (e & 1) ? ke > m : ke >= m;
+}
+
 /* Where endpoint e's turn stands: at message m (its other end o, its short last segment tail
  * aligned units), the bits of word k of its list after it still to visit in x. */
 typedef struct {
@@ -775,13 +799,14 @@ typedef struct {
  * when there is none or the endpoint is full. Placing a message changes only its own bit, so the
  * bits a turn holds stay those of the round's ready messages; fullness and no-fit only set
  * within a round, so a message passed over here would place nothing later in it. */
-static gboolean turn_next(const Placer *P, Turn *t) {
+static gboolean turn_next(Placer *P, Turn *t) {
   const uint64_t e = t->e, f = P->ep_first[e], wf = P->ep_wfirst[e];
   const uint64_t nw = P->ep_wfirst[e + 1] - wf;
   if (P->ep_keyf[e] == RF_KEY_FULL) return FALSE;
   for (;;) {
     while (!t->x) {
-      if (++t->k >= nw) return FALSE;
+      /* the ends e could key fill as the round goes: at each word, whether any is left */
+      if (++t->k >= nw || !ep_may_key(P, e)) return FALSE;
       t->x = P->ep_bits[wf + t->k];
     }
     const uint64_t i = 64 * t->k + (uint64_t)__builtin_ctzll(t->x);
@@ -840,7 +865,7 @@ static void place_taken(Placer *P, const Turn *t, int r) {
 static void place_turns(Placer *P, const uint64_t *eps, uint64_t n, int r, Turn *h) {
   if (n == 1) { /* one endpoint of this key (the most): its turn alone, no merge */
     Turn t = {.e = eps[0], .k = 0, .x = P->ep_bits[P->ep_wfirst[eps[0]]]};
-    if (P->ep_wfirst[eps[0] + 1] == P->ep_wfirst[eps[0]]) return;
+    if (P->ep_wfirst[eps[0] + 1] == P->ep_wfirst[eps[0]] || !ep_may_key(P, eps[0])) return;
     while (turn_next(P, &t)) /* nothing placed since it looked: no test again */
       place_found(P, &t, r);
     return;
@@ -848,7 +873,7 @@ static void place_turns(Placer *P, const uint64_t *eps, uint64_t n, int r, Turn 
   uint64_t nh = 0;
   for (uint64_t j = 0; j < n; j++) {
     const uint64_t e = eps[j];
-    if (P->ep_wfirst[e + 1] == P->ep_wfirst[e]) continue;
+    if (P->ep_wfirst[e + 1] == P->ep_wfirst[e] || !ep_may_key(P, e)) continue;
     h[nh] = (Turn){.e = e, .k = 0, .x = P->ep_bits[P->ep_wfirst[e]]};
     if (turn_next(P, &h[nh])) nh++;
   }
@@ -918,6 +943,9 @@ static void place_round(Placer *P, int r, uint64_t *act, uint64_t *tmp, Turn *h)
   for (uint64_t i = 0; i < nact; i++) /* a ready message's ends are both in act */
     P->ep_keyf[act[i]] = ep_full(P, act[i]) ? RF_KEY_FULL : P->ep_key[act[i]];
   rf_radix_sort(act, tmp, nact, P->ep_key, TRUE);
+  P->act = act;
+  for (int k = 0; k < 4; k++)
+    P->open_end[k] = nact;
   for (uint64_t i = 0, j; i < nact; i = j) {
     for (j = i + 1; j < nact && P->ep_key[act[j]] == P->ep_key[act[i]];)
       j++;
