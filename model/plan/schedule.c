@@ -158,7 +158,8 @@ typedef struct {
 /* Where the (before, after) pairs of segments go: counted per `before` (count[before + 1]; next
  * NULL), or written into their bucket (next[fill[before]++] = after). */
 typedef struct {
-  uint64_t *count;
+  uint32_t *count;  /* DepGraph.first, before its prefix sum */
+  gboolean wrapped; /* a count passed 2^32 - 1 (the pairs are then too many: refused) */
   uint32_t *fill, *next;
   uint64_t nsegs;  /* the first join node */
   uint8_t *joined; /* per arrival: its segments already point at its join node */
@@ -166,7 +167,7 @@ typedef struct {
 
 static inline void pair_push(PairSink *k, uint64_t before, uint64_t after) {
   if (!k->next)
-    k->count[before + 1]++;
+    k->wrapped |= !++k->count[before + 1];
   else
     k->next[k->fill[before]++] = (uint32_t)after;
 }
@@ -327,23 +328,25 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
    * (a few each): the sorted, distinct pairs */
   const uint64_t nn = s->nsegs + xs->len; /* segments, then a join node per arrival */
   d->nsegs = s->nsegs;
-  g_autofree uint64_t *count = RF_BIG_NEW0(uint64_t, nn + 1);
+  /* counted in the offsets' own 32-bit array, summed there (a 64-bit array of counts beside it
+   * was a gigabyte of fresh pages for Kimi K3's hybrid) */
+  d->first = RF_BIG_NEW0(uint32_t, nn + 1);
   g_autofree uint8_t *joined = g_new0(uint8_t, xs->len ? xs->len : 1);
-  PairSink sink = {count, NULL, NULL, s->nsegs, joined};
+  PairSink sink = {d->first, FALSE, NULL, NULL, s->nsegs, joined};
   dep_pairs(s, plan, xv, &av, xs->len, &sink);
-  for (uint64_t g = 0; g < nn; g++)
-    count[g + 1] += count[g];
-  if (count[nn] > UINT32_MAX) {
+  uint64_t total = 0;
+  for (uint64_t g = 1; g <= nn; g++) {
+    total += d->first[g];
+    d->first[g] = (uint32_t)MIN(total, UINT32_MAX);
+  }
+  if (sink.wrapped || total > UINT32_MAX) {
     g_set_error(error, RF_ERROR, RF_ERROR_INPUT,
-                "%" G_GUINT64_FORMAT " dependency pairs: more than the pipelined schedule "
+                "%s%" G_GUINT64_FORMAT " dependency pairs: more than the pipelined schedule "
                 "numbers (2^32)",
-                count[nn]);
+                sink.wrapped ? "more than " : "", total);
+    g_clear_pointer(&d->first, g_free);
     return FALSE;
   }
-  d->first = RF_BIG_NEW(uint32_t, nn + 1); /* 32-bit offsets, the 64-bit counts freed before next */
-  for (uint64_t g = 0; g <= nn; g++)
-    d->first[g] = (uint32_t)count[g];
-  g_clear_pointer(&count, g_free);
   d->pre = RF_BIG_NEW0(PreDep, nn ? nn : 1);
   d->next = RF_BIG_NEW(uint32_t, d->first[nn] ? d->first[nn] : 1);
   memset(joined, 0, sizeof(uint8_t) * (xs->len ? xs->len : 1));
