@@ -345,6 +345,48 @@ static void test_schedule_pipelined(void) {
   }
 }
 
+/* The turns skipped where their endpoint can key nothing (rf_schedule_set_turn_skip) change no
+ * segment's round or dependency: every tiny model, strategy and a few bounds, lanes and
+ * operation bounds, built both ways. */
+static void test_schedule_turn_skip(void) {
+  const char *cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
+                            {"tiny-moe", "TP2xEP2", "TP2xDP2"},
+                            {"tiny-next", "TP2xPP2", "TP2xDP4"},
+                            {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"}};
+  uint64_t compared = 0;
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
+    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+      GError *e = NULL;
+      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
+      g_assert_no_error(e);
+      for (uint64_t B = 1024; B <= 65536; B *= 8)
+        for (int slots = 1; slots <= 2; slots++) {
+          RfSchedule *sg[2];
+          for (int skip = 0; skip < 2; skip++) {
+            rf_schedule_set_turn_skip(skip);
+            sg[skip] = rf_schedule_build(plan, pb->nranks, B, 2 + (int)(B % 5), slots,
+                                         RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+            g_assert_no_error(e);
+          }
+          g_assert_cmpint(sg[0]->nrounds, ==, sg[1]->nrounds);
+          g_assert_cmpuint(sg[0]->nsegs, ==, sg[1]->nsegs);
+          for (uint64_t g = 0; g < sg[0]->nsegs; g++) {
+            g_assert_cmpint(sg[0]->seg_round[g], ==, sg[1]->seg_round[g]);
+            g_assert_cmpint(sg[0]->seg_dep[g], ==, sg[1]->seg_dep[g]);
+          }
+          compared += sg[0]->nsegs;
+          rf_schedule_free(sg[0]);
+          rf_schedule_free(sg[1]);
+        }
+      rf_plan_free(plan);
+    }
+    rf_problem_free(pb);
+  }
+  rf_schedule_set_turn_skip(TRUE);
+  g_assert_cmpuint(compared, >, 1000);
+}
+
 /* A plan written out by hand: no problem, no model (the schedule then keys pieces by piece). */
 static RfPlan hand_plan(RfStrategy strategy, RfPiece *pieces, uint64_t npieces, RfTransfer *xfers,
                         uint64_t nxfers, RfMessage *msgs, uint64_t nmsgs, int nstages) {
@@ -620,6 +662,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedule/first-fit", test_schedule_first_fit);
   g_test_add_func("/schedule/program", test_schedule_program);
   g_test_add_func("/schedule/pipelined", test_schedule_pipelined);
+  g_test_add_func("/schedule/turn-skip", test_schedule_turn_skip);
   g_test_add_func("/schedule/out-of-order", test_schedule_out_of_order);
   g_test_add_func("/schedule/too-many-segments", test_schedule_too_many_segments);
   g_test_add_func("/schedule/staging-segments", test_staging_segments);

@@ -615,18 +615,24 @@ typedef struct {
  * segment placed): its dependents learn the round they follow, and a segment whose last
  * prerequisite this was becomes ready after the rounds in flight (`later`); a join node whose
  * last one it was is complete at once. */
+static void dep_release(Placer *P, uint64_t g, uint32_t dep1);
+
+/* Node x learns that one of its prerequisites is placed or complete (in round dep1 - 1). */
+static inline void dep_tell(Placer *P, uint64_t x, uint32_t dep1) {
+  PreDep *q = &P->d.pre[x];
+  q->dep1 = MAX(q->dep1, dep1);
+  if (--q->npre) return;
+  if (x < P->d.nsegs)
+    g_array_append_val(P->later, x);
+  else
+    dep_release(P, x, q->dep1); /* join nodes point at segments only: one level */
+}
+
 static void dep_release(Placer *P, uint64_t g, uint32_t dep1) {
   const uint64_t end = P->d.first[g + 1];
   for (uint64_t k = P->d.first[g]; k < end; k++) {
     if (k + 8 < end) __builtin_prefetch(&P->d.pre[P->d.next[k + 8]], 1); /* a join's many */
-    const uint64_t n = P->d.next[k];
-    PreDep *q = &P->d.pre[n];
-    q->dep1 = MAX(q->dep1, dep1);
-    if (--q->npre) continue;
-    if (n < P->d.nsegs)
-      g_array_append_val(P->later, n);
-    else
-      dep_release(P, n, q->dep1); /* join nodes point at segments only: one level */
+    dep_tell(P, P->d.next[k], dep1);
   }
 }
 
@@ -651,14 +657,7 @@ static void dep_release_all(Placer *P, const uint64_t *gs, uint32_t n, uint32_t 
         }
       }
       ahead--;
-      const uint64_t x = next[k];
-      PreDep *q = &P->d.pre[x];
-      q->dep1 = MAX(q->dep1, dep1);
-      if (--q->npre) continue;
-      if (x < P->d.nsegs)
-        g_array_append_val(P->later, x);
-      else
-        dep_release(P, x, q->dep1); /* join nodes point at segments only: one level */
+      dep_tell(P, next[k], dep1);
     }
   }
 }
@@ -824,7 +823,14 @@ static uint64_t open_min_key(Placer *P, unsigned k) {
  * not full and has a key e beats (ep_takes: larger, or equal with e the source). Where none has,
  * e's turn would visit its whole list and place nothing (in p2p a sender, half a receiver's
  * bytes left, keys no message once the receivers have taken theirs). */
+static gboolean turn_skip = TRUE;
+
+void rf_schedule_set_turn_skip(gboolean on) {
+  turn_skip = on;
+}
+
 static gboolean ep_may_key(Placer *P, uint64_t e) {
+  if (!turn_skip) return TRUE;
   const uint64_t m = open_min_key(P, (unsigned)(e ^ 1) & 3), ke = P->ep_key[e];
   return (e & 1) ? ke > m : ke >= m;
 }

@@ -110,6 +110,10 @@ typedef void (*RfScheduleProgress)(uint64_t done, uint64_t total, void *ud);
 RfSchedule *rf_schedule_build(const RfPlan *plan, int nranks, uint64_t staging_bytes, int max_ops,
                               int slots, unsigned flags, RfScheduleProgress progress,
                               void *progress_ud, GError **error);
+/* Tests: whether the pipelined placement skips the turns of endpoints that can key no message
+ * (default TRUE; FALSE visits every turn's ready messages: the same schedule, slower). Not for
+ * concurrent use. */
+void rf_schedule_set_turn_skip(gboolean on);
 /* A lower bound on the nrounds rf_schedule_build would give with the same arguments, from one pass
  * over the messages (time linear in them, memory a few words per rank; no segment is placed):
  * every round holds at most the staging room of each rank, direction and link class and max_ops
