@@ -327,62 +327,65 @@ static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_
   rf_schedule_free(sg);
 }
 
-static void test_schedule_pipelined(void) {
-  const char *cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
-                            {"tiny-moe", "TP2xEP2", "TP2xDP2"},
-                            {"tiny-next", "TP2xPP2", "TP2xDP4"}};
+/* fn(plan, ud) on every strategy's plan of the tiny models (domains of 2). */
+static void each_tiny_plan(void (*fn)(const RfPlan *plan, void *ud), void *ud) {
+  static const char *const cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
+                                         {"tiny-moe", "TP2xEP2", "TP2xDP2"},
+                                         {"tiny-next", "TP2xPP2", "TP2xDP4"},
+                                         {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"}};
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
     RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
     for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
       GError *e = NULL;
       RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
       g_assert_no_error(e);
-      for (uint64_t B = 1024; B <= 16384; B *= 4)
-        check_pipelined(plan, pb->nranks, B, 3 + (int)(B % 7));
+      fn(plan, ud);
       rf_plan_free(plan);
     }
     rf_problem_free(pb);
   }
 }
 
-/* The turns skipped where their endpoint can key nothing (rf_schedule_set_turn_skip) change no
- * segment's round or dependency: every tiny model, strategy and a few bounds, lanes and
- * operation bounds, built both ways. */
-static void test_schedule_turn_skip(void) {
-  const char *cases[][3] = {{"tiny-mla", "TP2xPP2xEP2", "TP2xDP2xEP4"},
-                            {"tiny-moe", "TP2xEP2", "TP2xDP2"},
-                            {"tiny-next", "TP2xPP2", "TP2xDP4"},
-                            {"tiny-kimi", "TP2xPP2xEP2", "TP4xDP2"}};
-  uint64_t compared = 0;
-  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
-    RfProblem *pb = preset_problem(cases[c][0], cases[c][1], cases[c][2], 2);
-    for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
-      GError *e = NULL;
-      RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
-      g_assert_no_error(e);
-      for (uint64_t B = 1024; B <= 65536; B *= 8)
-        for (int slots = 1; slots <= 2; slots++) {
-          RfSchedule *sg[2];
-          for (int skip = 0; skip < 2; skip++) {
-            rf_schedule_set_turn_skip(skip);
-            sg[skip] = rf_schedule_build(plan, pb->nranks, B, 2 + (int)(B % 5), slots,
-                                         RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
-            g_assert_no_error(e);
-          }
-          g_assert_cmpint(sg[0]->nrounds, ==, sg[1]->nrounds);
-          g_assert_cmpuint(sg[0]->nsegs, ==, sg[1]->nsegs);
-          for (uint64_t g = 0; g < sg[0]->nsegs; g++) {
-            g_assert_cmpint(sg[0]->seg_round[g], ==, sg[1]->seg_round[g]);
-            g_assert_cmpint(sg[0]->seg_dep[g], ==, sg[1]->seg_dep[g]);
-          }
-          compared += sg[0]->nsegs;
-          rf_schedule_free(sg[0]);
-          rf_schedule_free(sg[1]);
-        }
-      rf_plan_free(plan);
+static void pipelined_bounds(const RfPlan *plan, void *ud) {
+  (void)ud;
+  for (uint64_t B = 1024; B <= 16384; B *= 4)
+    check_pipelined(plan, plan->problem->nranks, B, 3 + (int)(B % 7));
+}
+
+static void test_schedule_pipelined(void) {
+  each_tiny_plan(pipelined_bounds, NULL);
+}
+
+/* The schedules of plan with the turn skip and without it, equal segment by segment, for a few
+ * bounds, lanes and operation bounds; *ud counts the segments compared. */
+static void turn_skip_same(const RfPlan *plan, void *ud) {
+  for (uint64_t B = 1024; B <= 65536; B *= 8)
+    for (int slots = 1; slots <= 2; slots++) {
+      RfSchedule *sg[2];
+      for (int skip = 0; skip < 2; skip++) {
+        GError *e = NULL;
+        rf_schedule_set_turn_skip(skip);
+        sg[skip] = rf_schedule_build(plan, plan->problem->nranks, B, 2 + (int)(B % 5), slots,
+                                     RF_SCHEDULE_PIPELINED, NULL, NULL, &e);
+        g_assert_no_error(e);
+      }
+      g_assert_cmpint(sg[0]->nrounds, ==, sg[1]->nrounds);
+      g_assert_cmpuint(sg[0]->nsegs, ==, sg[1]->nsegs);
+      for (uint64_t g = 0; g < sg[0]->nsegs; g++) {
+        g_assert_cmpint(sg[0]->seg_round[g], ==, sg[1]->seg_round[g]);
+        g_assert_cmpint(sg[0]->seg_dep[g], ==, sg[1]->seg_dep[g]);
+      }
+      *(uint64_t *)ud += sg[0]->nsegs;
+      rf_schedule_free(sg[0]);
+      rf_schedule_free(sg[1]);
     }
-    rf_problem_free(pb);
-  }
+}
+
+/* The turns skipped where their endpoint can key nothing (rf_schedule_set_turn_skip) change no
+ * segment's round or dependency: every tiny model and strategy, built both ways. */
+static void test_schedule_turn_skip(void) {
+  uint64_t compared = 0;
+  each_tiny_plan(turn_skip_same, &compared);
   rf_schedule_set_turn_skip(TRUE);
   g_assert_cmpuint(compared, >, 1000);
 }
