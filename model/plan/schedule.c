@@ -611,11 +611,11 @@ typedef struct {
                            without a look at the message) */
 } Placer;
 
-/* Node g is placed (a segment: in round dep1 - 1) or complete (a join node: its last arrival
+/* A node is placed (a segment: in round dep1 - 1) or complete (a join node: its last arrival
  * segment placed): its dependents learn the round they follow, and a segment whose last
  * prerequisite this was becomes ready after the rounds in flight (`later`); a join node whose
- * last one it was is complete at once. */
-static void dep_release(Placer *P, uint64_t g, uint32_t dep1);
+ * last one it was is complete at once (dep_release_all). */
+static void dep_release_all(Placer *P, const uint64_t *gs, uint32_t n, uint32_t dep1);
 
 /* Node x learns that one of its prerequisites is placed or complete (in round dep1 - 1). */
 static inline void dep_tell(Placer *P, uint64_t x, uint32_t dep1) {
@@ -625,21 +625,13 @@ static inline void dep_tell(Placer *P, uint64_t x, uint32_t dep1) {
   if (x < P->d.nsegs)
     g_array_append_val(P->later, x);
   else
-    dep_release(P, x, q->dep1); /* join nodes point at segments only: one level */
+    dep_release_all(P, &x, 1, q->dep1); /* join nodes point at segments only: one level */
 }
 
-static void dep_release(Placer *P, uint64_t g, uint32_t dep1) {
-  const uint64_t end = P->d.first[g + 1];
-  for (uint64_t k = P->d.first[g]; k < end; k++) {
-    if (k + 8 < end) __builtin_prefetch(&P->d.pre[P->d.next[k + 8]], 1); /* a join's many */
-    dep_tell(P, P->d.next[k], dep1);
-  }
-}
-
-/* dep_release of segments gs[0 .. n), all placed in round dep1 - 1, in that order, with the
- * state of their dependents loaded DEP_AHEAD dependents ahead across the segments (a segment has
- * a dependent or two, each a cache miss, so the lookahead within one node's list never started:
- * dep_release was a sixth of Kimi K3's hybrid schedule) */
+/* The release above of nodes gs[0 .. n), all placed or complete in round dep1 - 1, in that
+ * order, with the state of their dependents loaded DEP_AHEAD dependents ahead across the nodes (a
+ * segment has a dependent or two, each a cache miss, so a lookahead within one node's list never
+ * started for them: the release was a sixth of Kimi K3's hybrid schedule; a join node has many) */
 #define DEP_AHEAD 12
 static void dep_release_all(Placer *P, const uint64_t *gs, uint32_t n, uint32_t dep1) {
   const uint32_t *first = P->d.first, *next = P->d.next;
@@ -819,16 +811,16 @@ static uint64_t open_min_key(Placer *P, unsigned k) {
   return RF_KEY_FULL;
 }
 
-/* Whether endpoint e may key a message now: some endpoint of its class and the other direction is
- * not full and has a key e beats (ep_takes: larger, or equal with e the source). Where none has,
- * e's turn would visit its whole list and place nothing (in p2p a sender, half a receiver's
- * bytes left, keys no message once the receivers have taken theirs). */
-static gboolean turn_skip = TRUE;
+static gboolean turn_skip = TRUE; /* rf_schedule_set_turn_skip (tests) */
 
 void rf_schedule_set_turn_skip(gboolean on) {
   turn_skip = on;
 }
 
+/* Whether endpoint e may key a message now: some endpoint of its class and the other direction is
+ * not full and has a key e beats (ep_takes: larger, or equal with e the source). Where none has,
+ * e's turn would visit its whole list and place nothing (in p2p a sender, half a receiver's
+ * bytes left, keys no message once the receivers have taken theirs). */
 static gboolean ep_may_key(Placer *P, uint64_t e) {
   if (!turn_skip) return TRUE;
   const uint64_t m = open_min_key(P, (unsigned)(e ^ 1) & 3), ke = P->ep_key[e];
