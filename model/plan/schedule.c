@@ -592,6 +592,7 @@ typedef struct {
   SegSet rdy;       /* the same segments, for visiting only them */
   uint64_t placed;
   GArray *later; /* segments whose last prerequisite this round placed */
+  GArray *done;  /* segments placed this round, their dependents told at its end */
   /* per endpoint: its messages (ascending, ep_msg[ep_first[e] ..  ep_first[e + 1])), how many
    * of them are ready, the key at the start of the round */
   uint64_t *ep_first, *ep_key;
@@ -726,8 +727,6 @@ static void place_msg(Placer *P, uint64_t m, int r) {
   if (msg_blocked(P, m)) return;  /* an end is full: its first ready segment would stop it */
   uint32_t unseen = P->nready[m]; /* ready segments not yet looked at: none left, stop */
   const uint64_t end = s->seg_first[m + 1];
-  uint64_t rel[64]; /* placed, their dependents not yet told (dep_release_all) */
-  uint32_t nrel = 0;
   for (uint64_t g = segset_next(&P->rdy, P->cur[m], end); g < end && unseen;
        g = segset_next(&P->rdy, g + 1, end)) {
     unseen--;
@@ -757,14 +756,9 @@ static void place_msg(Placer *P, uint64_t m, int r) {
     ep_small_add(P, m, g, -1);
     P->rem[4 * msg->src + 2 * cls] -= MIN(C, msg->bytes - lo);
     P->rem[4 * msg->dst + 2 * cls + 1] -= MIN(C, msg->bytes - lo);
-    rel[nrel++] = g; /* nothing here reads what a release writes: the pre-states and `later` */
-    if (nrel == G_N_ELEMENTS(rel)) {
-      dep_release_all(P, rel, nrel, (uint32_t)r + 1);
-      nrel = 0;
-    }
+    g_array_append_val(P->done, g); /* its dependents told at the round's end */
     P->placed++;
   }
-  dep_release_all(P, rel, nrel, (uint32_t)r + 1);
   while (P->cur[m] < s->seg_first[m + 1] && s->seg_round[P->cur[m]] >= 0)
     P->cur[m]++;
 }
@@ -1007,6 +1001,7 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
     P.cur[m] = s->seg_first[m];
   P.use = g_new0(Slot, 2 * (size_t)s->nranks);
   P.touched = g_array_new(FALSE, FALSE, sizeof(int));
+  P.done = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   /* bytes each rank still has to send and receive, per class */
   P.rem = g_new0(uint64_t, ne);
   for (uint64_t m = 0; m < plan->nmsgs; m++) {
@@ -1037,6 +1032,13 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   for (; P.placed < s->nsegs; r++) {
     P.later = bucket[r % s->slots];
     place_round(&P, r, act, tmp, turns);
+    /* the round's placed segments tell their dependents together: nothing in a round reads what
+     * a release writes (the prerequisites' states, `later`, read once round r + slots - 1
+     * ends), and `later` is a set (its order changes no state), so this is the release at each
+     * placement, with the dependents' states loaded DEP_AHEAD ahead across the whole round (a
+     * message places a segment or two a turn: within one turn the lookahead never started) */
+    dep_release_all(&P, (const uint64_t *)(void *)P.done->data, P.done->len, (uint32_t)r + 1);
+    g_array_set_size(P.done, 0);
     GArray *ready = bucket[(r + 1) % s->slots]; /* placed in round r + 1 - slots: ready now */
     for (guint i = 0; i < ready->len; i++) {
       const uint64_t g = g_array_index(ready, uint64_t, i), m = msg_lut_find(s, lut, g);
@@ -1066,6 +1068,7 @@ static gboolean place_pipelined(RfSchedule *s, const RfPlan *plan, int max_ops,
   g_free(P.cur);
   g_free(P.use);
   g_array_free(P.touched, TRUE);
+  g_array_free(P.done, TRUE);
   g_free(P.rem);
   g_free(P.nready);
   g_free(P.rdy.bit);
