@@ -68,7 +68,9 @@ static inline void ids_push(Ids *v, uint32_t x) {
  * weight, route, bytes left) and what an event changes; where it sits on its links and its ends
  * apart (MsgCold). Kimi K3's m2n keeps 34 k records: 2.2 MB, not the 4.3 MB of the 128-byte
  * record before, whose loads were a quarter of its engine time. Whether a message is in the
- * solve is a stamp of its own (Ev.mst). */
+ * solve is a stamp in the record: the solve loads the record of every message it takes in, and a
+ * stamp array beside it was a second cache miss each (a moving message is in no list, so the
+ * stamp shares the list link's word). */
 typedef struct {
   double rate;      /* bytes/s */
   double w;         /* sharing weight: 1 / its route's latency (1 without latency) */
@@ -76,7 +78,10 @@ typedef struct {
   int32_t links[EV_MAX_ROUTE];
   uint8_t nlinks, lane_src, lane_dst;
   uint8_t moving; /* its latency paid: on its links */
-  uint32_t next;  /* pending list (per receiving unit-round) or free list */
+  union {
+    uint32_t next; /* not moving: pending list (per receiving unit-round) or free list */
+    uint32_t st;   /* moving: the last solve that took it in (Ev.stamp) */
+  };
 } Msg;
 G_STATIC_ASSERT(sizeof(Msg) == 64);
 
@@ -135,14 +140,14 @@ typedef struct {
   uint32_t nheap, hcap;
   uint32_t *hpos; /* per handle: position in heap (EV_NONE: not there) */
   uint32_t hposcap;
-  uint64_t stamp;
-  uint64_t *mst, *lst; /* per message record and per link: the last solve that took it in */
-  Ids F, Lam;          /* local solve: messages and links */
-  double *Sh;          /* local solve: per link of Lam, its share (INFINITY once none is left) */
-  uint32_t shcap;      /* Sh's room */
-  Ids dirty;           /* links whose messages changed at the current time, not yet solved */
-  Ids Off, Sol;        /* local solve: per link of Lam, its messages in the solve: Sol[Off[a] ..] */
-  uint64_t solves, solved, solved_max;
+  uint32_t stamp;
+  uint32_t *lst;  /* per link: the last solve that took it in */
+  Ids F, Lam;     /* local solve: messages and links */
+  double *Sh;     /* local solve: per link of Lam, its share (INFINITY once none is left) */
+  uint32_t shcap; /* Sh's room */
+  Ids dirty;      /* links whose messages changed at the current time, not yet solved */
+  Ids Off, Sol;   /* local solve: per link of Lam, its messages in the solve: Sol[Off[a] ..] */
+  uint64_t solves, solved, solved_max, searched; /* searched: links read by the fill's search */
   double now;
   SimOutcome *out;
   int progress_unit;
@@ -241,9 +246,7 @@ static uint32_t msg_new(Ev *v) {
       if (v->nm) memcpy(m, v->m, sizeof(Msg) * v->nm);
       g_aligned_free(v->m);
       v->m = m;
-      v->mst = g_renew(uint64_t, v->mst, cap);
       v->mc = g_renew(MsgCold, v->mc, cap);
-      memset(v->mst + v->mcap, 0, sizeof(uint64_t) * (cap - v->mcap));
       v->mcap = cap;
     }
     i = v->nm++;
@@ -264,6 +267,19 @@ static uint32_t msg_handle(const Ev *v, uint32_t i) {
   return (uint32_t)v->e->nranks + i;
 }
 
+/* Room for a solve's two stamps (its own and its fixed messages'): at the 32-bit stamp's end, the
+ * links' and the moving messages' stamps go back to 0 and so does the count (2^31 solves: never
+ * yet, but then not a stamp taken for a later one's). */
+static void stamp_room(Ev *v) {
+  if (v->stamp < UINT32_MAX - 2) return;
+  for (int l = 0; l < v->nlinks; l++) {
+    v->lst[l] = 0;
+    for (uint32_t j = 0; j < v->l[l].n; j++)
+      v->m[v->l[l].flow[j]].st = 0;
+  }
+  v->stamp = 0;
+}
+
 /* Max-min rates of the messages within EV_DEPTH link hops of the changed links, weighted as
  * SimGrid's CM02 weights them (a message's share of a link in proportion to 1 / its route's
  * latency: its sharing penalty is that latency, network_cm02.cpp; equal where the latencies are,
@@ -271,9 +287,10 @@ static uint32_t msg_handle(const Ev *v, uint32_t i) {
  * capacity the other messages on those links use held fixed; the ends of those whose rate changed
  * moved. */
 static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
-  const uint64_t st = ++v->stamp;
+  stamp_room(v);
+  const uint32_t st = ++v->stamp;
   Ids *F = &v->F, *Lam = &v->Lam;
-  uint64_t *mst = v->mst, *lst = v->lst;
+  uint32_t *lst = v->lst;
   F->n = Lam->n = 0;
   for (uint32_t k = 0; k < n; k++) {
     if (lst[links[k]] == st) continue;
@@ -290,10 +307,10 @@ static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
          * time (the load of the route was a quarter of Kimi K3's engine time) */
         if (j + 6 < L->n) __builtin_prefetch(&v->m[L->flow[j + 6]]);
         const uint32_t i = L->flow[j];
-        if (mst[i] == st) continue;
-        mst[i] = st;
+        Msg *g = &v->m[i];
+        if (g->st == st) continue;
+        g->st = st;
         ids_push(F, i);
-        const Msg *g = &v->m[i];
         for (int q = 0; q < g->nlinks; q++) {
           if (lst[g->links[q]] == st) continue;
           lst[g->links[q]] = st;
@@ -303,7 +320,8 @@ static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
     }
     from = to;
   }
-  const uint32_t *f = F->a, *lam = Lam->a, nf = F->n, nl = Lam->n;
+  const uint32_t *f = F->a, nf = F->n;
+  uint32_t *lam = Lam->a, nl = Lam->n;
   /* capacity left on each link by the messages outside the solve: what all its messages use
    * less what those in the solve do (every link of a message in the solve is in Lam); and the
    * solve's messages of each link, by its place in Lam (off, Sol: the fill below visits those,
@@ -344,7 +362,7 @@ static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
   v->solves++;
   v->solved += nf;
   v->solved_max = MAX(v->solved_max, nf);
-  const uint64_t fx = ++v->stamp; /* a fixed message carries this stamp */
+  const uint32_t fx = ++v->stamp; /* a fixed message carries this stamp */
   /* each link's share (bytes/s per unit of weight), kept dense beside Lam and recomputed only
    * where a fixed message changed it: the search for the smallest reads one array (the same
    * values and the same first-smallest as computing each from its link at every step) */
@@ -353,25 +371,43 @@ static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
     v->Sh = g_renew(double, v->Sh, v->shcap);
   }
   double *sh = v->Sh;
+  uint32_t dead = 0; /* links of Lam with none of the solve's messages left (share INFINITY) */
   for (uint32_t a = 0; a < nl; a++) {
     const Link *L = &v->l[lam[a]];
     sh[a] = L->cnt ? MAX(L->res, 0) / L->wsum : INFINITY;
+    dead += !L->cnt;
   }
   for (uint32_t left = nf; left;) {
+    if (dead > 8 && 2 * dead > nl) { /* the search reads only links with messages left: the
+                                        others dropped, in order (the same first-smallest) */
+      uint32_t w = 0;
+      for (uint32_t a = 0; a < nl; a++)
+        if (sh[a] < INFINITY) {
+          sh[w] = sh[a];
+          lam[w] = lam[a];
+          off[w] = off[a];
+          v->l[lam[w]].pos = w;
+          w++;
+        }
+      nl = w;
+      dead = 0;
+    }
     double share = INFINITY;
     guint at = 0;
+    v->searched += nl;
     for (uint32_t a = 0; a < nl; a++)
       if (sh[a] < share) {
         share = sh[a];
         at = a;
       }
     g_assert(share < INFINITY);
-    const double floor = 1e-9 * v->l[lam[at]].Bps;
-    for (uint32_t k = off[at]; k < off[at + 1]; k++) {
+    const Link *A = &v->l[lam[at]];
+    const double floor = 1e-9 * A->Bps;
+    for (uint32_t k = off[at]; k < A->fill; k++) { /* fill: the end of its messages in sol */
       const uint32_t i = sol[k];
-      if (mst[i] != st) continue; /* fixed */
-      mst[i] = fx;
       Msg *g = &v->m[i];
+      if (g->st != st) continue; /* fixed */
+      g->st = fx;
       /* never stalled: a floor far below any rate (links are checked > 0 at the start) */
       const double rate = MAX(g->w * share, floor), delta = rate - g->rate;
       left--;
@@ -389,8 +425,12 @@ static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
         if (moved) Q->used += delta;
         Q->res -= g->rate;
         Q->wsum -= g->w;
-        Q->cnt--;
-        sh[Q->pos] = Q->cnt ? MAX(Q->res, 0) / Q->wsum : INFINITY;
+        if (--Q->cnt)
+          sh[Q->pos] = MAX(Q->res, 0) / Q->wsum;
+        else {
+          sh[Q->pos] = INFINITY;
+          dead++;
+        }
       }
       if (moved) h_set(v, msg_handle(v, i), v->now + g->rem / rate);
     }
@@ -399,6 +439,7 @@ static void rerate(Ev *v, const uint32_t *links, uint32_t n) {
 
 static void link_add(Ev *v, uint32_t i) {
   Msg *g = &v->m[i];
+  g->st = 0; /* in no list now: below every solve's stamp */
   for (int k = 0; k < g->nlinks; k++) {
     Link *L = &v->l[g->links[k]];
     if (L->n == L->cap) {
@@ -715,7 +756,7 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   for (uint64_t i = 0; i <= nrounds; i++)
     v.pending[i] = EV_NONE;
   v.round_posted = g_new0(uint8_t, nrounds + 1);
-  v.lst = g_new0(uint64_t, v.nlinks ? v.nlinks : 1);
+  v.lst = g_new0(uint32_t, v.nlinks ? v.nlinks : 1);
   const int nu = e->nranks;
   v.u = g_new0(Unit, nu);
   g_autofree uint32_t *ubuf = g_new0(uint32_t, (size_t)nu * v.nlanes * 3);
@@ -779,11 +820,12 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
       ok = FALSE;
     }
   if (g_getenv("REFIT_SIM_VERBOSE"))
-    g_printerr("sim: events engine: %" G_GUINT64_FORMAT
-               " events, %u message records, %" G_GUINT64_FORMAT
-               " solves of %.1f messages (most %" G_GUINT64_FORMAT "), %.2f s\n",
-               v.events, v.nm, v.solves, v.solves ? (double)v.solved / v.solves : 0.0, v.solved_max,
-               (g_get_monotonic_time() - v.wall0) / 1e6);
+    g_printerr(
+        "sim: events engine: %" G_GUINT64_FORMAT " events, %u message records, %" G_GUINT64_FORMAT
+        " solves of %.1f messages (most %" G_GUINT64_FORMAT "), %.1f links searched a solve, "
+        "%.2f s\n",
+        v.events, v.nm, v.solves, v.solves ? (double)v.solved / v.solves : 0.0, v.solved_max,
+        v.solves ? (double)v.searched / v.solves : 0.0, (g_get_monotonic_time() - v.wall0) / 1e6);
   for (int l = 0; l < v.nlinks; l++)
     g_free(v.l[l].flow);
   g_free(v.l);
@@ -793,7 +835,6 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
   g_free(v.dirty.a);
   g_free(v.Off.a);
   g_free(v.Sol.a);
-  g_free(v.mst);
   g_free(v.mc);
   g_free(v.lst);
   g_free(v.u);
