@@ -3,9 +3,6 @@
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "commands.h"
 #include "real.h"
@@ -39,23 +36,7 @@ static void usage(FILE *f) {
          "usage, 3 verification failed (a plan broke an invariant or wrong elements arrived).\n");
 }
 
-/* Freed memory stays in the process for the next allocation (glibc): a schedule's build frees
- * and allocates arrays of gigabytes phase after phase, and each fresh mapping costs a fault and a
- * cleared page at its first write, where a reused block costs neither. Blocks come from the heap,
- * not a mapping each, and the heap is not trimmed. Kimi K3 2048 + 1024 hybrid's `refit plan
- * --schedule`: minor faults 287 k -> 77 k, system time 15.0 / 9.8 s -> 12.3 / 6.5 s, wall time
- * 62.3 / 62.6 s -> 60.1 / 56.5 s in two pairs of concurrent runs, cores swapped; the peak 6.81 ->
- * 7.02 GB (docs/sim.md, "The executor's simulation speed"). */
-static void keep_freed_memory(void) {
-#ifdef __GLIBC__
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, -1); /* never (mallopt(3)) */
-  mallopt(M_TOP_PAD, 256 << 20);
-#endif
-}
-
 int main(int argc, char **argv) {
-  keep_freed_memory();
   /* Options are converted from the locale's encoding, and GLib quotes in its messages. */
   setlocale(LC_ALL, "");
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
