@@ -267,6 +267,12 @@ static uint32_t msg_handle(const Ev *v, uint32_t i) {
   return (uint32_t)v->e->nranks + i;
 }
 
+static uint32_t stamp_start; /* sim_events_set_stamp_start (tests) */
+
+void sim_events_set_stamp_start(uint32_t first) {
+  stamp_start = first;
+}
+
 /* Room for a solve's two stamps (its own and its fixed messages'): at the 32-bit stamp's end, the
  * links' and the moving messages' stamps go back to 0 and so does the count (2^31 solves: never
  * yet, but then not a stamp taken for a later one's). */
@@ -732,7 +738,7 @@ gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error) {
                 "sim: the events engine runs refit's executor programs only");
     return FALSE;
   }
-  Ev v = {.p = p, .e = e, .out = out, .mfree = EV_NONE, .progress_unit = -1};
+  Ev v = {.p = p, .e = e, .out = out, .mfree = EV_NONE, .progress_unit = -1, .stamp = stamp_start};
   for (uint64_t i = 0; i < e->prog_first[e->nranks]; i++)
     v.nlanes = MAX(v.nlanes, e->prog[i].lane + 1);
   v.nlanes = MAX(v.nlanes, 1);

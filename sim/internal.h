@@ -219,5 +219,8 @@ gboolean sim_engine_run(const SimProgram *p, gboolean keep_platform, SimOutcome 
 /* refit's executor programs (p->exec) run by sim/events.c's own discrete-event simulation
  * (equal link shares, no SimGrid): the same outcome fields as sim_engine_run. */
 gboolean sim_events_run(const SimProgram *p, SimOutcome *out, GError **error);
+/* Tests: the events engine's solves take their 32-bit stamps from `first` on (0 by default), so
+ * that a run passes the stamps' reset (sim/events.c, stamp_room). Not for concurrent use. */
+void sim_events_set_stamp_start(uint32_t first);
 
 #endif
