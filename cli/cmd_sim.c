@@ -541,11 +541,17 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
      * row whose plan fails keeps its error and is not simulated. */
     g_autofree int *order = g_new(int, ns);
     g_autofree uint64_t *work = g_new0(uint64_t, ns);
+    /* each plan's build and work estimate here, before any row starts (verbose) */
+    g_autofree double *built_s = g_new0(double, ns), *work_s = g_new0(double, ns);
     int n = 0;
     for (int i = 0; i < ns; i++) {
+      const gint64 t0 = g_get_monotonic_time();
       rows[i].pre = rf_plan_args_build(pa, pb, rows[i].strategy, TRUE, &rows[i].error);
+      const gint64 t1 = g_get_monotonic_time();
+      built_s[i] = (t1 - t0) / 1e6;
       if (!rows[i].pre) continue;
       work[i] = rf_sim_work(cal, rows[i].pre, sw, swv);
+      work_s[i] = (g_get_monotonic_time() - t1) / 1e6;
       int at = n++;
       for (; at > 0 && work[order[at - 1]] < work[i]; at--)
         order[at] = order[at - 1];
@@ -554,8 +560,10 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
     if (g_getenv("REFIT_SIM_VERBOSE"))
       for (int k = 0; k < n; k++)
         g_printerr("sim: row %d: %s, work %" G_GUINT64_FORMAT
-                   " (segments or messages + transfers)\n",
-                   k + 1, rf_strategy_name(rows[order[k]].strategy), (guint64)work[order[k]]);
+                   " (segments or messages + transfers); before the rows start, its plan "
+                   "%.2f s, the estimate %.2f s\n",
+                   k + 1, rf_strategy_name(rows[order[k]].strategy), (guint64)work[order[k]],
+                   built_s[order[k]], work_s[order[k]]);
     RowJob j = {pa, pb, ex, cal, rows, ns};
     RfPool *pool = rf_pool_new(MIN(jobs, MAX(n, 1)), sizeof(PackedRow), row_worker, &j);
     PackedRow *k = g_new0(PackedRow, 1);
