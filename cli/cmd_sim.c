@@ -522,6 +522,50 @@ static void row_worker(int item, void *result, void *ud) {
   row_clear(&r);
 }
 
+/* The rows' plans and work estimates, built before any row starts, on up to nthreads threads
+ * (each takes the next row not yet taken; a plan's build reads only its arguments, so the plans
+ * are the ones one thread builds). The threads end before the workers are forked. Kimi K3 -s all:
+ * the plans took 17-21 s one after another, with the second core idle. */
+typedef struct {
+  const RfPlanArgs *pa;
+  const RfProblem *pb;
+  const RfCalibration *cal;
+  RfSoftware sw;
+  RfSwVariant swv;
+  Row *rows;
+  int ns;
+  gint next;
+  uint64_t *work;
+  double *built_s, *work_s;
+} PlanJob;
+
+static gpointer plans_thread(gpointer ud) {
+  PlanJob *j = ud;
+  for (int i; (i = g_atomic_int_add(&j->next, 1)) < j->ns;) {
+    Row *r = &j->rows[i];
+    const gint64 t0 = g_get_monotonic_time();
+    r->pre = rf_plan_args_build(j->pa, j->pb, r->strategy, TRUE, &r->error);
+    const gint64 t1 = g_get_monotonic_time();
+    j->built_s[i] = (t1 - t0) / 1e6;
+    if (!r->pre) continue;
+    j->work[i] = rf_sim_work(j->cal, r->pre, j->sw, j->swv);
+    j->work_s[i] = (g_get_monotonic_time() - t1) / 1e6;
+  }
+  return NULL;
+}
+
+/* Returns the threads it ran on (this one included). */
+static int plans_build(PlanJob *j, int nthreads) {
+  GThread *t[8];
+  int nt = 0;
+  for (; nt < MIN(nthreads, 8) - 1; nt++)
+    if (!(t[nt] = g_thread_try_new("plan", plans_thread, j, NULL))) break; /* fewer threads */
+  plans_thread(j);
+  for (int k = 0; k < nt; k++)
+    g_thread_join(t[k]);
+  return nt + 1;
+}
+
 /* One row per strategy: plan, simulate; with jobs > 1 up to jobs rows at once, each in a forked
  * worker (the same figures: a row's work never depends on another's). A failed row keeps its
  * error; with one strategy it is the command's error (FALSE). */
@@ -537,21 +581,20 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
   if (jobs > 1 && ns > 1) {
     /* The largest simulation first (longest processing time first: on 2 workers DeepSeek-V3's
      * rows of 27, 17, 14 and 2 s end at 31 s in that order, at 41 s in the strategies' order).
-     * Each row's work is estimated from its plan, built here: the forked workers inherit it. A
-     * row whose plan fails keeps its error and is not simulated. */
+     * Each row's work is estimated from its plan, built here (plans_build, on as many threads as
+     * rows run at once): the forked workers inherit it. A row whose plan fails keeps its error and
+     * is not simulated. */
     g_autofree int *order = g_new(int, ns);
     g_autofree uint64_t *work = g_new0(uint64_t, ns);
     /* each plan's build and work estimate here, before any row starts (verbose) */
     g_autofree double *built_s = g_new0(double, ns), *work_s = g_new0(double, ns);
+    PlanJob pj = {pa, pb, cal, sw, swv, rows, ns, 0, work, built_s, work_s};
+    const gint64 t0 = g_get_monotonic_time();
+    const int nthreads = plans_build(&pj, MIN(jobs, ns));
+    const double plans_s = (g_get_monotonic_time() - t0) / 1e6;
     int n = 0;
     for (int i = 0; i < ns; i++) {
-      const gint64 t0 = g_get_monotonic_time();
-      rows[i].pre = rf_plan_args_build(pa, pb, rows[i].strategy, TRUE, &rows[i].error);
-      const gint64 t1 = g_get_monotonic_time();
-      built_s[i] = (t1 - t0) / 1e6;
       if (!rows[i].pre) continue;
-      work[i] = rf_sim_work(cal, rows[i].pre, sw, swv);
-      work_s[i] = (g_get_monotonic_time() - t1) / 1e6;
       int at = n++;
       for (; at > 0 && work[order[at - 1]] < work[i]; at--)
         order[at] = order[at - 1];
@@ -564,6 +607,8 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
                    "%.2f s, the estimate %.2f s\n",
                    k + 1, rf_strategy_name(rows[order[k]].strategy), (guint64)work[order[k]],
                    built_s[order[k]], work_s[order[k]]);
+    if (g_getenv("REFIT_SIM_VERBOSE"))
+      g_printerr("sim: the rows' plans and estimates: %.2f s on %d threads\n", plans_s, nthreads);
     RowJob j = {pa, pb, ex, cal, rows, ns};
     RfPool *pool = rf_pool_new(MIN(jobs, MAX(n, 1)), sizeof(PackedRow), row_worker, &j);
     PackedRow *k = g_new0(PackedRow, 1);
