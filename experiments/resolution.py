@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""How finely refit's executor model resolves a prediction at scale.
+
+On the four reported configurations, `refit sim`'s default prediction of m2n (refit's executor on
+the events engine, a communicator per lane) at the topology's NIC rate and at that rate changed
+by one part in a billion either way (copies of the topology file, its calibration passed with
+`-c`). A change that small moves no byte and no capacity that matters; what it moves is the order
+of events at equal times, and so which group a rank posts next. The spread of the three
+predictions is how many digits of a prediction carry meaning. With `--simgrid` each row is also
+run on SimGrid's exact model (`--engine simgrid --group 1`, 1-8 min each on lane communicators),
+whose difference from the events engine is then read against that spread (docs/sim.md, "The
+events engine").
+
+usage: /usr/bin/python3 experiments/resolution.py [--build DIR | --refit PATH] [--simgrid]
+       [--strategy m2n] [--out DIR]
+writes DIR/resolution.{csv,txt} (default experiments/results)
+"""
+import argparse
+import math
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
+
+CONFIGS = [
+    ("dgx-h100", "qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16"),
+    ("dgx-h100", "deepseek-v3", "PP16xEP16", "TP32xDP8"),
+    ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8"),
+    ("gb200-nvl72", "nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8"),
+]
+REL = 1e-9  # the change of the NIC rate
+
+
+def perturbed_topology(platform, factor, tmp):
+    """A copy of topologies/PLATFORM.topo with its NIC rate (bandwidth_Gbps in [nic]) times
+    factor; its path."""
+    with open(os.path.join(ROOT, "topologies", platform + ".topo")) as f:
+        text = f.read()
+    section, out, done = None, [], False
+    for line in text.splitlines():
+        m = re.match(r"\s*\[(\w+)\]", line)
+        if m:
+            section = m.group(1)
+        m = re.match(r"(\s*bandwidth_Gbps\s*=\s*)([0-9.eE+-]+)\s*$", line)
+        if section == "nic" and m:
+            line = "%s%.12g" % (m.group(1), float(m.group(2)) * factor)
+            done = True
+        out.append(line)
+    if not done:
+        sys.exit("resolution.py: no [nic] bandwidth_Gbps in %s.topo" % platform)
+    path = os.path.join(tmp, "%s-%s.topo" % (platform, "%+g" % (factor - 1)))
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return path
+
+
+def ordinal(n):
+    """(n, its English suffix)."""
+    return n, {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_refit_args(ap)
+    ap.add_argument("--simgrid", action="store_true",
+                    help="also run SimGrid's exact model on each row (1-8 min a row)")
+    ap.add_argument("--strategy", default="m2n", help="the strategy predicted (default m2n)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
+    a = ap.parse_args()
+    refit = refit_path(a)
+    os.makedirs(a.out, exist_ok=True)
+    t = Table(os.path.join(a.out, "resolution.txt"))
+    t.line("## refit's executor model (the default: events engine, a communicator per lane), "
+           "%s, with the NIC rate changed by %g" % (a.strategy, REL))
+    t.line("")
+    head = "| platform | model | train | infer | predicted (s) | NIC x (1 + %g) | x (1 - %g) " \
+           "| spread |" % (REL, REL)
+    if a.simgrid:
+        head += " SimGrid exact (s) | events - SimGrid |"
+    t.line(head)
+    t.line("|" + "---|" * (head.count("|") - 1))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for platform, model, train, infer in CONFIGS:
+            cal = os.path.join(ROOT, "sim", "calibration", platform + ".cal")
+            got = {}
+            for name, factor in (("base", 1.0), ("up", 1 + REL), ("down", 1 - REL)):
+                topo = platform if factor == 1.0 else perturbed_topology(platform, factor, tmp)
+                extra = [] if factor == 1.0 else ["-c", cal]
+                res, _ = sim(refit, model, train, infer, topo, [a.strategy], extra)
+                got[name] = res[a.strategy]["predicted_s"]
+            base = got["base"]
+            spread = max(abs(got["up"] - base), abs(got["down"] - base)) / base
+            r = {"platform": platform, "model": model, "train": train, "infer": infer,
+                 "strategy": a.strategy, "predicted_s": base, "nic_up_s": got["up"],
+                 "nic_down_s": got["down"], "spread": spread, "simgrid_s": "",
+                 "events_vs_simgrid": ""}
+            line = "| %s | %s | %s | %s | %.7f | %.7f | %.7f | %.1e |" % (
+                platform, model, train, infer, base, got["up"], got["down"], spread)
+            if a.simgrid:
+                res, wall = sim(refit, model, train, infer, platform, [a.strategy],
+                                ["--engine", "simgrid", "--group", "1"])
+                sg = res[a.strategy]["predicted_s"]
+                r["simgrid_s"], r["events_vs_simgrid"] = sg, (base - sg) / sg
+                line += " %.7f | %+.1e |" % (sg, (base - sg) / sg)
+            t.line(line)
+            rows.append(r)
+    t.line("")
+    worst = max(r["spread"] for r in rows)
+    t.line("largest spread %.1e: digits of a prediction past about the %d%s carry no meaning" % (
+        worst, *ordinal(max(1, round(-math.log10(max(worst, 1e-12)))))))
+    if a.simgrid:
+        t.line("largest |events - SimGrid| %.1e" % max(abs(r["events_vs_simgrid"]) for r in rows))
+    t.save()
+    write_csv(os.path.join(a.out, "resolution.csv"), rows)
+
+
+if __name__ == "__main__":
+    main()
