@@ -153,6 +153,9 @@ awk -v a="$ev" -v b="$sg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 &&
 expect_ok "sim model line executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n -q \
   --software-variant executor
 grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"
+# how finely it resolves a prediction (experiments/results/resolution.csv)
+grep -q "(calibration \[executor\]); at scale a change of 1e-9 in the NIC rate moves a prediction by up to [0-9.]*% (mean [0-9.]*%) on [0-9]* configurations (experiments/resolution.py): finer digits carry no meaning there; against" \
+  "$TMP/out" || bad "sim: the executor's resolution missing"
 # its accuracy beside it: against refit run on the emulated network (experiments/results/emulated.csv),
 # and on a coarse platform how far that came from the exact one (executor-scale.csv; not at 2)
 grep -q "on an emulated network (.*): mean |error| [0-9.]*%, max [0-9.]*% on [0-9]* runs (experiments/emulated.py); against refit run on one H200, one rank (self-sends, 2-256 groups): mean |error| [0-9.]*%, max [0-9.]*% on [0-9]* runs (experiments/gpu_one_rank.py); runs of several GPUs not yet made$" \
