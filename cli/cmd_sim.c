@@ -685,7 +685,8 @@ static void sim_opts_entries(SimOpts *o, GOptionEntry out[SIM_NENTRIES]) {
       {"engine", 0, 0, G_OPTION_ARG_STRING, &o->engine,
        "What simulates refit's executor model: events (default: its own event simulation of "
        "every rank's program, max-min sharing solved locally; the same times as SimGrid's within "
-       "1e-5 on the reported configurations, docs/sim.md) or simgrid (an actor per rank on "
+       "1e-5 on the reported configurations on one communicator, 1.5e-3 on lane communicators, "
+       "about the model's resolution there, docs/sim.md) or simgrid (an actor per rank on "
        "SimGrid, hosts of up to 8 GPUs above 1024 ranks); the other models run on SimGrid",
        "NAME"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs,

@@ -155,14 +155,14 @@ static char *executor_line(void) {
   GString *t = g_string_new("refit's executor: every rank's program of the schedule refit run "
                             "executes, per-operation costs from public figures and "
                             "measurements on one H200 (calibration [executor])");
-  /* how finely it resolves a prediction: the spread under a change of 1e-9 in the NIC rate */
+  /* how finely it resolves a prediction: the spread under a change of 1e-9 in the NIC efficiency */
   int n;
   double mean, max;
   if (results_abs_stats("resolution.csv", "spread", 0.0, "strategy", "m2n", NULL, NULL, &n, &mean,
                         &max))
     g_string_append_printf(
         t,
-        "; at scale a change of 1e-9 in the NIC rate moves a prediction by up to "
+        "; at scale a change of 1e-9 in the NIC efficiency moves a prediction by up to "
         "%.3f%% (mean %.3f%%) on %d configuration%s (experiments/resolution.py): "
         "finer digits carry no meaning there",
         max, mean, n, n == 1 ? "" : "s");

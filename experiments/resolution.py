@@ -2,14 +2,18 @@
 """How finely refit's executor model resolves a prediction at scale.
 
 On the four reported configurations, `refit sim`'s default prediction of m2n (refit's executor on
-the events engine, a communicator per lane) at the topology's NIC rate and at that rate changed
-by one part in a billion either way (copies of the topology file, its calibration passed with
-`-c`). A change that small moves no byte and no capacity that matters; what it moves is the order
-of events at equal times, and so which group a rank posts next. The spread of the three
-predictions is how many digits of a prediction carry meaning. With `--simgrid` each row is also
-run on SimGrid's exact model (`--engine simgrid --group 1`, 1-8 min each on lane communicators),
-whose difference from the events engine is then read against that spread (docs/sim.md, "The
-events engine").
+the events engine, a communicator per lane) at the calibrated NIC efficiency and at that
+efficiency changed by one part in a billion either way (copies of the calibration file, passed
+with `-c`). The efficiency scales only the simulated NIC links: the plan, the schedule and the
+staging choice read the topology's rates (the staging's bandwidth-delay rule rounds to a power of
+two), and each run's groups, messages, flows, bytes and memory are checked equal. (A copy of the
+topology with its NIC rate changed is not such a test: the schedule's NVLink share per round,
+900 / 50 / 2 = 9 on GB200, is truncated, and at 1 + 1e-9 it becomes 8.) What the change moves is
+the order of events at equal times, and so which group a rank posts next. The spread of the
+three predictions is how many digits of a prediction carry meaning. With `--simgrid` each row is
+also run on SimGrid's exact model (`--engine simgrid --group 1`, 1-8 min each on lane
+communicators), whose difference from the events engine is then read against that spread
+(docs/sim.md, "The events engine").
 
 usage: /usr/bin/python3 experiments/resolution.py [--build DIR | --refit PATH] [--simgrid]
        [--strategy m2n] [--out DIR]
@@ -31,27 +35,29 @@ CONFIGS = [
     ("gb200-nvl72", "deepseek-v3", "PP16xEP16", "TP32xDP8"),
     ("gb200-nvl72", "nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8"),
 ]
-REL = 1e-9  # the change of the NIC rate
+REL = 1e-9  # the change of the NIC efficiency
+# what must not move: the schedule's groups, its messages and flows, the bytes, the memory
+SAME = ("reshard_calls", "messages", "sim_flows", "network_bytes", "refit_extra_bytes")
 
 
-def perturbed_topology(platform, factor, tmp):
-    """A copy of topologies/PLATFORM.topo with its NIC rate (bandwidth_Gbps in [nic]) times
+def perturbed_calibration(platform, factor, tmp):
+    """A copy of sim/calibration/PLATFORM.cal with its NIC efficiency (nic in [efficiency]) times
     factor; its path."""
-    with open(os.path.join(ROOT, "topologies", platform + ".topo")) as f:
+    with open(os.path.join(ROOT, "sim", "calibration", platform + ".cal")) as f:
         text = f.read()
     section, out, done = None, [], False
     for line in text.splitlines():
         m = re.match(r"\s*\[(\w+)\]", line)
         if m:
             section = m.group(1)
-        m = re.match(r"(\s*bandwidth_Gbps\s*=\s*)([0-9.eE+-]+)\s*$", line)
-        if section == "nic" and m:
+        m = re.match(r"(\s*nic\s*=\s*)([0-9.eE+-]+)\s*$", line)
+        if section == "efficiency" and m:
             line = "%s%.12g" % (m.group(1), float(m.group(2)) * factor)
             done = True
         out.append(line)
     if not done:
-        sys.exit("resolution.py: no [nic] bandwidth_Gbps in %s.topo" % platform)
-    path = os.path.join(tmp, "%s-%s.topo" % (platform, "%+g" % (factor - 1)))
+        sys.exit("resolution.py: no [efficiency] nic in %s.cal" % platform)
+    path = os.path.join(tmp, "%s-%s.cal" % (platform, "%+g" % (factor - 1)))
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
     return path
@@ -74,9 +80,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     t = Table(os.path.join(a.out, "resolution.txt"))
     t.line("## refit's executor model (the default: events engine, a communicator per lane), "
-           "%s, with the NIC rate changed by %g" % (a.strategy, REL))
+           "%s, with the calibrated NIC efficiency changed by %g" % (a.strategy, REL))
     t.line("")
-    head = "| platform | model | train | infer | predicted (s) | NIC x (1 + %g) | x (1 - %g) " \
+    head = "| platform | model | train | infer | predicted (s) | NIC eff. x (1 + %g) | x (1 - %g) " \
            "| spread |" % (REL, REL)
     if a.simgrid:
         head += " SimGrid exact (s) | events - SimGrid |"
@@ -85,13 +91,20 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for platform, model, train, infer in CONFIGS:
-            cal = os.path.join(ROOT, "sim", "calibration", platform + ".cal")
-            got = {}
+            got, first = {}, None
             for name, factor in (("base", 1.0), ("up", 1 + REL), ("down", 1 - REL)):
-                topo = platform if factor == 1.0 else perturbed_topology(platform, factor, tmp)
-                extra = [] if factor == 1.0 else ["-c", cal]
-                res, _ = sim(refit, model, train, infer, topo, [a.strategy], extra)
-                got[name] = res[a.strategy]["predicted_s"]
+                extra = [] if factor == 1.0 else [
+                    "-c", perturbed_calibration(platform, factor, tmp)]
+                res, _ = sim(refit, model, train, infer, platform, [a.strategy], extra)
+                r = res[a.strategy]
+                got[name] = r["predicted_s"]
+                same = tuple(r.get(k) for k in SAME)
+                if first is None:
+                    first = same
+                elif same != first:
+                    sys.exit("resolution.py: %s %s: the change moved the schedule or memory too "
+                             "(%s: %s against %s)" % (platform, model, ", ".join(SAME), same,
+                                                      first))
             base = got["base"]
             spread = max(abs(got["up"] - base), abs(got["down"] - base)) / base
             r = {"platform": platform, "model": model, "train": train, "infer": infer,

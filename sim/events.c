@@ -22,7 +22,7 @@
  * touches through any chain of shared links; a change this engine does not reach leaves a message
  * at its old rate until an event on one of its links. On the four reported configurations the two
  * give the same times within 1e-5 on one communicator and 1.5e-3 on lane communicators, where a
- * change of 1e-9 in a NIC's rate moves a prediction by up to 9e-4 (docs/sim.md "The events
+ * change of 1e-9 in the NIC efficiency moves a prediction by up to 7.9e-4 (docs/sim.md "The events
  * engine"; test /sim/executor/events-engine checks them on small plans), at a few microseconds an
  * event instead of SimGrid's tens: Kimi K3 m2n on 2,048 + 1,024 GB200 GPUs, on lane communicators
  * (refit run's default), 40.7 M events in 62-110 s (docs/sim.md "The executor's simulation speed").

@@ -154,7 +154,7 @@ expect_ok "sim model line executor" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dg
   --software-variant executor
 grep -q "^#  model: refit's executor: every rank's program" "$TMP/out" || bad "sim: executor model line"
 # how finely it resolves a prediction (experiments/results/resolution.csv)
-grep -q "(calibration \[executor\]); at scale a change of 1e-9 in the NIC rate moves a prediction by up to [0-9.]*% (mean [0-9.]*%) on [0-9]* configurations (experiments/resolution.py): finer digits carry no meaning there; against" \
+grep -q "(calibration \[executor\]); at scale a change of 1e-9 in the NIC efficiency moves a prediction by up to [0-9.]*% (mean [0-9.]*%) on [0-9]* configurations (experiments/resolution.py): finer digits carry no meaning there; against" \
   "$TMP/out" || bad "sim: the executor's resolution missing"
 # its accuracy beside it: against refit run on the emulated network (experiments/results/emulated.csv),
 # and on a coarse platform how far that came from the exact one (executor-scale.csv; not at 2)
