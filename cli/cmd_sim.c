@@ -600,15 +600,15 @@ static gboolean simulate_rows(const RfPlanArgs *pa, const RfProblem *pb, RfExecu
         order[at] = order[at - 1];
       order[at] = i;
     }
-    if (g_getenv("REFIT_SIM_VERBOSE"))
+    if (g_getenv("REFIT_SIM_VERBOSE")) {
       for (int k = 0; k < n; k++)
         g_printerr("sim: row %d: %s, work %" G_GUINT64_FORMAT
                    " (segments or messages + transfers); before the rows start, its plan "
                    "%.2f s, the estimate %.2f s\n",
                    k + 1, rf_strategy_name(rows[order[k]].strategy), (guint64)work[order[k]],
                    built_s[order[k]], work_s[order[k]]);
-    if (g_getenv("REFIT_SIM_VERBOSE"))
       g_printerr("sim: the rows' plans and estimates: %.2f s on %d threads\n", plans_s, nthreads);
+    }
     RowJob j = {pa, pb, ex, cal, rows, ns};
     RfPool *pool = rf_pool_new(MIN(jobs, MAX(n, 1)), sizeof(PackedRow), row_worker, &j);
     PackedRow *k = g_new0(PackedRow, 1);

@@ -2,8 +2,10 @@
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +41,40 @@ def pyplot(png):
               file=sys.stderr)
         return None
     return plt
+
+
+def calibration_value(platform, group, key):
+    """The value of [group] key in sim/calibration/PLATFORM.cal, as a float."""
+    cur = None
+    with open(os.path.join(ROOT, "sim", "calibration", platform + ".cal")) as f:
+        for line in f:
+            m = re.match(r"\[(\w+)\]", line)
+            if m:
+                cur = m.group(1)
+            m = re.match(r"(\w+)=(\S+)", line)
+            if cur == group and m and m.group(1) == key:
+                return float(m.group(2))
+    sys.exit("%s: no [%s] %s in %s.cal" % (os.path.basename(sys.argv[0]), group, key, platform))
+
+
+def calibration_copy(platform, changes, directory):
+    """A copy of sim/calibration/PLATFORM.cal with changes {(group, key): value}, in directory;
+    its path."""
+    src = os.path.join(ROOT, "sim", "calibration", platform + ".cal")
+    out, group = [], None
+    with open(src) as f:
+        for line in f:
+            m = re.match(r"\[(\w+)\]", line)
+            if m:
+                group = m.group(1)
+            k = re.match(r"(\w+)=", line)
+            if k and (group, k.group(1)) in changes:
+                line = "%s=%s\n" % (k.group(1), changes[(group, k.group(1))])
+            out.append(line)
+    fd, path = tempfile.mkstemp(suffix=".cal", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(out)
+    return path
 
 
 def write_csv(path, rows):

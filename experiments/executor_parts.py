@@ -26,14 +26,14 @@ load 5-9; the recorded run: refit before the staging choice, i.e. --extra "--sta
 """
 import argparse
 import os
-import re
 import shlex
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, refit_rows, sim, write_csv  # noqa: E402
+from common import (ROOT, Table, add_refit_args, calibration_copy, refit_path,  # noqa: E402
+                    refit_rows, sim, write_csv)
 from reproduce import TABLE, read_table  # noqa: E402
 
 STEPS = [
@@ -45,25 +45,6 @@ STEPS = [
     ("HBM at peak", {("efficiency", "hbm"): "1"}),
     ("NVLink at line", {("efficiency", "nvlink"): "1"}),
 ]
-
-
-def calibration(topology, changes, directory):
-    """A copy of the topology's calibration file with changes {(group, key): value}."""
-    src = os.path.join(ROOT, "sim", "calibration", topology + ".cal")
-    out, group = [], None
-    with open(src) as f:
-        for line in f:
-            m = re.match(r"\[(\w+)\]", line)
-            if m:
-                group = m.group(1)
-            k = re.match(r"(\w+)=", line)
-            if k and (group, k.group(1)) in changes:
-                line = "%s=%s\n" % (k.group(1), changes[(group, k.group(1))])
-            out.append(line)
-    fd, path = tempfile.mkstemp(suffix=".cal", dir=directory)
-    with os.fdopen(fd, "w") as f:
-        f.writelines(out)
-    return path
 
 
 def main():
@@ -96,7 +77,7 @@ def main():
             changes = {}
             for name, ch in STEPS:
                 changes.update(ch)
-                cal = calibration(r["platform"], changes, tmp)
+                cal = calibration_copy(r["platform"], changes, tmp)
                 x = sim(*args, extra=exe + extra + ["-c", cal])[0]["m2n"]
                 row["bound_s"] = x["lower_bound_s"]
                 row[name] = x["predicted_s"]

@@ -22,12 +22,12 @@ writes DIR/resolution.{csv,txt} (default experiments/results)
 import argparse
 import math
 import os
-import re
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, sim, write_csv  # noqa: E402
+from common import (ROOT, Table, add_refit_args, calibration_copy,  # noqa: E402
+                    calibration_value, refit_path, sim, write_csv)
 
 CONFIGS = [
     ("dgx-h100", "qwen3-235b-a22b", "TP4xPP8xEP16", "TP8xDP16"),
@@ -38,34 +38,6 @@ CONFIGS = [
 REL = 1e-9  # the change of the NIC efficiency
 # what must not move: the schedule's groups, its messages and flows, the bytes, the memory
 SAME = ("reshard_calls", "messages", "sim_flows", "network_bytes", "refit_extra_bytes")
-
-
-def perturbed_calibration(platform, factor, tmp):
-    """A copy of sim/calibration/PLATFORM.cal with its NIC efficiency (nic in [efficiency]) times
-    factor; its path."""
-    with open(os.path.join(ROOT, "sim", "calibration", platform + ".cal")) as f:
-        text = f.read()
-    section, out, done = None, [], False
-    for line in text.splitlines():
-        m = re.match(r"\s*\[(\w+)\]", line)
-        if m:
-            section = m.group(1)
-        m = re.match(r"(\s*nic\s*=\s*)([0-9.eE+-]+)\s*$", line)
-        if section == "efficiency" and m:
-            line = "%s%.12g" % (m.group(1), float(m.group(2)) * factor)
-            done = True
-        out.append(line)
-    if not done:
-        sys.exit("resolution.py: no [efficiency] nic in %s.cal" % platform)
-    path = os.path.join(tmp, "%s-%s.cal" % (platform, "%+g" % (factor - 1)))
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
-    return path
-
-
-def ordinal(n):
-    """(n, its English suffix)."""
-    return n, {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
 
 
 def main():
@@ -92,9 +64,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for platform, model, train, infer in CONFIGS:
             got, first = {}, None
+            nic = calibration_value(platform, "efficiency", "nic")
             for name, factor in (("base", 1.0), ("up", 1 + REL), ("down", 1 - REL)):
-                extra = [] if factor == 1.0 else [
-                    "-c", perturbed_calibration(platform, factor, tmp)]
+                extra = [] if factor == 1.0 else ["-c", calibration_copy(
+                    platform, {("efficiency", "nic"): "%.12g" % (nic * factor)}, tmp)]
                 res, _ = sim(refit, model, train, infer, platform, [a.strategy], extra)
                 r = res[a.strategy]
                 got[name] = r["predicted_s"]
@@ -114,7 +87,7 @@ def main():
             line = "| %s | %s | %s | %s | %.7f | %.7f | %.7f | %.1e |" % (
                 platform, model, train, infer, base, got["up"], got["down"], spread)
             if a.simgrid:
-                res, wall = sim(refit, model, train, infer, platform, [a.strategy],
+                res, _ = sim(refit, model, train, infer, platform, [a.strategy],
                                 ["--engine", "simgrid", "--group", "1"])
                 sg = res[a.strategy]["predicted_s"]
                 r["simgrid_s"], r["events_vs_simgrid"] = sg, (base - sg) / sg
@@ -123,8 +96,8 @@ def main():
             rows.append(r)
     t.line("")
     worst = max(r["spread"] for r in rows)
-    t.line("largest spread %.1e: digits of a prediction past about the %d%s carry no meaning" % (
-        worst, *ordinal(max(1, round(-math.log10(max(worst, 1e-12)))))))
+    t.line("largest spread %.1e: digits of a prediction past about %d significant carry no "
+           "meaning" % (worst, max(1, round(-math.log10(max(worst, 1e-12))))))
     if a.simgrid:
         t.line("largest |events - SimGrid| %.1e" % max(abs(r["events_vs_simgrid"]) for r in rows))
     t.save()
