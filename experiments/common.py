@@ -51,7 +51,7 @@ def calibration_value(platform, group, key):
             m = re.match(r"\[(\w+)\]", line)
             if m:
                 cur = m.group(1)
-            m = re.match(r"(\w+)=(\S+)", line)
+            m = re.match(r"(\w+)\s*=\s*(\S+)", line)
             if cur == group and m and m.group(1) == key:
                 return float(m.group(2))
     sys.exit("%s: no [%s] %s in %s.cal" % (os.path.basename(sys.argv[0]), group, key, platform))
@@ -59,18 +59,23 @@ def calibration_value(platform, group, key):
 
 def calibration_copy(platform, changes, directory):
     """A copy of sim/calibration/PLATFORM.cal with changes {(group, key): value}, in directory;
-    its path."""
+    its path. A key the file does not have ends the script with a message."""
     src = os.path.join(ROOT, "sim", "calibration", platform + ".cal")
-    out, group = [], None
+    out, group, done = [], None, set()
     with open(src) as f:
         for line in f:
             m = re.match(r"\[(\w+)\]", line)
             if m:
                 group = m.group(1)
-            k = re.match(r"(\w+)=", line)
+            k = re.match(r"(\w+)\s*=", line)
             if k and (group, k.group(1)) in changes:
                 line = "%s=%s\n" % (k.group(1), changes[(group, k.group(1))])
+                done.add((group, k.group(1)))
             out.append(line)
+    missing = sorted(set(changes) - done)
+    if missing:
+        sys.exit("%s: no %s in %s.cal" % (os.path.basename(sys.argv[0]),
+                                           ", ".join("[%s] %s" % g for g in missing), platform))
     fd, path = tempfile.mkstemp(suffix=".cal", dir=directory)
     with os.fdopen(fd, "w") as f:
         f.writelines(out)

@@ -28,14 +28,14 @@ writes DIR/finalize-hypotheses.{csv,txt} (default experiments/results)
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, write_csv  # noqa: E402
+from common import (ROOT, Table, add_refit_args, calibration_copy,  # noqa: E402
+                    calibration_value, refit_path, write_csv)
 
 # (id, platform, model, train, infer, measured s, MoE layers, generation-side experts)
 ROWS = [
@@ -46,22 +46,6 @@ ROWS = [
     ("table", "gb200-nvl72", "nemotron-3-ultra", "TP8xEP32xPP2", "TP8xDP8", 2.30, 48, 48 * 512),
 ]
 CAL_LAYERS, CAL_EXPERTS = 48, 48 * 128  # Qwen3-30B-A3B, every calibration row
-
-
-def dispatch_of(platform):
-    text = open(os.path.join(ROOT, "sim", "calibration", platform + ".cal")).read()
-    sect = text[re.search(r"^\[nemo\]$", text, re.M).end():]
-    return float(re.search(r"^dispatch_s=(\S+)$", sect, re.M).group(1))
-
-
-def calibration(platform, value, tmp):
-    text = open(os.path.join(ROOT, "sim", "calibration", platform + ".cal")).read()
-    sect = re.search(r"^\[nemo\]$", text, re.M)
-    text = text[:sect.end()] + re.sub(r"^dispatch_s=.*$", "dispatch_s=%.6g" % value,
-                                      text[sect.end():], count=1, flags=re.M)
-    path = os.path.join(tmp, "%s-%.6g.cal" % (platform, value))
-    open(path, "w").write(text)
-    return path
 
 
 def run(refit, r, cal):
@@ -110,16 +94,20 @@ def main():
     a = ap.parse_args()
     refit = refit_path(a)
     os.makedirs(a.out, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="refit-finalize-")
     jobs = []
     for r in ROWS:
-        d = dispatch_of(r[1])
+        d = calibration_value(r[1], "nemo", "dispatch_s")
         for name, value in (("none (0)", 0.0), ("per-refit (as calibrated)", d),
                             ("per MoE layer", d / CAL_LAYERS * r[6]),
                             ("per generation-side expert", d / CAL_EXPERTS * r[7])):
             jobs.append((r, name, value))
-    with ThreadPoolExecutor(max_workers=2) as ex:
-        preds = list(ex.map(lambda j: run(refit, j[0], calibration(j[0][1], j[2], tmp)), jobs))
+    with tempfile.TemporaryDirectory(prefix="refit-finalize-") as tmp, \
+            ThreadPoolExecutor(max_workers=2) as ex:
+        def one(j):
+            r, _, value = j
+            return run(refit, r, calibration_copy(r[1], {("nemo", "dispatch_s"): "%.6g" % value},
+                                                  tmp))
+        preds = list(ex.map(one, jobs))
     report = Table(os.path.join(a.out, "finalize-hypotheses.txt"))
     report.line("# nemo.dispatch_s read as a cost per refit, per MoE layer or per generation-side "
                 "expert (fitted on Qwen3-30B-A3B: %d layers, %d experts)" % (CAL_LAYERS, CAL_EXPERTS))

@@ -19,14 +19,14 @@ writes DIR/gap-values.{csv,txt} (default experiments/results)
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, Table, add_refit_args, refit_path, write_csv  # noqa: E402
+from common import (ROOT, Table, add_refit_args, calibration_copy,  # noqa: E402
+                    calibration_value, refit_path, write_csv)
 
 PYFB = ["--software", "nemo-rl", "--software-variant", "python-fallback"]
 NEMO = ["--software", "nemo-rl"]
@@ -101,43 +101,9 @@ ROWS = [
 ]
 
 
-def cal_with(src, key, value, path):
-    """Copy calibration file src to path with [group] key set to value."""
-    group, name = key.split(".")
-    out, cur, done = [], None, False
-    for line in open(src):
-        m = re.match(r"\[(\w+)\]", line)
-        if m:
-            cur = m.group(1)
-        elif cur == group and re.match(r"%s\s*=" % re.escape(name), line):
-            line = "%s=%.9g\n" % (name, value)
-            done = True
-        out.append(line)
-    if not done:
-        sys.exit("gap-values: no [%s] %s in %s" % (group, name, src))
-    open(path, "w").writelines(out)
-
-
-def current(src, key):
-    group, name = key.split(".")
-    cur = None
-    for line in open(src):
-        m = re.match(r"\[(\w+)\]", line)
-        if m:
-            cur = m.group(1)
-        elif cur == group:
-            m = re.match(r"%s\s*=\s*(\S+)" % re.escape(name), line)
-            if m:
-                return float(m.group(1))
-    sys.exit("gap-values: no [%s] %s in %s" % (group, name, src))
-
-
 def predict(refit, r, value, tmpdir):
     plat, model, train, infer = r["where"]
-    src = os.path.join(ROOT, "sim", "calibration", plat + ".cal")
-    fd, path = tempfile.mkstemp(suffix=".cal", dir=tmpdir)
-    os.close(fd)
-    cal_with(src, r["key"], value, path)
+    path = calibration_copy(plat, {tuple(r["key"].split(".")): "%.9g" % value}, tmpdir)
     cmd = [refit, "sim", "-q", "--json", "-m", model, "-t", train, "-i", infer, "-T", plat,
            "-s", r["strategy"], "-c", path] + r["sw"]
     env = dict(os.environ, REFIT_DATA_DIR=os.environ.get("REFIT_DATA_DIR", ROOT))
@@ -167,8 +133,7 @@ def solve(f, a, b, fa, fb, target, rtol=0.005, iters=14):
 def one(refit, r, tmpdir):
     plat, model = r["where"][:2]
     reported, key, search = r["reported"], r["key"], r["search"]
-    src = os.path.join(ROOT, "sim", "calibration", plat + ".cal")
-    v0 = current(src, key)
+    v0 = calibration_value(plat, *key.split("."))
     memo = {}
 
     def f(v):
