@@ -16,13 +16,19 @@ files (each row keeps the ones before it off):
 What remains in the last row is the schedule's own: its groups (round synchronisation: a group
 starts when both ends have finished their groups before it; a forwarded piece waits for the
 group that brought it) and the placement's imbalance; `refit plan --schedule`'s lockstep time
-(each group as long as its busiest rank at line rate) is printed beside it. The lane count is
-the last column pair: the calibrated model with 1 and 4 lanes against its 2.
+(each group as long as its busiest rank at line rate) is printed beside it, where refit plan's
+choice (refit run's default) is the one the runs here made ("-" elsewhere, e.g. --one-comm). Every column runs
+the staging bound, lanes and operation bound the calibrated run chose (refit sim's JSON
+`staging_bound_bytes`, `lanes`, `max_ops`, passed as --staging-mib, --slots, --max-ops): refit
+run chooses them from the per-group costs, so switching the costs off would otherwise change the
+schedule too. The last columns are the calibrated model at 1, 2, 4 and 8 lanes, the staging bound
+and operation bound held (the chosen count's column is the calibrated run).
 
 usage: /usr/bin/python3 experiments/executor_parts.py [--build DIR | --refit PATH] [--out DIR]
-       [--extra ARGS]   (ARGS: more refit sim options for every run, e.g. "--slots 4")
-writes OUT/executor_parts.{csv,txt}; progress on stderr (2613 s on the shared 2-core machine at
-load 5-9; the recorded run: refit before the staging choice, i.e. --extra "--staging-mib 32").
+       [--extra=ARGS]   (ARGS: more refit sim options for every run, e.g. --extra=--one-comm;
+                         with --staging-mib, --slots or --max-ops in ARGS nothing is pinned)
+writes OUT/executor_parts.{csv,txt} (--name: another name); progress on stderr (about 3 min on
+the 2-core machine of 2026-12-05).
 """
 import argparse
 import os
@@ -45,6 +51,7 @@ STEPS = [
     ("HBM at peak", {("efficiency", "hbm"): "1"}),
     ("NVLink at line", {("efficiency", "nvlink"): "1"}),
 ]
+LANES = (1, 2, 4, 8)  # staging lanes (refit run --slots; 8 is RF_SCHEDULE_MAX_SLOTS)
 
 
 def main():
@@ -58,8 +65,9 @@ def main():
     extra = shlex.split(a.extra)
     os.makedirs(a.out, exist_ok=True)
     t = Table(os.path.join(a.out, a.name + ".txt"))
-    head = ("| platform | model | bound (s) | " + " | ".join(n for n, _ in STEPS) +
-            " | lockstep | 1 lane | 4 lanes |")
+    head = ("| platform | model | staging, lanes, max ops (calibrated choice) | bound (s) | " +
+            " | ".join(n for n, _ in STEPS) + " | lockstep | " +
+            " | ".join("%d lane%s" % (n, "" if n == 1 else "s") for n in LANES) + " |")
     t.line("m2n, refit's executor model (%s): predicted s (x the bound), costs switched off "
            "left to right, each column keeping the ones before it off" %
            (" ".join(["refit sim --software refit --software-variant executor"] + extra)))
@@ -68,30 +76,47 @@ def main():
     rows = []
     t0 = time.time()
     exe = ["--software", "refit", "--software-variant", "executor"]
+    pinned = not any(x.split("=")[0] in ("--staging-mib", "--slots", "--max-ops") for x in extra)
     with tempfile.TemporaryDirectory() as tmp:
         for r in read_table(TABLE):
             sys.stderr.write("executor_parts: %s %s (%.0f s)\n" % (r["platform"], r["model"],
                                                                   time.time() - t0))
             args = (refit, r["model"], r["train_layout"], r["infer_layout"], r["platform"], ["m2n"])
             row = {"platform": r["platform"], "model": r["model"]}
-            changes = {}
+            changes, pins = {}, []
             for name, ch in STEPS:
                 changes.update(ch)
                 cal = calibration_copy(r["platform"], changes, tmp)
-                x = sim(*args, extra=exe + extra + ["-c", cal])[0]["m2n"]
+                lanes = ["--slots", str(row["lanes"])] if pins else []
+                x = sim(*args, extra=exe + extra + pins + lanes + ["-c", cal])[0]["m2n"]
                 row["bound_s"] = x["lower_bound_s"]
                 row[name] = x["predicted_s"]
+                if name == "calibrated":
+                    row["staging_mib"] = x["staging_bound_bytes"] / 1048576
+                    row["lanes"], row["max_ops"] = x["lanes"], x["max_ops"]
+                    if pinned:
+                        pins = ["--staging-mib", "%.6g" % row["staging_mib"], "--max-ops",
+                                str(row["max_ops"])]
             plans, _ = refit_rows(refit, "plan", r["model"], r["train_layout"], r["infer_layout"],
-                                  r["platform"], ["m2n"], ["--schedule"] + extra)
-            row["lockstep"] = plans["m2n"]["schedule_lockstep_s"]
-            for lanes in (1, 4):
-                x = sim(*args, extra=exe + extra + ["--slots", str(lanes)])[0]["m2n"]
-                row["%d lane%s" % (lanes, "" if lanes == 1 else "s")] = x["predicted_s"]
+                                  r["platform"], ["m2n"], ["--schedule"])
+            q = plans["m2n"]  # refit run's default choice: "-" where the runs above differ
+            same = (q["schedule_staging_bytes"] == row["staging_mib"] * 1048576 and
+                    q["schedule_lanes"] == row["lanes"] and q["schedule_max_ops"] == row["max_ops"])
+            row["lockstep"] = q["schedule_lockstep_s"] if same else None
+            for n in LANES:
+                key = "%d lane%s" % (n, "" if n == 1 else "s")
+                if n == row["lanes"]:
+                    row[key] = row["calibrated"]
+                    continue
+                x = sim(*args, extra=exe + extra + pins + ["--slots", str(n)])[0]["m2n"]
+                row[key] = x["predicted_s"]
             rows.append(row)
             b = row["bound_s"]
-            cells = [row[n] for n, _ in STEPS] + [row["lockstep"], row["1 lane"], row["4 lanes"]]
-            t.line("| %s | %s | %.3f | %s |" % (r["platform"], r["model"], b, " | ".join(
-                "%.3f (%.3fx)" % (v, v / b) for v in cells)))
+            cells = [row[n] for n, _ in STEPS] + [row["lockstep"]] + [
+                row["%d lane%s" % (n, "" if n == 1 else "s")] for n in LANES]
+            t.line("| %s | %s | %.6g MiB x %d, %d ops | %.3f | %s |" % (
+                r["platform"], r["model"], row["staging_mib"], row["lanes"], row["max_ops"], b,
+                " | ".join("-" if v is None else "%.3f (%.3fx)" % (v, v / b) for v in cells)))
     write_csv(os.path.join(a.out, a.name + ".csv"), rows)
     t.line("(x: ratio to the bound; wall %.0f s)" % (time.time() - t0))
     t.save()

@@ -8,7 +8,7 @@
  *            calibrated rate: the bandwidth-delay product of a group times the ratio, to the
  *            nearest power of two MiB in [RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES]. Larger
  *            groups pay their size in fill, drain and imbalance, smaller ones their fixed cost
- *            (experiments/results/executor_parts.txt: the sweep on qwen3-235b / DGX H100); with
+ *            (docs/sim.md, "Where the excess goes": the sweep on qwen3-235b / DGX H100); with
  *            lanes on communicators of their own a group shares the NICs with the other lanes'
  *            groups and takes that many times as long: the rule's bound over the lanes; then
  *            doubled (up to RF_STAGING_MAX_BYTES) while refit run's schedule would have more
