@@ -228,6 +228,7 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
     /* refit run's staging choice, as its JSON rows name it (the "#  executor:" line) */
     rf_json_int(b, "staging_bound_bytes", (gint64)r->staging.staging_bytes);
     rf_json_int(b, "lanes", r->staging.slots);
+    rf_json_bool(b, "lane_comms", r->staging.lane_comms);
     rf_json_int(b, "max_ops", r->staging.max_ops);
   }
   double oos;

@@ -17,7 +17,7 @@ What remains in the last row is the schedule's own: its groups (round synchronis
 starts when both ends have finished their groups before it; a forwarded piece waits for the
 group that brought it) and the placement's imbalance; `refit plan --schedule`'s lockstep time
 (each group as long as its busiest rank at line rate) is printed beside it, where refit plan's
-choice (refit run's default) is the one the runs here made ("-" elsewhere, e.g. --one-comm). Every column runs
+choice (refit run's default) is the one the runs here made ("-" elsewhere, and with --extra). Every column runs
 the staging bound, lanes and operation bound the calibrated run chose (refit sim's JSON
 `staging_bound_bytes`, `lanes`, `max_ops`, passed as --staging-mib, --slots, --max-ops): refit
 run chooses them from the per-group costs, so switching the costs off would otherwise change the
@@ -27,8 +27,8 @@ and operation bound held (the chosen count's column is the calibrated run).
 usage: /usr/bin/python3 experiments/executor_parts.py [--build DIR | --refit PATH] [--out DIR]
        [--extra=ARGS]   (ARGS: more refit sim options for every run, e.g. --extra=--one-comm;
                          with --staging-mib, --slots or --max-ops in ARGS nothing is pinned)
-writes OUT/executor_parts.{csv,txt} (--name: another name); progress on stderr (about 3 min on
-the 2-core machine of 2026-12-05).
+writes OUT/executor_parts.{csv,txt} (--name: another name); progress on stderr (136-146 s on the
+2-core machine of 2026-12-05; 27 s with --extra=--one-comm, whose 32 MiB groups are fewer).
 """
 import argparse
 import os
@@ -82,7 +82,8 @@ def main():
             sys.stderr.write("executor_parts: %s %s (%.0f s)\n" % (r["platform"], r["model"],
                                                                   time.time() - t0))
             args = (refit, r["model"], r["train_layout"], r["infer_layout"], r["platform"], ["m2n"])
-            row = {"platform": r["platform"], "model": r["model"]}
+            row = {"platform": r["platform"], "model": r["model"], "staging_mib": None,
+                   "lanes": None, "max_ops": None, "bound_s": None}
             changes, pins = {}, []
             for name, ch in STEPS:
                 changes.update(ch)
@@ -100,7 +101,7 @@ def main():
             plans, _ = refit_rows(refit, "plan", r["model"], r["train_layout"], r["infer_layout"],
                                   r["platform"], ["m2n"], ["--schedule"])
             q = plans["m2n"]  # refit run's default choice: "-" where the runs above differ
-            same = (q["schedule_staging_bytes"] == row["staging_mib"] * 1048576 and
+            same = (not extra and q["schedule_staging_bytes"] == row["staging_mib"] * 1048576 and
                     q["schedule_lanes"] == row["lanes"] and q["schedule_max_ops"] == row["max_ops"])
             row["lockstep"] = q["schedule_lockstep_s"] if same else None
             for n in LANES:

@@ -143,11 +143,11 @@ grep -q '"predicted_by" : "executor"' "$TMP/out" || bad "sim: predicted_by execu
 grep -q '"software_variant" : "executor"' "$TMP/out" || bad "sim: software_variant executor missing"
 grep -q '"sim_engine" : "events"' "$TMP/out" || bad "sim: sim_engine events (the default) missing"
 # the executor row carries refit run's staging choice, under the names refit run --json gives it
-sim_st=$(grep -E '"(staging_bound_bytes|lanes|max_ops)"' "$TMP/out" | head -n 3 | tr -d ' ,')
+sim_st=$(grep -E '"(staging_bound_bytes|lanes|max_ops|lane_comms)"' "$TMP/out" | head -n 4 | tr -d ' ,')
 # the same programs on SimGrid's actors: the same prediction (sim/events.c, docs/sim.md)
 ev=$(sed -n 's/.*"predicted_s" : \([0-9.e+-]*\).*/\1/p' "$TMP/out" | head -n 1)
 expect_ok "run memory json" "$REFIT" run --memory -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q
-run_st=$(grep -E '"(staging_bound_bytes|lanes|max_ops)"' "$TMP/out" | head -n 3 | tr -d ' ,')
+run_st=$(grep -E '"(staging_bound_bytes|lanes|max_ops|lane_comms)"' "$TMP/out" | head -n 4 | tr -d ' ,')
 [ -n "$sim_st" ] && [ "$sim_st" = "$run_st" ] ||
   bad "sim --json: staging choice '$sim_st' is not refit run's '$run_st'"
 expect_ok "sim engine simgrid" "$REFIT" sim -m tiny-moe -t TP2 -i TP2 -T dgx-h100 -s m2n --json -q \

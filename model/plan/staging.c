@@ -74,6 +74,7 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   out->chose_staging = staging_bytes == 0;
   out->chose_slots = slots == 0;
   out->chose_ops = max_ops == RF_SCHEDULE_AUTO_OPS;
+  out->lane_comms = c->lane_comms;
   out->max_ops = out->chose_ops ? rf_schedule_max_ops(plan, pipelined) : max_ops;
   out->slots = !out->chose_slots ? slots
                : c->lane_comms   ? RF_STAGING_LANES_CONCURRENT

@@ -64,6 +64,7 @@ typedef struct {
   int slots;              /* lanes */
   int max_ops;            /* operations per rank and group (never RF_SCHEDULE_AUTO_OPS) */
   gboolean chose_staging, chose_slots, chose_ops; /* FALSE: as given */
+  gboolean lane_comms;   /* the lanes on communicators of their own (RfStagingCosts.lane_comms) */
   uint64_t budget_bytes; /* staging room the memory left allows (0: the topology gives no GPU
                           * memory, unbounded) */
   char why[200];         /* how the staging bound was chosen, one phrase */
