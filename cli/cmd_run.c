@@ -202,10 +202,7 @@ static void json_row(JsonBuilder *b, int idx, const void *rows) {
   rf_json_int(b, "groups", (gint64)r->spread.rounds);
   rf_json_int(b, "holding_bytes", (gint64)r->spread.hold_bytes);
   rf_json_int(b, "staging_bytes", (gint64)r->spread.staging_bytes);
-  rf_json_int(b, "staging_bound_bytes", (gint64)r->spread.staging.staging_bytes);
-  rf_json_int(b, "lanes", r->spread.staging.slots);
-  rf_json_bool(b, "lane_comms", r->lane_comms);
-  rf_json_int(b, "max_ops", r->spread.staging.max_ops);
+  rf_json_staging(b, &r->spread.staging, r->lane_comms);
   rf_json_int(b, "source_bytes", (gint64)r->spread.src_bytes);
   rf_json_int(b, "destination_bytes", (gint64)r->spread.dst_bytes);
   rf_json_int(b, "rank_bytes", (gint64)r->spread.rank_bytes);

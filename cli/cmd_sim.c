@@ -224,13 +224,8 @@ static void json_row(JsonBuilder *b, int i, const void *rows) {
   rf_json_str(b, "software_variant", rf_variant_name(r->software, row_variant(r)));
   if (r->ok && r->stats.exec_fallback)
     rf_json_str(b, "executor_not_simulated", r->stats.exec_fallback);
-  if (r->have_staging && rf_variant_is_executor(r->software, r->variant)) {
-    /* refit run's staging choice, as its JSON rows name it (the "#  executor:" line) */
-    rf_json_int(b, "staging_bound_bytes", (gint64)r->staging.staging_bytes);
-    rf_json_int(b, "lanes", r->staging.slots);
-    rf_json_bool(b, "lane_comms", r->staging.lane_comms);
-    rf_json_int(b, "max_ops", r->staging.max_ops);
-  }
+  if (r->have_staging && rf_variant_is_executor(r->software, r->variant))
+    rf_json_staging(b, &r->staging, r->staging.lane_comms); /* the "#  executor:" line's */
   double oos;
   g_autofree char *key = rf_predict_model_key(r->software, row_variant(r), (int)r->strategy);
   g_autofree char *line = row_model_line(r, &oos);

@@ -5,6 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
+void rf_json_staging(JsonBuilder *b, const RfStaging *st, gboolean lane_comms) {
+  rf_json_int(b, "staging_bound_bytes", (gint64)st->staging_bytes);
+  rf_json_int(b, "lanes", st->slots);
+  rf_json_bool(b, "lane_comms", lane_comms);
+  rf_json_int(b, "max_ops", st->max_ops);
+}
+
 void rf_json_print(JsonBuilder *b) {
   JsonGenerator *g = json_generator_new();
   JsonNode *root = json_builder_get_root(b);

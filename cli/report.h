@@ -2,6 +2,8 @@
 #ifndef RF_REPORT_H
 #define RF_REPORT_H
 
+#include "staging.h"
+
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
@@ -23,6 +25,11 @@ static inline void rf_json_bool(JsonBuilder *b, const char *name, gboolean v) {
   json_builder_set_member_name(b, name);
   json_builder_add_boolean_value(b, v);
 }
+
+/* refit run's staging choice, as refit run and refit sim's executor rows name it:
+ * staging_bound_bytes, lanes, lane_comms (given: refit run's lanes are on communicators only
+ * where it runs any) and max_ops. */
+void rf_json_staging(JsonBuilder *b, const RfStaging *st, gboolean lane_comms);
 
 /* Print the builder's document, pretty, with a newline, to stdout; unrefs the builder. */
 void rf_json_print(JsonBuilder *b);
