@@ -43,35 +43,36 @@ def pyplot(png):
     return plt
 
 
-def calibration_value(platform, group, key):
-    """The value of [group] key in sim/calibration/PLATFORM.cal, as a float."""
-    cur = None
+def _calibration_lines(platform):
+    """The lines of sim/calibration/PLATFORM.cal, each as (group, key, value, line); key and value
+    None on a line that sets nothing."""
+    group = None
     with open(os.path.join(ROOT, "sim", "calibration", platform + ".cal")) as f:
         for line in f:
             m = re.match(r"\[(\w+)\]", line)
             if m:
-                cur = m.group(1)
-            m = re.match(r"(\w+)\s*=\s*(\S+)", line)
-            if cur == group and m and m.group(1) == key:
-                return float(m.group(2))
+                group = m.group(1)
+            m = re.match(r"(\w+)\s*=\s*(\S*)", line)
+            yield group, m and m.group(1), m and m.group(2), line
+
+
+def calibration_value(platform, group, key):
+    """The value of [group] key in sim/calibration/PLATFORM.cal, as a float."""
+    for g, k, v, _ in _calibration_lines(platform):
+        if (g, k) == (group, key):
+            return float(v)
     sys.exit("%s: no [%s] %s in %s.cal" % (os.path.basename(sys.argv[0]), group, key, platform))
 
 
 def calibration_copy(platform, changes, directory):
     """A copy of sim/calibration/PLATFORM.cal with changes {(group, key): value}, in directory;
     its path. A key the file does not have ends the script with a message."""
-    src = os.path.join(ROOT, "sim", "calibration", platform + ".cal")
-    out, group, done = [], None, set()
-    with open(src) as f:
-        for line in f:
-            m = re.match(r"\[(\w+)\]", line)
-            if m:
-                group = m.group(1)
-            k = re.match(r"(\w+)\s*=", line)
-            if k and (group, k.group(1)) in changes:
-                line = "%s=%s\n" % (k.group(1), changes[(group, k.group(1))])
-                done.add((group, k.group(1)))
-            out.append(line)
+    out, done = [], set()
+    for g, k, _, line in _calibration_lines(platform):
+        if (g, k) in changes:
+            line = "%s=%s\n" % (k, changes[(g, k)])
+            done.add((g, k))
+        out.append(line)
     missing = sorted(set(changes) - done)
     if missing:
         sys.exit("%s: no %s in %s.cal" % (os.path.basename(sys.argv[0]),

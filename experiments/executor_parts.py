@@ -54,6 +54,10 @@ STEPS = [
 LANES = (1, 2, 4, 8)  # staging lanes (refit run --slots; 8 is RF_SCHEDULE_MAX_SLOTS)
 
 
+def lanes_name(n):
+    return "%d lane%s" % (n, "" if n == 1 else "s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_refit_args(ap)
@@ -67,7 +71,7 @@ def main():
     t = Table(os.path.join(a.out, a.name + ".txt"))
     head = ("| platform | model | staging, lanes, max ops (calibrated choice) | bound (s) | " +
             " | ".join(n for n, _ in STEPS) + " | lockstep | " +
-            " | ".join("%d lane%s" % (n, "" if n == 1 else "s") for n in LANES) + " |")
+            " | ".join(lanes_name(n) for n in LANES) + " |")
     t.line("m2n, refit's executor model (%s): predicted s (x the bound), costs switched off "
            "left to right, each column keeping the ones before it off" %
            (" ".join(["refit sim --software refit --software-variant executor"] + extra)))
@@ -104,17 +108,13 @@ def main():
             same = (not extra and q["schedule_staging_bytes"] == row["staging_mib"] * 1048576 and
                     q["schedule_lanes"] == row["lanes"] and q["schedule_max_ops"] == row["max_ops"])
             row["lockstep"] = q["schedule_lockstep_s"] if same else None
-            for n in LANES:
-                key = "%d lane%s" % (n, "" if n == 1 else "s")
-                if n == row["lanes"]:
-                    row[key] = row["calibrated"]
-                    continue
-                x = sim(*args, extra=exe + extra + pins + ["--slots", str(n)])[0]["m2n"]
-                row[key] = x["predicted_s"]
+            for n in LANES:  # the chosen count's is the calibrated run
+                row[lanes_name(n)] = row["calibrated"] if n == row["lanes"] else sim(
+                    *args, extra=exe + extra + pins + ["--slots", str(n)])[0]["m2n"]["predicted_s"]
             rows.append(row)
             b = row["bound_s"]
-            cells = [row[n] for n, _ in STEPS] + [row["lockstep"]] + [
-                row["%d lane%s" % (n, "" if n == 1 else "s")] for n in LANES]
+            cells = ([row[n] for n, _ in STEPS] + [row["lockstep"]] +
+                     [row[lanes_name(n)] for n in LANES])
             t.line("| %s | %s | %.6g MiB x %d, %d ops | %.3f | %s |" % (
                 r["platform"], r["model"], row["staging_mib"], row["lanes"], row["max_ops"], b,
                 " | ".join("-" if v is None else "%.3f (%.3fx)" % (v, v / b) for v in cells)))

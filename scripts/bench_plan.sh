@@ -11,9 +11,9 @@
 # Time is CPU time (user + system): the machine may be shared; wall time is printed beside it,
 # and the load average before the first case. The system time is printed too: on the development
 # virtual machine it is nearly all the kernel clearing fresh pages, and moves from 0.1 to 2.7 s
-# on the same `large` run with what the machine did before (README, "Speed"). BENCH_CPU picks the core (default 0): on a shared
-# machine the CPU time of a busy core is inflated too (caches), so pick the quieter one. scripts/bench_sim.sh does the same for the
-# executor model's simulation.
+# on the same `large` run with what the machine did before (README, "Speed"). BENCH_CPU picks the
+# core (default 0): on a shared machine the CPU time of a busy core is inflated too (caches), so
+# pick the quieter one. scripts/bench_sim.sh does the same for the executor model's simulation.
 set -eu
 cd "$(dirname "$0")/.."
 REFIT=${1:-build}/cli/refit
