@@ -6,7 +6,8 @@ to rank 0: every transfer a self-send through NCCL) on one H200 at staging bound
 and 0.25 MiB (2 to 256 groups, `--one-comm --slots 1`); its summaries are
 experiments/results/device-h200-2026-12-04-call*.txt. This script reads the measured times from
 them and predicts each run with `refit sim --spec` (refit's executor, the default model, on
-dgx-h100's calibration: the host's costs per group and copy of [executor]), writing
+dgx-h100 with the H200's HBM and memory, and dgx-h100's calibration: the host's costs per group
+and copy of [executor]), writing
 experiments/results/gpu-one-rank.csv (one row per call and staging bound: measured, predicted,
 measured / predicted) and gpu-one-rank.txt.
 
@@ -45,8 +46,27 @@ def spec_file(path):
         json.dump({"tensors": tensors}, f)
 
 
-def predict(refit, spec, mib):
-    out = subprocess.run([refit, "sim", "--spec", spec, "-T", "dgx-h100", "-s", "p2p",
+# The GPU the runs had: an H200 SXM, HBM3e 4.8 TB/s and 141 GB (NVIDIA H200 datasheet), in place of
+# dgx-h100's H100 (3.35 TB/s, 80 GB); one rank's self-sends use no link, so the rest of dgx-h100
+# (NVLink, NICs) does not enter. The calibration stays dgx-h100's: the host's costs per group,
+# kernel launch and stream wait of [executor] were measured on this H200, and efficiency.hbm is
+# the H100's copy figure (the H200's measured memcpy, 2.07 TB/s of payload, is 0.86 of its peak
+# as bandwidthTest counts a copy: the same).
+H200 = {"name": "dgx-h200", "hbm_GBps": "4800", "memory_GB": "141"}
+
+
+def topology_file(path):
+    out = []
+    for line in open(os.path.join(ROOT, "topologies", "dgx-h100.topo")):
+        key = line.split("=", 1)[0].strip()
+        out.append("%s=%s\n" % (key, H200[key]) if "=" in line and key in H200 else line)
+    with open(path, "w") as f:
+        f.writelines(out)
+
+
+def predict(refit, spec, topo, mib):
+    out = subprocess.run([refit, "sim", "--spec", spec, "-T", topo, "-c",
+                          os.path.join(ROOT, "sim", "calibration", "dgx-h100.cal"), "-s", "p2p",
                           "--staging-mib", mib, "--one-comm", "--slots", "1"],
                          capture_output=True, text=True, check=True).stdout
     m = re.search(r"^\s*predicted ([0-9.e+-]+) s", out, re.M)
@@ -68,6 +88,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         spec = os.path.join(tmp, "one-rank-256mib.json")
         spec_file(spec)
+        topo = os.path.join(tmp, "dgx-h200.topo")
+        topology_file(topo)
         cache = {}
         for path in sorted(glob.glob(os.path.join(a.out, "device-h200-2026-12-04-call*.txt"))):
             call = int(re.search(r"call(\d+)", path).group(1))
@@ -83,7 +105,7 @@ def main():
                 blocking = "REFIT_NCCL_BLOCKING" in line or mib in seen
                 seen.add(mib)
                 if mib not in cache:
-                    cache[mib] = predict(refit, spec, mib)
+                    cache[mib] = predict(refit, spec, topo, mib)
                 rows.append({"call": call, "staging_mib": mib, "groups": groups,
                              "measured_s": measured, "predicted_s": cache[mib],
                              "ratio": measured / cache[mib],
@@ -97,8 +119,9 @@ def main():
         for r in rows:
             w.writerow({k: ("%.6g" % v if isinstance(v, float) else v) for k, v in r.items()})
     kept = [r for r in rows if not r["excluded"]]
-    lines = ["# refit's executor model (refit sim --spec, dgx-h100 calibration) against refit run on "
-             "one H200, one rank, 256 MiB of self-sends",
+    lines = ["# refit's executor model (refit sim --spec, dgx-h100 with the H200's 4.8 TB/s HBM, "
+             "dgx-h100 calibration) against refit run on one H200, one rank, 256 MiB of "
+             "self-sends",
              "%-5s %8s %7s %12s %12s %8s  %s" % ("call", "staging", "groups", "measured(s)",
                                                  "predicted(s)", "ratio", "excluded")]
     for r in rows:

@@ -113,6 +113,10 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
   return b < c->bucket_max_bytes ? b : c->bucket_max_bytes;
 }
 
+double rf_calibration_copy_Bps(const RfCalibration *c, const RfTopology *t) {
+  return t->hbm_GBps * 1e9 * c->hbm_efficiency / 2.0;
+}
+
 void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *out) {
   rf_memory_run_init(out);
   out->staging_bytes = (uint64_t)c->exec_staging_bytes;

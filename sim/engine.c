@@ -225,6 +225,12 @@ static void pay(double *owed) {
   *owed = 0;
 }
 
+/* When a group posted at `posted`, the actor's round i (R: its rounds), ends at the earliest: the
+ * post plus the copy of its self-sends (SimExec.self_s). */
+static double self_end(const SimExec *e, const SimExecRound *R, int i, double posted) {
+  return e->self_s ? posted + e->self_s[(uint64_t)(R - e->rounds) + (uint64_t)i] : posted;
+}
+
 static void rank_actor(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -263,6 +269,8 @@ static void rank_actor(int argc, char **argv) {
         const int l = __builtin_ctzll(m);
         sg_comm_wait_all((sg_comm_t *)(void *)comms[l]->data, comms[l]->len);
         g_array_set_size(comms[l], 0);
+        owed = self_end(e, R, cur[l], posted[l]) - simgrid_get_clock(); /* its self-sends' copy */
+        pay(&owed);
         done_at[l] = simgrid_get_clock();
       }
       moving = 0;
@@ -286,7 +294,8 @@ static void rank_actor(int argc, char **argv) {
             sg_mailbox_put_async(sg_mailbox_by_name(name), &token, (long)(sd->bytes + 0.5));
         g_array_append_val(comms[lane], c);
       }
-      if (comms[lane]->len && !e->lane_comms) moving |= UINT64_C(1) << lane;
+      if ((comms[lane]->len || self_end(e, R, cur[lane], now) > now) && !e->lane_comms)
+        moving |= UINT64_C(1) << lane;
       break;
     }
     case RF_SOP_WAIT: {
@@ -297,6 +306,8 @@ static void rank_actor(int argc, char **argv) {
         g_array_set_size(comms[lane], 0);
         done_at[lane] = simgrid_get_clock();
       }
+      owed = self_end(e, R, cur[lane], posted[lane]) - simgrid_get_clock(); /* self-sends' copy */
+      pay(&owed);
       moving &= ~(UINT64_C(1) << lane);
       double now = MAX(done_at[lane], posted[lane]);
       for (uint32_t k = 0; k < r->nsend; k++)

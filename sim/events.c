@@ -596,6 +596,13 @@ static uint64_t unit_round(const Ev *v, int u, int round) {
   return lo;
 }
 
+/* When the group unit u has in flight on the lane ends at the earliest: its post plus the copy
+ * of its self-sends (SimExec.self_s; its post without any). */
+static double self_end(const Ev *v, int u, int lane) {
+  const Unit *U = &v->u[u];
+  return v->e->self_s ? U->posted[lane] + v->e->self_s[U->r0 + U->cur[lane]] : U->posted[lane];
+}
+
 static void post_round(Ev *v, int u, int lane) {
   Unit *U = &v->u[u];
   const SimExec *e = v->e;
@@ -634,7 +641,8 @@ static void post_round(Ev *v, int u, int lane) {
       v->pending[di] = i;
     }
   }
-  if (U->nposted[lane] && !e->lane_comms) U->moving |= UINT64_C(1) << lane;
+  if ((U->nposted[lane] || self_end(v, u, lane) > v->now) && !e->lane_comms)
+    U->moving |= UINT64_C(1) << lane;
 }
 
 /* Sleeps what unit u owes; TRUE when it has gone to sleep (resume at the same op). */
@@ -685,6 +693,9 @@ static void unit_run(Ev *v, int u) {
           U->state = U_BLOCK_POST;
           return;
         }
+      for (uint64_t m = U->moving; m; m &= m - 1) /* the groups' self-send copies too */
+        U->owed = MAX(U->owed, self_end(v, u, __builtin_ctzll(m)) - v->now);
+      if (pay(v, u)) return;
       for (uint64_t m = U->moving; m; m &= m - 1) {
         const int l = __builtin_ctzll(m);
         U->nposted[l] = 0;
@@ -708,6 +719,8 @@ static void unit_run(Ev *v, int u) {
         U->nposted[lane] = 0;
         U->done_at[lane] = v->now;
       }
+      U->owed = MAX(0.0, self_end(v, u, lane) - v->now); /* the group's self-send copy */
+      if (pay(v, u)) return;
       U->sub = 0;
       U->moving &= ~(UINT64_C(1) << lane);
       const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];

@@ -79,6 +79,10 @@ typedef struct {
   uint64_t *round_first; /* nranks + 1: the rank's rounds, ascending */
   SimExecRound *rounds;
   SimExecSend *sends;
+  /* per round (as rounds): the GPU time of its group's self-sends, NCCL copying them from the
+   * send staging to the receive staging on the communication stream at the device copy rate
+   * (the group lasts at least this long from its post); NULL when no round has a self-send */
+  double *self_s;
   uint64_t *prog_first; /* nranks + 1 */
   RfSchedOp *prog;      /* every rank's program */
   double launch_s;      /* host time to post one group */

@@ -66,7 +66,7 @@ typedef struct {
   double nvlink_efficiency;        /* achieved / peak NVLink per GPU per direction */
   double allgather_efficiency;     /* NCCL all-gather across nodes: busbw / NIC line rate */
   double broadcast_efficiency;     /* NCCL broadcast across nodes: busbw / NIC line rate */
-  double hbm_efficiency;           /* achieved device-to-device copy / peak HBM */
+  double hbm_efficiency;           /* a device-to-device copy's HBM traffic (read + write) / peak */
   double message_latency_s;        /* software latency per message (NCCL call base latency) */
   double collective_base_s;        /* base latency of one NCCL collective (export path) */
   double chunk_bytes;              /* pipelining granularity of NCCL (chain fill) */
@@ -164,6 +164,11 @@ gboolean rf_calibration_for_topology(RfCalibration *c, const RfTopology *t, gboo
 void rf_calibration_clear(RfCalibration *c);
 /* Bucket size in bytes: min(fraction x GPU memory, max). */
 double rf_calibration_bucket_bytes(const RfCalibration *c);
+/* Bytes a device-to-device copy (a pack, an unpack, a framework's copy) moves per second on a GPU
+ * of t: its HBM x efficiency.hbm / 2. efficiency.hbm is the HBM traffic a copy achieves over the
+ * peak, as CUDA's bandwidthTest counts a device-to-device copy (each byte read and written: twice
+ * its size over the time); a copy's payload is half of that traffic. */
+double rf_calibration_copy_Bps(const RfCalibration *c, const RfTopology *t);
 /* How the calibrated software runs a refit, for the memory model (model/plan/memory.h): refit's
  * executor at its staging bound, lanes, operation bound and --staged, with banks weight banks;
  * NeMo RL's gather + broadcast (software nemo-rl) with its reused buckets (bucket, buffers). */

@@ -185,10 +185,13 @@ static void test_end_to_end(gconstpointer data) {
 
 /* The reduction used at scale (GPUs grouped into hosts with the summed links) changes a
  * strategy's prediction by under 1% on a case small enough to simulate both ways; the flow
- * model's gather-broadcast by under 6% (+1.75% on hosts of 2, +5.3% on hosts of 4). Before refit's
+ * model's gather-broadcast by under 10% (+2.9% on hosts of 2, +8.6% on hosts of 4; +1.75% and
+ * +5.3% while copies moved at the whole of efficiency.hbm's HBM traffic, not half). Before refit's
  * flow model dropped NeMo RL's export host time, that time bound this case and hid the error.
- * Its cause is not established; the executor's coarse model erred the same way while a host sent
- * one merged message per destination host (one max-min share where its GPUs' take one each). */
+ * Its cause is not established: it moves with the copy rate (at a quarter of today's the coarse
+ * model is 27% faster: pooled HBM links, a GPU's copies borrowing its host's other GPUs' rate);
+ * the executor's coarse model erred the same way while a host sent one merged message per
+ * destination host (one max-min share where its GPUs' take one each). */
 static void test_reduction_under_one_percent(gconstpointer data) {
   RfStrategy s = *(const RfStrategy *)data;
   RfProblem *pb = preset("qwen3-30b-a3b", "TP1xPP2xEP8", "TP4xDP4", "dgx-h100");
@@ -204,7 +207,7 @@ static void test_reduction_under_one_percent(gconstpointer data) {
     double t2 = simulate(plan, &cal, g, &b);
     g_test_message("%s: exact %.6g s, %d GPUs per host %.6g s (%+.3f%%)", rf_strategy_name(s), t1,
                    g, t2, 100 * (t2 - t1) / t1);
-    g_assert_cmpfloat(fabs(t1 - t2) / t1, <, s == RF_STRATEGY_GATHER_BROADCAST ? 0.06 : 0.01);
+    g_assert_cmpfloat(fabs(t1 - t2) / t1, <, s == RF_STRATEGY_GATHER_BROADCAST ? 0.10 : 0.01);
     rf_result_clear(&b);
   }
   rf_result_clear(&a);
@@ -319,7 +322,7 @@ static void test_sw_pack_put_unpack(void) {
   golden_calib(&cal);
   cal.software = RF_SOFTWARE_NCCL_M2N;
   cal.variant = RF_VARIANT_PACK;
-  cal.hbm_efficiency = 1e-4; /* golden HBM 1e6 GB/s: copies at 100 GB/s */
+  cal.hbm_efficiency = 2e-4; /* golden HBM 1e6 GB/s: 200 GB/s of traffic, copies at 100 GB/s */
   cal.m2n_pack_plan_s = 2e-4;
   cal.m2n_plan_s = 1.0; /* NCCL Xfer v0.1's per-call cost: not today's PACK library */
   cal.m2n_barrier_s = 1e-4;
@@ -340,6 +343,56 @@ static void test_sw_pack_put_unpack(void) {
   t = simulate(plan, &cal, 1, &r);
   g_assert_cmpfloat_with_epsilon(t, 1e8 / 10e9 + 6e-6, 1e-6);
   rf_result_clear(&r);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+  rf_calibration_clear(&cal);
+}
+
+/* A self-send (tests: one rank sending itself 100 MB, as scripts/device-check.sh times on one GPU)
+ * goes through NCCL: real/'s cuda_post hands it to ncclSend and ncclRecv to the rank itself, and
+ * NCCL's kernel copies it from the send staging to the receive staging in the group. One group
+ * (a 200 MB staging bound), copies at 100 GB/s: the pack (1 ms), the post (0.1 ms), the group's
+ * copy (1 ms) and the unpack (1 ms) one after another, on either engine, one communicator or a
+ * communicator per lane. Two groups of 50 MB on one communicator and lane: each its pack, post,
+ * copy and unpack (0.5 ms copies). */
+static void test_exec_self_send(void) {
+  RfCalibration cal;
+  golden_calib(&cal);
+  cal.software = RF_SOFTWARE_REFIT;
+  cal.variant = RF_VARIANT_EXECUTOR;
+  cal.hbm_efficiency = 2e-4;    /* 200 GB/s of HBM traffic: copies at 100 GB/s */
+  cal.exec_group_host_s = 1e-4; /* a group posted in 0.1 ms */
+  cal.fixed_s = 0;
+  cal.exec_staging_bytes = 2e8;
+  cal.exec_max_ops = 32;
+  cal.exec_staged = TRUE;
+  cal.exec_slots = 1;
+  RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "0", 1, 1);
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  for (int staging = 0; staging < 2; staging++) {
+    cal.exec_staging_bytes = staging ? 5e7 : 2e8;
+    const double c = staging ? 5e-4 : 1e-3, want = (staging ? 2 : 1) * (3 * c + 1e-4);
+    for (int lc = 0; lc < 2; lc++)
+      for (int engine = 0; engine < 2; engine++) {
+        cal.exec_lane_comms = lc;
+        RfSimOptions o = {0};
+        o.calib = cal;
+        o.engine = engine ? RF_SIM_ENGINE_SIMGRID : RF_SIM_ENGINE_EVENTS;
+        RfExecutor *ex = rf_sim_executor_new(&o);
+        RfResult r;
+        g_assert_true(ex->prepare(ex, pb, &e));
+        g_assert_true(ex->run(ex, plan, &r, &e));
+        g_assert_no_error(e);
+        g_test_message("self-send, staging %g B, %s, %s: %.9g s (want %.9g s)",
+                       cal.exec_staging_bytes, lc ? "lane comms" : "one comm",
+                       engine ? "simgrid" : "events", r.total_s, want);
+        g_assert_cmpfloat_with_epsilon(r.total_s, want, 1e-8);
+        rf_result_clear(&r);
+        ex->destroy(ex);
+      }
+  }
   rf_plan_free(plan);
   rf_problem_free(pb);
   rf_calibration_clear(&cal);
@@ -422,7 +475,7 @@ static void test_exec_lanes(void) {
   golden_calib(&cal);
   cal.software = RF_SOFTWARE_REFIT;
   cal.variant = RF_VARIANT_EXECUTOR;
-  cal.hbm_efficiency = 1e-4;    /* copies at 100 GB/s */
+  cal.hbm_efficiency = 2e-4;    /* 200 GB/s of HBM traffic: copies at 100 GB/s */
   cal.exec_group_host_s = 1e-4; /* a group posted in 0.1 ms */
   cal.fixed_s = 0;
   cal.exec_staging_bytes = 25e6;
@@ -827,7 +880,8 @@ static void test_sw_two_stages_two_streams(void) {
  * NCCL ring 0 -> 1 -> 2 -> 3, each hop on its own pair of 10 GB/s NICs, pipelined, hop h starting
  * h x 6 us (NIC + switch latency) after the first. The call's ring latency (3 hops x 6 us, base 0)
  * comes first; the last hop starts at 18 us and takes 6 us + 10 ms; each destination copies its
- * 100 MB out at 1e15 B/s (0.1 us): 18 + 18 + 6 us + 10 ms + 0.1 us. Three separate sends from
+ * 100 MB out at half the golden HBM's 1e15 B/s (a copy reads and writes: 0.2 us): 18 + 18 + 6 us +
+ * 10 ms + 0.2 us. Three separate sends from
  * GPU 0 would share its NIC: 30 ms. */
 static void test_sw_golden_broadcast(void) {
   RfCalibration cal;
@@ -841,7 +895,7 @@ static void test_sw_golden_broadcast(void) {
   g_assert_no_error(e);
   RfResult r;
   double t = simulate(plan, &cal, 1, &r);
-  g_assert_cmpfloat_with_epsilon(t, 18e-6 + 18e-6 + 6e-6 + 0.01 + 1e-7, 1e-7);
+  g_assert_cmpfloat_with_epsilon(t, 18e-6 + 18e-6 + 6e-6 + 0.01 + 2e-7, 1e-7);
   rf_result_clear(&r);
   rf_plan_free(plan);
   rf_problem_free(pb);
@@ -850,8 +904,8 @@ static void test_sw_golden_broadcast(void) {
 
 /* The host runs ahead of the GPU (NeMo RL issues its calls without a per-call sync): a stage
  * lasts max(host, GPU), not host + GPU. One golden call of 100 MB from GPU 0 to GPU 1: GPU time
- * 6 us of ring latency, the flow from 6 us on (6 us + 10 ms), the 0.1 us copy-out: 10.0181 ms.
- * Host-bound (20 ms of host per call): 20 ms; GPU-bound (4 ms): 10.0181 ms. */
+ * 6 us of ring latency, the flow from 6 us on (6 us + 10 ms), the 0.2 us copy-out: 10.0182 ms.
+ * Host-bound (20 ms of host per call): 20 ms; GPU-bound (4 ms): 10.0182 ms. */
 static void test_sw_host_ahead(void) {
   RfCalibration cal;
   golden_calib(&cal);
@@ -862,7 +916,7 @@ static void test_sw_host_ahead(void) {
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_HYBRID, NULL, &e);
   g_assert_no_error(e);
   RfResult r;
-  const double gpu = 6e-6 + 6e-6 + 6e-6 + 0.01 + 1e-7;
+  const double gpu = 6e-6 + 6e-6 + 6e-6 + 0.01 + 2e-7;
   cal.nemo_call_s = 0.020;
   g_assert_cmpfloat_with_epsilon(simulate(plan, &cal, 1, &r), 0.020, 1e-7);
   rf_result_clear(&r);
@@ -1162,8 +1216,9 @@ static void test_sw_direct_every_replica(void) {
  * tensor of 100 MB (tests/data/sim/one-ffn.json, up_proj: TP shards rows) replicated on
  * GPUs 0 and 1 (DP2), sharded in two on GPUs 2 and 3 (TP2): GPU 0 sends
  * both 50 MB halves over its 10 GB/s NIC: 10 ms + 6 us (NIC + switch) + 2 us (the grouped
- * send/recv's message latency) + 0.05 us (each destination's copy-back of its 50 MB into vLLM's
- * fused gate_up_proj at the device copy rate, 1e6 GB/s; within the engine's 0.1 us precision);
+ * send/recv's message latency) + 0.1 us (each destination's copy-back of its 50 MB into vLLM's
+ * fused gate_up_proj at the device copy rate, half the golden HBM's 1e6 GB/s; within the
+ * engine's 0.1 us precision);
  * round-robin would take 5 ms. */
 static void test_sw_fallback_first_holder(void) {
   RfCalibration cal;
@@ -1303,6 +1358,7 @@ int main(int argc, char **argv) {
             string_case, test_shipped_calibration);
   g_test_add_func("/sim/software/pack_put_unpack_in_series", test_sw_pack_put_unpack);
   g_test_add_func("/sim/executor/lanes", test_exec_lanes);
+  g_test_add_func("/sim/executor/self-send", test_exec_self_send);
   g_test_add_func("/sim/executor/work", test_exec_work);
   g_test_add_func("/sim/executor/many-groups", test_exec_many_groups);
   g_test_add_func("/sim/executor/coarse", test_exec_coarse);

@@ -4,8 +4,8 @@
  * Every rank runs its program (rf_schedule_rank_program), one SimGrid actor per rank on its GPU's
  * host, exactly as real/ issues it:
  * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
- *   (topology HBM x `efficiency.hbm`) after a kernel launch (`executor.kernel_launch_s`): the
- *   actor sleeps, its groups in flight keep moving;
+ *   (rf_calibration_copy_Bps: topology HBM x `efficiency.hbm` / 2) after a kernel launch
+ * (`executor.kernel_launch_s`): the actor sleeps, its groups in flight keep moving;
  * - POST r: the host posts the group (`executor.group_host_s`, NCCL's calls, plus the event
  *   records and stream wait of [executor], exec_post_s), then one asynchronous send per
  *   destination rank and phase (the segments it takes there in the round, together: below) and
@@ -20,7 +20,11 @@
  * - WAIT r: until the round's sends and receives are done;
  * - UNPACK r: a stream wait on the group (`executor.stream_wait_s`), a kernel launch and the copy
  *   of the bytes it received, at the device copy rate.
- * A self-send (source rank = destination rank) is a pack and an unpack, no transfer.
+ * A self-send (source rank = destination rank) is a pack, NCCL's copy of its bytes from the send
+ * staging to the receive staging in the group (real/'s cuda_post hands it to ncclSend and
+ * ncclRecv to the rank itself: NCCL's kernel copies it on the communication stream) at the
+ * device copy rate, and an unpack; no transfer on a link. The group lasts at least that copy
+ * from its post (SimExec.self_s).
  *
  * That is the exact model (group 1), run by sim/events.c (the default) or SimGrid's actors
  * (engine.c). On SimGrid its cost is SimGrid's: a message's start and end re-solve
@@ -114,8 +118,10 @@ static void index_rounds(uint64_t *keys, uint64_t nk, int nunits, int step0, uin
  * round's copies and need. */
 typedef struct {
   int32_t rank;
+  float self_s; /* its group's self-sends (SimExec.self_s); in the padding before r */
   SimExecRound r;
 } RankRound;
+G_STATIC_ASSERT(sizeof(RankRound) == sizeof(SimExecRound) + 8);
 
 /* The actors' rounds, sends and programs. An actor runs one rank (group 1: exact), or, on a
  * coarser platform, every rank of one simulated host together (a "unit"): the union of their
@@ -153,6 +159,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   } Mark;
   g_autofree Mark *mark = g_new0(Mark, (size_t)MAX(n, 1) * RF_PHASE_COUNT);
   uint64_t stamp = 0, nrr = 0, ns = 0;
+  gboolean self = FALSE; /* a round has a self-send */
   /* arrays that grow without moving, on huge pages (bigmem.h): a page fault per 2 MiB, where
    * the 4 KiB pages of GLib's arrays cost more than the pass itself */
   const size_t cap = s->nsegs + 1; /* sends; rank rounds: twice as many */
@@ -176,13 +183,17 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
         if (sizeof(RankRound) * (nrr + 1) > vrr.room)
           rr = rf_bigvec_room(&vrr, sizeof(RankRound) * (nrr + 1));
         at[x] = nrr;
-        rr[nrr++] = (RankRound){x, {.round = r, .step = step0 + r, .need = -1}};
+        rr[nrr++] = (RankRound){x, 0, {.round = r, .step = step0 + r, .need = -1}};
       }
       SimExecRound *a = &rr[at[m->src]].r, *z = &rr[at[m->dst]].r;
       a->pack_s += b / copy_Bps;
       a->need = MAX(a->need, segs[i].dep);
       z->unpack_s += b / copy_Bps;
-      if (m->dst == m->src) continue; /* a self-send: a pack and an unpack, no transfer */
+      if (m->dst == m->src) { /* a self-send: NCCL's copy in the group, no transfer */
+        rr[at[m->src]].self_s += (float)(b / copy_Bps);
+        self = TRUE;
+        continue;
+      }
       if (m->src != prev) stamp++, prev = m->src;
       Mark *k = &mark[(size_t)m->dst * RF_PHASE_COUNT + m->phase];
       if (k->stamp == stamp) { /* the send of this pair and phase in this round */
@@ -227,6 +238,11 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
   if (!units) {
     e->round_first = rfirst;
     e->rounds = byrank;
+    if (self) {
+      e->self_s = g_new0(double, nrr + 1);
+      for (uint64_t i = 0; i < nrr; i++)
+        e->self_s[pos[i]] = rr[i].self_s;
+    }
   } else {
     g_autofree uint64_t *keys = g_new(uint64_t, nrr + 1);
     uint64_t nk = 0;
@@ -241,6 +257,11 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       u->pack_s = MAX(u->pack_s, rr[i].r.pack_s);
       u->unpack_s = MAX(u->unpack_s, rr[i].r.unpack_s);
       u->need = MAX(u->need, rr[i].r.need);
+    }
+    if (self) { /* the unit's GPUs copy at once, each its own: the longest */
+      e->self_s = g_new0(double, e->round_first[nunits] + 1);
+      for (uint64_t i = 0; i < nrr; i++)
+        e->self_s[pos[i]] = MAX(e->self_s[pos[i]], (double)rr[i].self_s);
     }
     g_free(rfirst);
     g_free(byrank);
@@ -457,7 +478,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
                 (guint64)plan->nmsgs);
     return FALSE;
   }
-  const double copy_Bps = pb->topo->hbm_GBps * 1e9 * cal->hbm_efficiency;
+  const double copy_Bps = rf_calibration_copy_Bps(cal, pb->topo);
   g_autofree uint64_t *first = rf_schedule_round_offsets(s); /* segments by round */
   /* the actors: a rank each, or (group > 1) a simulated host each, its GPUs' ranks together */
   const gboolean units = p->group > 1;

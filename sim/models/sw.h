@@ -69,8 +69,6 @@ typedef struct {
   double ce_pre_s, ce_post_s; /* copy time (row-size dependent), max over GPUs, summed */
 } SwStage;
 
-/* Device copy rate (topology HBM x efficiency.hbm), bytes/s. */
-double sw_copy_Bps(const RfProblem *pb, const RfCalibration *cal);
 /* Transport of a resolved software variant. */
 SwTransport sw_transport(RfSwVariant v);
 /* pp empty stages; free with sw_stages_free (NULL: no-op). */
