@@ -9,8 +9,9 @@ files (each row keeps the ones before it off):
   no op costs    also latency.message_s and [executor] kernel_launch_s, event_record_s,
                  stream_wait_s, group_host_s, stream_wait_gpu_s = 0 (the per-group and per-copy
                  costs)
-  HBM at peak    also efficiency.hbm = 1 (pack and unpack at the HBM's peak rate: what the copies
-                 cost on the critical path, pipeline fill and drain among it)
+  HBM at peak    also efficiency.hbm = 1 (pack and unpack at half the HBM's peak rate, a copy
+                 reading and writing each byte: what the copies' efficiency costs on the critical
+                 path, pipeline fill and drain among it)
   NVLink at line also efficiency.nvlink = 1
 
 What remains in the last row is the schedule's own: its groups (round synchronisation: a group

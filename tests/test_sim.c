@@ -348,6 +348,20 @@ static void test_sw_pack_put_unpack(void) {
   rf_calibration_clear(&cal);
 }
 
+/* refit's executor on the golden cluster, staged, at the given staging bound: copies at
+ * 100 GB/s (200 GB/s of HBM traffic), a group posted in 0.1 ms, 32 operations a group. */
+static void exec_golden_calib(RfCalibration *cal, double staging_bytes) {
+  golden_calib(cal);
+  cal->software = RF_SOFTWARE_REFIT;
+  cal->variant = RF_VARIANT_EXECUTOR;
+  cal->hbm_efficiency = 2e-4;
+  cal->exec_group_host_s = 1e-4;
+  cal->fixed_s = 0;
+  cal->exec_staging_bytes = staging_bytes;
+  cal->exec_max_ops = 32;
+  cal->exec_staged = TRUE;
+}
+
 /* A self-send (tests: one rank sending itself 100 MB, as scripts/device-check.sh times on one GPU)
  * goes through NCCL: real/'s cuda_post hands it to ncclSend and ncclRecv to the rank itself, and
  * NCCL's kernel copies it from the send staging to the receive staging in the group. One group
@@ -357,15 +371,7 @@ static void test_sw_pack_put_unpack(void) {
  * copy and unpack (0.5 ms copies). */
 static void test_exec_self_send(void) {
   RfCalibration cal;
-  golden_calib(&cal);
-  cal.software = RF_SOFTWARE_REFIT;
-  cal.variant = RF_VARIANT_EXECUTOR;
-  cal.hbm_efficiency = 2e-4;    /* 200 GB/s of HBM traffic: copies at 100 GB/s */
-  cal.exec_group_host_s = 1e-4; /* a group posted in 0.1 ms */
-  cal.fixed_s = 0;
-  cal.exec_staging_bytes = 2e8;
-  cal.exec_max_ops = 32;
-  cal.exec_staged = TRUE;
+  exec_golden_calib(&cal, 2e8);
   cal.exec_slots = 1;
   RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "0", 1, 1);
   GError *e = NULL;
@@ -472,15 +478,7 @@ static void test_exec_work(void) {
  * latency: the NIC idles for two latencies (the first group's and one hand-over), not four. */
 static void test_exec_lanes(void) {
   RfCalibration cal;
-  golden_calib(&cal);
-  cal.software = RF_SOFTWARE_REFIT;
-  cal.variant = RF_VARIANT_EXECUTOR;
-  cal.hbm_efficiency = 2e-4;    /* 200 GB/s of HBM traffic: copies at 100 GB/s */
-  cal.exec_group_host_s = 1e-4; /* a group posted in 0.1 ms */
-  cal.fixed_s = 0;
-  cal.exec_staging_bytes = 25e6;
-  cal.exec_max_ops = 32;
-  cal.exec_staged = TRUE;
+  exec_golden_calib(&cal, 25e6);
   cal.exec_lane_comms = FALSE; /* one communicator first (refit run --one-comm) */
   RfProblem *pb = copy_problem_on("golden.topo", 50000000, "0", 1, "1", 1, 1);
   GError *e = NULL;
