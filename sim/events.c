@@ -688,14 +688,19 @@ static void unit_run(Ev *v, int u) {
         U->sub = 1;
         if (pay(v, u)) return;
       }
-      for (uint64_t m = U->moving; m; m &= m - 1)
-        if (U->left[__builtin_ctzll(m)]) {
-          U->state = U_BLOCK_POST;
-          return;
-        }
-      for (uint64_t m = U->moving; m; m &= m - 1) /* the groups' self-send copies too */
-        U->owed = MAX(U->owed, self_end(v, u, __builtin_ctzll(m)) - v->now);
-      if (pay(v, u)) return;
+      if (U->sub == 1) {
+        for (uint64_t m = U->moving; m; m &= m - 1)
+          if (U->left[__builtin_ctzll(m)]) {
+            U->state = U_BLOCK_POST;
+            return;
+          }
+        /* the groups' self-send copies too, slept once (sub 2: a wake-up a rounding short of
+         * the end would otherwise sleep again, and again, at one time) */
+        for (uint64_t m = U->moving; m; m &= m - 1)
+          U->owed = MAX(U->owed, self_end(v, u, __builtin_ctzll(m)) - v->now);
+        U->sub = 2;
+        if (pay(v, u)) return;
+      }
       for (uint64_t m = U->moving; m; m &= m - 1) {
         const int l = __builtin_ctzll(m);
         U->nposted[l] = 0;
@@ -710,17 +715,21 @@ static void unit_run(Ev *v, int u) {
         U->sub = 1;
         if (pay(v, u)) return;
       }
-      if (U->nposted[lane]) {
-        if (U->left[lane]) {
-          U->state = U_BLOCK_WAIT;
-          U->block_lane = (uint8_t)lane;
-          return;
+      if (U->sub == 1) {
+        if (U->nposted[lane]) {
+          if (U->left[lane]) {
+            U->state = U_BLOCK_WAIT;
+            U->block_lane = (uint8_t)lane;
+            return;
+          }
+          U->nposted[lane] = 0;
+          U->done_at[lane] = v->now;
         }
-        U->nposted[lane] = 0;
-        U->done_at[lane] = v->now;
+        /* the group's self-send copy, slept once (sub 2, as in POST) */
+        U->owed = MAX(0.0, self_end(v, u, lane) - v->now);
+        U->sub = 2;
+        if (pay(v, u)) return;
       }
-      U->owed = MAX(0.0, self_end(v, u, lane) - v->now); /* the group's self-send copy */
-      if (pay(v, u)) return;
       U->sub = 0;
       U->moving &= ~(UINT64_C(1) << lane);
       const SimExecRound *r = &e->rounds[U->r0 + U->cur[lane]];
