@@ -114,7 +114,7 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
 }
 
 double rf_calibration_copy_Bps(const RfCalibration *c, const RfTopology *t) {
-  return t->hbm_GBps * 1e9 * c->hbm_efficiency / 2.0;
+  return rf_topology_copy_Bps(t, c->hbm_efficiency);
 }
 
 void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *out) {

@@ -470,6 +470,55 @@ static void test_schedule_too_many_segments(void) {
   g_assert_cmpuint(rf_schedule_segments(&plan, B, TRUE), ==, RF_SCHEDULE_MAX_SEGMENTS);
 }
 
+/* The serial rule of the staging choice (model/plan/staging.h): the bound is doubled while the
+ * busiest rank's serial work (a fixed time per group and a copy of every byte it moves,
+ * rf_staging_serial_s) outlasts its NIC time and a doubling saves more than a sixteenth of it.
+ * Qwen3-30B-A3B m2n on 400G NICs, the bandwidth-delay bound 16 MiB, copies all but free (an HBM
+ * of 1e9 GB/s): with a group's fixed time set so that its groups take 1.5x the NIC time at
+ * 16 MiB, 32 MiB (0.75x) and says why; at 0.5x the bound stays; where copies alone outlast the
+ * NIC a doubling saves little: it stays too; a given bound is kept; rule off: nothing counted. */
+static void test_staging_serial(void) {
+  RfProblem *pb = preset_problem("qwen3-30b-a3b", "TP2xPP2xEP4", "TP4xDP2", 8);
+  RfTopology *t = pb->topo;
+  t->nic_Gbps = 400;
+  t->nics_per_gpu = 1;
+  t->nvlink_GBps = 450;
+  t->hbm_GBps = 1e9;
+  t->memory_GB = 0; /* no memory bound: the rules alone */
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  const uint64_t b0 = UINT64_C(16) << 20;
+  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE, 1.0, 1.0};
+  double nic = 0;
+  const double groups = rf_staging_serial_s(plan, &c, TRUE, b0, &nic); /* 1 s a group */
+  g_assert_cmpfloat(nic, >, 0);
+  g_assert_cmpfloat(groups, >=, 8);
+  RfStaging st;
+  c.serial_group_s = 1.5 * nic / groups;
+  g_assert_cmpfloat(rf_staging_serial_s(plan, &c, TRUE, b0, &nic), >, nic);
+  g_assert_cmpfloat(rf_staging_serial_s(plan, &c, TRUE, 2 * b0, &nic), <, nic);
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, 2 * b0);
+  g_assert_nonnull(strstr(st.why, "raised from 16 MiB"));
+  g_assert_nonnull(strstr(st.why, "serial work"));
+  rf_staging_choose(plan, &c, TRUE, UINT64_C(8) << 20, 0, RF_SCHEDULE_AUTO_OPS, &st); /* given */
+  g_assert_cmpuint(st.staging_bytes, ==, UINT64_C(8) << 20);
+  c.serial_group_s = 0.5 * nic / groups;
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, b0);
+  t->hbm_GBps = 1; /* copies at 0.5 GB/s: they alone outlast the NIC */
+  c.serial_group_s = 1.5 * nic / groups;
+  g_assert_cmpfloat(rf_staging_serial_s(plan, &c, TRUE, RF_STAGING_MAX_BYTES, &nic), >, nic);
+  rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
+  g_assert_cmpuint(st.staging_bytes, ==, b0);
+  c.serial_group_s = 0;
+  g_assert_cmpfloat(rf_staging_serial_s(plan, &c, TRUE, b0, &nic), ==, 0);
+  g_assert_cmpfloat(nic, ==, 0);
+  rf_plan_free(plan);
+  rf_problem_free(pb);
+}
+
 /* The staging choice (model/plan/staging.h): the bandwidth-delay rule on a 400G NIC, given values
  * kept, no per-group cost keeps the default, and no memory left cuts to the minimum and one lane.
  */
@@ -483,7 +532,7 @@ static void test_staging_choose(void) {
   GError *e = NULL;
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
   g_assert_no_error(e);
-  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE};
+  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE, 0, 0}; /* no serial rule */
   RfStaging st;
   /* 16 x 22.1 us x 47 GB/s = 16.6 MB: 16 MiB */
   rf_staging_choose(plan, &c, TRUE, 0, 0, RF_SCHEDULE_AUTO_OPS, &st);
@@ -562,7 +611,7 @@ static void test_staging_segments(void) {
   GError *e = NULL;
   RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
   g_assert_no_error(e);
-  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE};
+  RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE, 0, 0}; /* no serial rule */
   RfStaging st;
   const uint64_t mib = UINT64_C(1) << 20, was = plan->msgs[0].bytes;
   plan->msgs[0].bytes = 3 * RF_STAGING_MAX_SEGMENTS * (16 * mib / RF_SCHEDULE_CUTS);
@@ -670,6 +719,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedule/too-many-segments", test_schedule_too_many_segments);
   g_test_add_func("/schedule/staging-segments", test_staging_segments);
   g_test_add_func("/schedule/staging-choose", test_staging_choose);
+  g_test_add_func("/schedule/staging-serial", test_staging_serial);
   g_test_add_func("/schedule/rounds-lower-bound", test_schedule_lower_bound);
   return g_test_run();
 }

@@ -27,6 +27,56 @@ static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c, int lanes
   return CLAMP(b, RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES);
 }
 
+/* Per rank: bytes it sends and receives over the network and over NVLink (self-sends aside). */
+typedef struct {
+  double *tn, *rn, *tv, *rv; /* one block: 4 x nranks */
+  int n;
+} RankBytes;
+
+static void rank_bytes(const RfPlan *plan, RankBytes *rb) {
+  rb->n = plan->problem->nranks;
+  rb->tn = g_new0(double, 4 * (size_t)MAX(rb->n, 1));
+  rb->rn = rb->tn + rb->n, rb->tv = rb->rn + rb->n, rb->rv = rb->tv + rb->n;
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *g = &plan->msgs[m];
+    if (g->src == g->dst) continue;
+    const gboolean net = g->flags & RF_XFER_NET;
+    (net ? rb->tn : rb->tv)[g->src] += (double)g->bytes;
+    (net ? rb->rn : rb->rv)[g->dst] += (double)g->bytes;
+  }
+}
+
+/* rf_staging_serial_s on loads counted once; share 0: NVLink segments share b. */
+static double serial_s(const RfPlan *plan, const RfStagingCosts *c, const RankBytes *rb,
+                       uint64_t share, uint64_t b, double *nic_s) {
+  const RfTopology *t = plan->problem->topo;
+  *nic_s = 0;
+  if (!(c->serial_group_s > 0) || !(c->hbm_efficiency > 0) || !t || t->nic_Gbps <= 0 ||
+      t->hbm_GBps <= 0)
+    return 0;
+  const double rate = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
+                      (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
+  const double copy = rf_topology_copy_Bps(t, c->hbm_efficiency), B = (double)b;
+  double most = 0;
+  for (int r = 0; r < rb->n; r++) {
+    const double tx = rb->tn[r], rx = rb->rn[r], vt = rb->tv[r], vr = rb->rv[r];
+    *nic_s = MAX(*nic_s, MAX(tx, rx) / rate);
+    const double groups =
+        share ? MAX(MAX(tx, rx) / B, MAX(vt, vr) / (B * (double)share)) : MAX(tx + vt, rx + vr) / B;
+    most = MAX(most, ceil(groups) * c->serial_group_s + (tx + rx + vt + vr) / copy);
+  }
+  return most;
+}
+
+double rf_staging_serial_s(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
+                           uint64_t b, double *nic_s) {
+  RankBytes rb;
+  rank_bytes(plan, &rb);
+  const double s = serial_s(plan, c, &rb, pipelined ? rf_schedule_nvlink_share(plan) : 0, b, nic_s);
+  g_free(rb.tn);
+  return s;
+}
+
 /* Memory left for staging on the fullest inference GPU (0: unknown, no bound) after its weights
  * (x banks) and its holding: first by the plan's stage estimate (rf_memory_of_plan, cheap, which
  * holds a piece from its stage to the last stage that reads it: no less than refit run's
@@ -92,6 +142,27 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
                moving > 1 ? ", beside the other lanes' groups moving at once" : "");
   else
     g_strlcpy(out->why, "given", sizeof out->why);
+  /* no smaller than the bound at which the busiest rank's serial work fits in its NIC time */
+  if (out->chose_staging && t && c->serial_group_s > 0) {
+    RankBytes rb;
+    rank_bytes(plan, &rb);
+    double nic = 0, s = serial_s(plan, c, &rb, share, out->staging_bytes, &nic);
+    const uint64_t from = out->staging_bytes;
+    /* while doubling saves more than 1 / RF_STAGING_COST_RATIO of it: a rank of one group, or
+     * whose copies alone outlast its NIC, gains little from a larger bound and pays its staging */
+    while (nic > 0 && s > nic && out->staging_bytes < RF_STAGING_MAX_BYTES) {
+      const double next = serial_s(plan, c, &rb, share, 2 * out->staging_bytes, &nic);
+      if (next > s * (1 - 1 / RF_STAGING_COST_RATIO)) break;
+      out->staging_bytes *= 2;
+      s = next;
+    }
+    g_free(rb.tn);
+    if (out->staging_bytes != from)
+      g_snprintf(out->why, sizeof out->why,
+                 "raised from %.3g MiB: there a rank's serial work (its groups' fixed costs, "
+                 "%.3g us each, and copies) outlasts its NIC time",
+                 (double)from / 1048576.0, c->serial_group_s * 1e6);
+  }
   /* no smaller than the bound whose schedule every rank builds within RF_STAGING_MAX_SEGMENTS
    * (rf_schedule_build refuses above RF_SCHEDULE_MAX_SEGMENTS; below it, each rank's process
    * holds the whole schedule: 64 M segments, 2.6 GB) */

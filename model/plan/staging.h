@@ -11,6 +11,16 @@
  *            (docs/sim.md, "Where the excess goes": the sweep on qwen3-235b / DGX H100); with
  *            lanes on communicators of their own a group shares the NICs with the other lanes'
  *            groups and takes that many times as long: the rule's bound over the lanes; then
+ *            doubled (up to RF_STAGING_MAX_BYTES) while the busiest rank's serial work would
+ *            outlast the busiest NIC's bytes at the calibrated rate (rf_staging_serial_s: a
+ *            group's fixed costs, serial_group_s, for every bound it sends or receives over the
+ *            network, or NVLink share x it over NVLink, and a copy of every byte it sends or
+ *            receives: refit's executor posts a rank's groups and runs its copies one after
+ *            another, so a rank whose serial work is longer than the transfers sets the time: at
+ *            4 MiB Nemotron 3 Ultra's fan-out into one NVLink domain, each piece forwarded to 7
+ *            GPUs, takes 1.03x its NIC time, the other reported configurations 0.88x), as long
+ *            as a doubling saves more than 1 / RF_STAGING_COST_RATIO of that work (a rank of one
+ *            group, or whose copies alone outlast its NIC, gains little for its staging); then
  *            doubled (up to RF_STAGING_MAX_BYTES) while refit run's schedule would have more
  *            than RF_STAGING_MAX_SEGMENTS segments: every rank of refit run builds the whole
  *            schedule (real/engine.c), about 40 bytes a segment (schedule.h), so 64 M take 2.6 GB
@@ -57,6 +67,11 @@ typedef struct {
   double nic_efficiency; /* the calibrated share of the NICs' line rate */
   int banks;             /* weight banks of the inference GPU: 1 in place, 2 --double-bank */
   gboolean lane_comms;   /* lanes on communicators of their own (refit run --lane-comms) */
+  /* A group's fixed time on a rank's serial timeline (group_s and the copy stream's wait on the
+   * group before its unpack) and the efficiency of a copy on the GPU's HBM
+   * (rf_topology_copy_Bps); 0: the serial rule is off. */
+  double serial_group_s;
+  double hbm_efficiency;
 } RfStagingCosts;
 
 typedef struct {
@@ -69,6 +84,13 @@ typedef struct {
                           * memory, unbounded) */
   char why[200];         /* how the staging bound was chosen, one phrase */
 } RfStaging;
+
+/* The busiest rank's serial work at staging bound b (seconds; above: the serial rule) and, in
+ * nic_s, the busiest NIC's transfer time at the calibrated rate; 0 for both where c has no serial
+ * costs or the topology no NIC or HBM rate. pipelined: NVLink segments have the NVLink share's
+ * room beside b (rf_schedule_nvlink_share), else they share b. */
+double rf_staging_serial_s(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
+                           uint64_t b, double *nic_s);
 
 /* The executor's settings for plan: staging_bytes 0, slots 0 and max_ops RF_SCHEDULE_AUTO_OPS
  * are chosen by the rules above, other values kept. pipelined: the schedule pipelines stages

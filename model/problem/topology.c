@@ -42,6 +42,10 @@ double rf_topology_nic_Bps(const RfTopology *t) {
   return t->nic_Gbps * 1e9 / 8.0;
 }
 
+double rf_topology_copy_Bps(const RfTopology *t, double hbm_efficiency) {
+  return t->hbm_GBps * 1e9 * hbm_efficiency / 2.0;
+}
+
 gboolean rf_keyfile_number(GKeyFile *kf, const char *path, const char *group, const char *key,
                            double lo, double hi, double *out, GError **error) {
   GError *e = NULL;

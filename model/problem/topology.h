@@ -51,5 +51,11 @@ gboolean rf_keyfile_number(GKeyFile *kf, const char *path, const char *group, co
 
 /* NIC bandwidth in bytes per second for the lower bound. */
 double rf_topology_nic_Bps(const RfTopology *t);
+/* Bytes a device-to-device copy (a pack, an unpack, a framework's copy) moves per second on a GPU
+ * of t whose copies reach hbm_efficiency of its HBM: hbm_GBps x hbm_efficiency / 2. The
+ * efficiency is the HBM traffic a copy achieves over the peak, as CUDA's bandwidthTest counts a
+ * device-to-device copy (each byte read and written: twice its size over the time); a copy's
+ * payload is half of that traffic. */
+double rf_topology_copy_Bps(const RfTopology *t, double hbm_efficiency);
 
 #endif

@@ -384,6 +384,9 @@ void rf_calibration_staging_costs(const RfCalibration *cal, RfStagingCosts *out)
   out->nic_efficiency = cal->nic_efficiency;
   out->banks = MAX(cal->exec_banks, 1);
   out->lane_comms = cal->exec_lane_comms;
+  /* the model's serial timeline: the post, both launches and the unpack's wait on the group */
+  out->serial_group_s = out->group_s + cal->exec_stream_wait_gpu_s;
+  out->hbm_efficiency = cal->hbm_efficiency;
 }
 
 void rf_calibration_staging(const RfCalibration *cal, const RfPlan *plan, RfStaging *out) {
