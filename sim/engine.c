@@ -241,8 +241,9 @@ static void rank_actor(int argc, char **argv) {
   int cur[SIM_MAX_LANES], next = 0;
   double posted[SIM_MAX_LANES], done_at[SIM_MAX_LANES] = {0};
   GArray *comms[SIM_MAX_LANES];
-  uint64_t moving = 0; /* lanes with comms in flight on the one stream (bit per lane; none with
-                        * lane_comms, whose groups wait for no other lane) */
+  uint64_t moving = 0; /* lanes with a group in flight on the one stream, its comms or its
+                        * self-send copy (bit per lane; none with lane_comms, whose groups wait
+                        * for no other lane) */
   G_STATIC_ASSERT(SIM_MAX_LANES <= 64);
   for (int l = 0; l < SIM_MAX_LANES; l++)
     comms[l] = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));

@@ -8,11 +8,12 @@
  * - PACK r / UNPACK r add the round's copies to the time the unit owes (slept before its next
  *   post or wait, as the actor's sleeps);
  * - POST r pays the launch and what is owed, waits (on the one communication stream) for the
- *   groups still moving, then posts the round's sends and receives;
+ *   groups still moving and their self-send copies, then posts the round's sends and receives;
  * - a message starts when both its ends have posted their round (NCCL's send / receive
  *   rendezvous, SimGrid's mailbox match), moves after its route's latency, and ends when its
  *   bytes are through;
- * - WAIT r blocks until every send and receive of the round has ended.
+ * - WAIT r blocks until every send and receive of the round has ended, and its self-send copy
+ *   (SimExec.self_s) from its post.
  * The sharing is max-min, as SimGrid's (weighted as its CM02 model weighs it, by 1 / a message's
  * route latency), but solved locally: once every event of one time has run, the messages on the
  * links where messages started or ended at that time and those within two more link hops (the
@@ -109,7 +110,7 @@ typedef struct {
   uint64_t pc, end;   /* program ops [pc, end) */
   uint64_t r0;        /* first of its rounds in exec->rounds */
   uint32_t next;      /* its next round (relative to r0) */
-  uint8_t state, sub; /* sub: the current op has paid what was owed */
+  uint8_t state, sub; /* POST / WAIT: 0 to start, 1 paid what was owed, 2 the self-copy slept */
   uint8_t block_lane;
   double owed;
   uint64_t moving;   /* lanes with groups in flight on the one stream */

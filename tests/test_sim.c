@@ -368,7 +368,8 @@ static void exec_golden_calib(RfCalibration *cal, double staging_bytes) {
  * (a 200 MB staging bound), copies at 100 GB/s: the pack (1 ms), the post (0.1 ms), the group's
  * copy (1 ms) and the unpack (1 ms) one after another, on either engine, one communicator or a
  * communicator per lane. Two groups of 50 MB on one communicator and lane: each its pack, post,
- * copy and unpack (0.5 ms copies). */
+ * copy and unpack (0.5 ms copies). On two lanes (a group's copy in flight while the other lane
+ * posts; on one communicator the next post waits for it) the two engines agree. */
 static void test_exec_self_send(void) {
   RfCalibration cal;
   exec_golden_calib(&cal, 2e8);
@@ -399,6 +400,30 @@ static void test_exec_self_send(void) {
         rf_result_clear(&r);
         ex->destroy(ex);
       }
+  }
+  cal.exec_staging_bytes = 5e7;
+  cal.exec_slots = 2;
+  for (int lc = 0; lc < 2; lc++) {
+    cal.exec_lane_comms = lc;
+    double t[2];
+    for (int engine = 0; engine < 2; engine++) {
+      RfSimOptions o = {0};
+      o.calib = cal;
+      o.engine = engine ? RF_SIM_ENGINE_SIMGRID : RF_SIM_ENGINE_EVENTS;
+      RfExecutor *ex = rf_sim_executor_new(&o);
+      RfResult r;
+      g_assert_true(ex->prepare(ex, pb, &e));
+      const gboolean ran = ex->run(ex, plan, &r, &e);
+      g_assert_no_error(e);
+      g_assert_true(ran);
+      t[engine] = r.total_s;
+      rf_result_clear(&r);
+      ex->destroy(ex);
+    }
+    g_test_message("self-send, two lanes, %s: events %.9g s, simgrid %.9g s",
+                   lc ? "lane comms" : "one comm", t[0], t[1]);
+    g_assert_cmpfloat_with_epsilon(t[0], t[1], 1e-8);
+    g_assert_cmpfloat(t[0], >=, 3 * 5e-4 + 1e-4 - 1e-8); /* one group's chain at least */
   }
   rf_plan_free(plan);
   rf_problem_free(pb);

@@ -27,7 +27,8 @@ static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c, int lanes
   return CLAMP(b, RF_STAGING_MIN_BYTES, RF_STAGING_MAX_BYTES);
 }
 
-/* Per rank: bytes it sends and receives over the network and over NVLink (self-sends aside). */
+/* Per rank: bytes it sends and receives over the network and over NVLink (a self-send's as
+ * NVLink's: the schedule gives it NVLink room). */
 typedef struct {
   double *tn, *rn, *tv, *rv; /* one block: 4 x nranks */
   int n;
@@ -37,9 +38,8 @@ static void rank_bytes(const RfPlan *plan, RankBytes *rb) {
   rb->n = plan->problem->nranks;
   rb->tn = g_new0(double, 4 * (size_t)MAX(rb->n, 1));
   rb->rn = rb->tn + rb->n, rb->tv = rb->rn + rb->n, rb->rv = rb->tv + rb->n;
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+  for (uint64_t m = 0; m < plan->nmsgs; m++) { /* a self-send takes NVLink room and two copies */
     const RfMessage *g = &plan->msgs[m];
-    if (g->src == g->dst) continue;
     const gboolean net = g->flags & RF_XFER_NET;
     (net ? rb->tn : rb->tv)[g->src] += (double)g->bytes;
     (net ? rb->rn : rb->rv)[g->dst] += (double)g->bytes;
@@ -49,7 +49,7 @@ static void rank_bytes(const RfPlan *plan, RankBytes *rb) {
 /* rf_staging_serial_s on loads counted once; share 0: NVLink segments share b. */
 static double serial_s(const RfPlan *plan, const RfStagingCosts *c, const RankBytes *rb,
                        uint64_t share, uint64_t b, double *nic_s) {
-  const RfTopology *t = plan->problem->topo;
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
   *nic_s = 0;
   if (!(c->serial_group_s > 0) || !(c->hbm_efficiency > 0) || !t || t->nic_Gbps <= 0 ||
       t->hbm_GBps <= 0)
@@ -70,6 +70,8 @@ static double serial_s(const RfPlan *plan, const RfStagingCosts *c, const RankBy
 
 double rf_staging_serial_s(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
                            uint64_t b, double *nic_s) {
+  *nic_s = 0;
+  if (!plan->problem || !plan->problem->topo) return 0;
   RankBytes rb;
   rank_bytes(plan, &rb);
   const double s = serial_s(plan, c, &rb, pipelined ? rf_schedule_nvlink_share(plan) : 0, b, nic_s);
@@ -143,7 +145,8 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   else
     g_strlcpy(out->why, "given", sizeof out->why);
   /* no smaller than the bound at which the busiest rank's serial work fits in its NIC time */
-  if (out->chose_staging && t && c->serial_group_s > 0) {
+  if (out->chose_staging && t && c->serial_group_s > 0 && c->hbm_efficiency > 0 &&
+      t->hbm_GBps > 0 && t->nic_Gbps > 0) {
     RankBytes rb;
     rank_bytes(plan, &rb);
     double nic = 0, s = serial_s(plan, c, &rb, share, out->staging_bytes, &nic);

@@ -5,7 +5,7 @@
  * host, exactly as real/ issues it:
  * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
  *   (rf_calibration_copy_Bps: topology HBM x `efficiency.hbm` / 2) after a kernel launch
- * (`executor.kernel_launch_s`): the actor sleeps, its groups in flight keep moving;
+ *   (`executor.kernel_launch_s`): the actor sleeps, its groups in flight keep moving;
  * - POST r: the host posts the group (`executor.group_host_s`, NCCL's calls, plus the event
  *   records and stream wait of [executor], exec_post_s), then one asynchronous send per
  *   destination rank and phase (the segments it takes there in the round, together: below) and
@@ -17,9 +17,9 @@
  *   different lanes run at once: round r's transfers start when it is posted (its lane's group
  *   before it was waited before the lane was packed again), sharing the links with the groups of
  *   the other lanes still in flight;
- * - WAIT r: until the round's sends and receives are done;
- * - UNPACK r: a stream wait on the group (`executor.stream_wait_s`), a kernel launch and the copy
- *   of the bytes it received, at the device copy rate.
+ * - WAIT r: until the round's sends and receives are done, and its self-send copy (below);
+ * - UNPACK r: the copy stream's wait on the group (`executor.stream_wait_gpu_s`), a kernel launch
+ *   and the copy of the bytes it received, at the device copy rate.
  * A self-send (source rank = destination rank) is a pack, NCCL's copy of its bytes from the send
  * staging to the receive staging in the group (real/'s cuda_post hands it to ncclSend and
  * ncclRecv to the rank itself: NCCL's kernel copies it on the communication stream) at the
@@ -239,7 +239,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
     e->round_first = rfirst;
     e->rounds = byrank;
     if (self) {
-      e->self_s = g_new0(double, nrr + 1);
+      e->self_s = RF_BIG_NEW0(double, nrr + 1); /* huge pages, as byrank */
       for (uint64_t i = 0; i < nrr; i++)
         e->self_s[pos[i]] = rr[i].self_s;
     }
@@ -259,7 +259,7 @@ static SimExec *exec_build(const RfSchedule *s, const RfPlan *plan, const Seg *s
       u->need = MAX(u->need, rr[i].r.need);
     }
     if (self) { /* the unit's GPUs copy at once, each its own: the longest */
-      e->self_s = g_new0(double, e->round_first[nunits] + 1);
+      e->self_s = RF_BIG_NEW0(double, e->round_first[nunits] + 1);
       for (uint64_t i = 0; i < nrr; i++)
         e->self_s[pos[i]] = MAX(e->self_s[pos[i]], (double)rr[i].self_s);
     }
