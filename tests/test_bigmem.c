@@ -40,6 +40,10 @@ static void test_vec_small(void) {
   v.max = 100000;
   g_assert_null(rf_bigvec_take(&v, 0)); /* never held any */
   grow_checked(&v, 777);
+  g_assert_null(rf_bigvec_take(&v, 0)); /* held some, keeps none: freed */
+  g_assert_null(v.p);
+  g_assert_cmpuint(v.room, ==, 0);
+  grow_checked(&v, 777);
   char *p = rf_bigvec_take(&v, 5000);
   g_assert_null(v.p);
   g_assert_cmpuint(v.room, ==, 0);

@@ -121,6 +121,10 @@ void *rf_bigvec_room(RfBigVec *v, size_t need) {
 }
 
 void *rf_bigvec_take(RfBigVec *v, size_t used) {
+  if (used == 0) {
+    rf_bigvec_clear(v);
+    return NULL;
+  }
   char *p = v->p;
   if (p) {
     Hdr *h = hdr_of(p);

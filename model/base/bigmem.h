@@ -46,7 +46,8 @@ typedef struct {
 /* Make room for need bytes (need <= v->max) at v->p, keeping its contents; returns v->p. */
 void *rf_bigvec_room(RfBigVec *v, size_t need);
 /* The array of v trimmed to its first used bytes (pages past them given back), NULL when v never
- * held any; v is left empty. Free it with rf_bigvec_free, never g_free. */
+ * held any or used is 0 (what it held freed: no pointer one past a block's end, which valgrind
+ * counts as a leak); v is left empty. Free it with rf_bigvec_free, never g_free. */
 void *rf_bigvec_take(RfBigVec *v, size_t used);
 /* Free an array of rf_bigvec_take (NULL is fine). */
 void rf_bigvec_free(void *p);
