@@ -470,6 +470,23 @@ static void test_schedule_too_many_segments(void) {
   g_assert_cmpuint(rf_schedule_segments(&plan, B, TRUE), ==, RF_SCHEDULE_MAX_SEGMENTS);
 }
 
+/* The m2n plan of a preset on a topology of one 400G NIC and 450 GB/s of NVLink per GPU and
+ * memory_GB of GPU memory (0: no memory bound), for the staging choice's tests; *pb gets its
+ * problem. */
+static RfPlan *staging_plan(const char *model, const char *train, const char *infer, int domain,
+                            double memory_GB, RfProblem **pb) {
+  *pb = preset_problem(model, train, infer, domain);
+  RfTopology *t = (*pb)->topo;
+  t->nic_Gbps = 400;
+  t->nics_per_gpu = 1;
+  t->nvlink_GBps = 450;
+  t->memory_GB = memory_GB;
+  GError *e = NULL;
+  RfPlan *plan = rf_plan_build(*pb, RF_STRATEGY_M2N, NULL, &e);
+  g_assert_no_error(e);
+  return plan;
+}
+
 /* The serial rule of the staging choice (model/plan/staging.h): the bound is doubled while the
  * busiest rank's serial work (a fixed time per group and a copy of every byte it moves,
  * rf_staging_serial_s) outlasts its NIC time and a doubling saves more than a sixteenth of it.
@@ -478,16 +495,10 @@ static void test_schedule_too_many_segments(void) {
  * 16 MiB, 32 MiB (0.75x) and says why; at 0.5x the bound stays; where copies alone outlast the
  * NIC a doubling saves little: it stays too; a given bound is kept; rule off: nothing counted. */
 static void test_staging_serial(void) {
-  RfProblem *pb = preset_problem("qwen3-30b-a3b", "TP2xPP2xEP4", "TP4xDP2", 8);
-  RfTopology *t = pb->topo;
-  t->nic_Gbps = 400;
-  t->nics_per_gpu = 1;
-  t->nvlink_GBps = 450;
+  RfProblem *pb;
+  RfPlan *plan = staging_plan("qwen3-30b-a3b", "TP2xPP2xEP4", "TP4xDP2", 8, 0, &pb);
+  RfTopology *t = pb->topo; /* no memory bound (0 GB): the rules alone */
   t->hbm_GBps = 1e9;
-  t->memory_GB = 0; /* no memory bound: the rules alone */
-  GError *e = NULL;
-  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
-  g_assert_no_error(e);
   const uint64_t b0 = UINT64_C(16) << 20;
   RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE, 1.0, 1.0};
   double nic = 0;
@@ -523,15 +534,9 @@ static void test_staging_serial(void) {
  * kept, no per-group cost keeps the default, and no memory left cuts to the minimum and one lane.
  */
 static void test_staging_choose(void) {
-  RfProblem *pb = preset_problem("tiny-moe", "TP2xEP2", "TP2xDP2", 2);
+  RfProblem *pb;
+  RfPlan *plan = staging_plan("tiny-moe", "TP2xEP2", "TP2xDP2", 2, 80, &pb);
   RfTopology *t = pb->topo;
-  t->nic_Gbps = 400;
-  t->nics_per_gpu = 1;
-  t->nvlink_GBps = 450;
-  t->memory_GB = 80;
-  GError *e = NULL;
-  RfPlan *plan = rf_plan_build(pb, RF_STRATEGY_M2N, NULL, &e);
-  g_assert_no_error(e);
   RfStagingCosts c = {22.1e-6, 0.94, 1, FALSE, 0, 0}; /* no serial rule */
   RfStaging st;
   /* 16 x 22.1 us x 47 GB/s = 16.6 MB: 16 MiB */

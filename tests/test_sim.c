@@ -362,6 +362,25 @@ static void exec_golden_calib(RfCalibration *cal, double staging_bytes) {
   cal->exec_staged = TRUE;
 }
 
+/* The total time of plan by refit's executor model on the events engine (engine 0) or SimGrid's
+ * (1). */
+static double run_on_engine(const RfPlan *plan, const RfCalibration *cal, int engine) {
+  RfSimOptions o = {0};
+  o.calib = *cal;
+  o.engine = engine ? RF_SIM_ENGINE_SIMGRID : RF_SIM_ENGINE_EVENTS;
+  RfExecutor *ex = rf_sim_executor_new(&o);
+  RfResult r;
+  GError *e = NULL;
+  g_assert_true(ex->prepare(ex, plan->problem, &e));
+  const gboolean ran = ex->run(ex, plan, &r, &e);
+  g_assert_no_error(e);
+  g_assert_true(ran);
+  const double t = r.total_s;
+  rf_result_clear(&r);
+  ex->destroy(ex);
+  return t;
+}
+
 /* A self-send (tests: one rank sending itself 100 MB, as scripts/device-check.sh times on one GPU)
  * goes through NCCL: real/'s cuda_post hands it to ncclSend and ncclRecv to the rank itself, and
  * NCCL's kernel copies it from the send staging to the receive staging in the group. One group
@@ -384,42 +403,18 @@ static void test_exec_self_send(void) {
     for (int lc = 0; lc < 2; lc++)
       for (int engine = 0; engine < 2; engine++) {
         cal.exec_lane_comms = lc;
-        RfSimOptions o = {0};
-        o.calib = cal;
-        o.engine = engine ? RF_SIM_ENGINE_SIMGRID : RF_SIM_ENGINE_EVENTS;
-        RfExecutor *ex = rf_sim_executor_new(&o);
-        RfResult r;
-        g_assert_true(ex->prepare(ex, pb, &e));
-        const gboolean ran = ex->run(ex, plan, &r, &e);
-        g_assert_no_error(e);
-        g_assert_true(ran);
+        const double t = run_on_engine(plan, &cal, engine);
         g_test_message("self-send, staging %g B, %s, %s: %.9g s (want %.9g s)",
                        cal.exec_staging_bytes, lc ? "lane comms" : "one comm",
-                       engine ? "simgrid" : "events", r.total_s, want);
-        g_assert_cmpfloat_with_epsilon(r.total_s, want, 1e-8);
-        rf_result_clear(&r);
-        ex->destroy(ex);
+                       engine ? "simgrid" : "events", t, want);
+        g_assert_cmpfloat_with_epsilon(t, want, 1e-8);
       }
   }
   cal.exec_staging_bytes = 5e7;
   cal.exec_slots = 2;
   for (int lc = 0; lc < 2; lc++) {
     cal.exec_lane_comms = lc;
-    double t[2];
-    for (int engine = 0; engine < 2; engine++) {
-      RfSimOptions o = {0};
-      o.calib = cal;
-      o.engine = engine ? RF_SIM_ENGINE_SIMGRID : RF_SIM_ENGINE_EVENTS;
-      RfExecutor *ex = rf_sim_executor_new(&o);
-      RfResult r;
-      g_assert_true(ex->prepare(ex, pb, &e));
-      const gboolean ran = ex->run(ex, plan, &r, &e);
-      g_assert_no_error(e);
-      g_assert_true(ran);
-      t[engine] = r.total_s;
-      rf_result_clear(&r);
-      ex->destroy(ex);
-    }
+    const double t[2] = {run_on_engine(plan, &cal, 0), run_on_engine(plan, &cal, 1)};
     g_test_message("self-send, two lanes, %s: events %.9g s, simgrid %.9g s",
                    lc ? "lane comms" : "one comm", t[0], t[1]);
     g_assert_cmpfloat_with_epsilon(t[0], t[1], 1e-8);
