@@ -363,11 +363,12 @@ static void exec_golden_calib(RfCalibration *cal, double staging_bytes) {
 }
 
 /* The total time of plan by refit's executor model on the events engine (engine 0) or SimGrid's
- * (1). */
-static double run_on_engine(const RfPlan *plan, const RfCalibration *cal, int engine) {
+ * (1), group GPUs per simulated host (0: the default). */
+static double run_on_engine(const RfPlan *plan, const RfCalibration *cal, int engine, int group) {
   RfSimOptions o = {0};
   o.calib = *cal;
   o.engine = engine ? RF_SIM_ENGINE_SIMGRID : RF_SIM_ENGINE_EVENTS;
+  o.group = group;
   RfExecutor *ex = rf_sim_executor_new(&o);
   RfResult r;
   GError *e = NULL;
@@ -388,7 +389,8 @@ static double run_on_engine(const RfPlan *plan, const RfCalibration *cal, int en
  * copy (1 ms) and the unpack (1 ms) one after another, on either engine, one communicator or a
  * communicator per lane. Two groups of 50 MB on one communicator and lane: each its pack, post,
  * copy and unpack (0.5 ms copies). On two lanes (a group's copy in flight while the other lane
- * posts; on one communicator the next post waits for it) the two engines agree. */
+ * posts; on one communicator the next post waits for it) the two engines agree. Two ranks each
+ * sending itself, exact and on hosts of 2 GPUs: as one rank. */
 static void test_exec_self_send(void) {
   RfCalibration cal;
   exec_golden_calib(&cal, 2e8);
@@ -403,7 +405,7 @@ static void test_exec_self_send(void) {
     for (int lc = 0; lc < 2; lc++)
       for (int engine = 0; engine < 2; engine++) {
         cal.exec_lane_comms = lc;
-        const double t = run_on_engine(plan, &cal, engine);
+        const double t = run_on_engine(plan, &cal, engine, 0);
         g_test_message("self-send, staging %g B, %s, %s: %.9g s (want %.9g s)",
                        cal.exec_staging_bytes, lc ? "lane comms" : "one comm",
                        engine ? "simgrid" : "events", t, want);
@@ -414,12 +416,32 @@ static void test_exec_self_send(void) {
   cal.exec_slots = 2;
   for (int lc = 0; lc < 2; lc++) {
     cal.exec_lane_comms = lc;
-    const double t[2] = {run_on_engine(plan, &cal, 0), run_on_engine(plan, &cal, 1)};
+    const double t[2] = {run_on_engine(plan, &cal, 0, 0), run_on_engine(plan, &cal, 1, 0)};
     g_test_message("self-send, two lanes, %s: events %.9g s, simgrid %.9g s",
                    lc ? "lane comms" : "one comm", t[0], t[1]);
     g_assert_cmpfloat_with_epsilon(t[0], t[1], 1e-8);
     g_assert_cmpfloat(t[0], >=, 3 * 5e-4 + 1e-4 - 1e-8); /* one group's chain at least */
   }
+  /* two ranks in one NVLink domain, each sending itself 100 MB (one replicated tensor to the
+   * same two ranks), exact and on hosts of 2 GPUs (one actor for both: its rounds' copies and
+   * self-copies the longest of its ranks'), either engine: the same 3.1 ms as one rank */
+  RfProblem *pb2 = copy_problem_on("golden.topo", 50000000, "0,1", 2, "0,1", 2, 2);
+  RfPlan *plan2 = rf_plan_build(pb2, RF_STRATEGY_P2P, NULL, &e);
+  g_assert_no_error(e);
+  for (uint64_t m = 0; m < plan2->nmsgs; m++) /* every message a self-send */
+    g_assert_cmpint(plan2->msgs[m].src, ==, plan2->msgs[m].dst);
+  cal.exec_staging_bytes = 2e8;
+  cal.exec_slots = 1;
+  cal.exec_lane_comms = FALSE;
+  for (int group = 1; group <= 2; group++)
+    for (int engine = 0; engine < 2; engine++) {
+      const double t = run_on_engine(plan2, &cal, engine, group);
+      g_test_message("self-sends of 2 ranks, hosts of %d, %s: %.9g s", group,
+                     engine ? "simgrid" : "events", t);
+      g_assert_cmpfloat_with_epsilon(t, 3 * 1e-3 + 1e-4, 1e-8);
+    }
+  rf_plan_free(plan2);
+  rf_problem_free(pb2);
   rf_plan_free(plan);
   rf_problem_free(pb);
   rf_calibration_clear(&cal);
