@@ -53,7 +53,7 @@ def copy_rate():
     """The host's memory copy rate (pack and unpack run memcpy), best of 5 passes of 256 MiB per
     block size: Python's bytearray slice assignment is one memcpy per block. Bytes copied per
     second, each counted once; the emulated topology's [gpu] hbm_GBps is twice it (memory traffic,
-    read + write, as the simulator reads hbm_GBps: rf_calibration_copy_Bps)."""
+    read + write, as the simulator reads hbm_GBps: rf_topology_copy_Bps)."""
     import time
     for size in (1 << 16, 1 << 20, 1 << 24):
         a, b = bytearray(b"\x01") * size, bytearray(size)

@@ -113,10 +113,6 @@ double rf_calibration_bucket_bytes(const RfCalibration *c) {
   return b < c->bucket_max_bytes ? b : c->bucket_max_bytes;
 }
 
-double rf_calibration_copy_Bps(const RfCalibration *c, const RfTopology *t) {
-  return rf_topology_copy_Bps(t, c->hbm_efficiency);
-}
-
 void rf_calibration_memory_run(const RfCalibration *c, int banks, RfMemoryRun *out) {
   rf_memory_run_init(out);
   out->staging_bytes = (uint64_t)c->exec_staging_bytes;

@@ -457,7 +457,8 @@ static void set_links(SimProgram *p, const RfTopology *t, const RfCalibration *c
   double nic = t->nic_Gbps / 8.0 * 1e9 * cal->nic_efficiency;
   double pcie = t->pcie_GBps * 1e9;
   p->nic_Bps = t->nics_per_gpu * (nic < pcie ? nic : pcie) * g;
-  p->hbm_Bps = rf_calibration_copy_Bps(cal, t) * g; /* a pack or unpack: a copy's payload */
+  p->hbm_Bps =
+      rf_topology_copy_Bps(t, cal->hbm_efficiency) * g; /* a pack or unpack: a copy's payload */
   p->nvl_lat_s = t->nvlink_latency_us * 1e-6;
   p->nic_lat_s = t->nic_latency_us * 1e-6;
   p->sw_lat_s = t->switch_latency_us * 1e-6;
@@ -562,7 +563,7 @@ static void fill_init(Fill *f, const SimProgram *p, const SimProtos *x, const Rf
   double fb = x->bcast_net_fraction, fm = x->m2n_net_fraction;
   f->t_bcast = fb * f->t_net + (1 - fb) * f->t_nvl;
   f->t_m2n = fm * f->t_net + (1 - fm) * f->t_nvl;
-  f->copy_Bps = rf_calibration_copy_Bps(cal, t);
+  f->copy_Bps = rf_topology_copy_Bps(t, cal->hbm_efficiency);
   depth_widths(x, f->width);
 }
 

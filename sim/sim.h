@@ -164,9 +164,6 @@ gboolean rf_calibration_for_topology(RfCalibration *c, const RfTopology *t, gboo
 void rf_calibration_clear(RfCalibration *c);
 /* Bucket size in bytes: min(fraction x GPU memory, max). */
 double rf_calibration_bucket_bytes(const RfCalibration *c);
-/* Bytes a device-to-device copy moves per second on a GPU of t at c's efficiency.hbm
- * (rf_topology_copy_Bps: half the HBM traffic a copy achieves). */
-double rf_calibration_copy_Bps(const RfCalibration *c, const RfTopology *t);
 /* How the calibrated software runs a refit, for the memory model (model/plan/memory.h): refit's
  * executor at its staging bound, lanes, operation bound and --staged, with banks weight banks;
  * NeMo RL's gather + broadcast (software nemo-rl) with its reused buckets (bucket, buffers). */

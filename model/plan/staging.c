@@ -16,11 +16,16 @@ static uint64_t footprint(uint64_t b, int slots, uint64_t share) {
 /* The bandwidth-delay rule: group_s x the NIC rate x the ratio / the lanes that move at once (a
  * group sharing the NICs with lanes - 1 others takes lanes times as long on them), to a power of
  * two MiB. */
+/* A GPU's NICs at the calibrated rate, bytes/s. */
+static double nic_rate(const RfTopology *t, const RfStagingCosts *c) {
+  return rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
+         (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
+}
+
 static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c, int lanes) {
   const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
   if (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)) return RF_SCHEDULE_DEFAULT_STAGING_BYTES;
-  const double rate = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
-                      (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
+  const double rate = nic_rate(t, c);
   const double want = RF_STAGING_COST_RATIO * c->group_s * rate / MAX(lanes, 1);
   const double mib = exp2(round(log2(MAX(want, 1.0) / 1048576.0)));
   const uint64_t b = (uint64_t)mib << 20;
@@ -46,18 +51,20 @@ static void rank_bytes(const RfPlan *plan, RankBytes *rb) {
   }
 }
 
-/* rf_staging_serial_s on loads counted once; share 0: NVLink segments share b. */
+/* The serial rule has what it weighs: serial costs, and a NIC and an HBM rate. */
+static gboolean serial_rule_on(const RfPlan *plan, const RfStagingCosts *c) {
+  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
+  return t && c->serial_group_s > 0 && c->hbm_efficiency > 0 && t->nic_Gbps > 0 && t->hbm_GBps > 0;
+}
+
+/* rf_staging_serial_s on loads counted once (serial_rule_on); share 0: NVLink segments share b. */
 static double serial_s(const RfPlan *plan, const RfStagingCosts *c, const RankBytes *rb,
                        uint64_t share, uint64_t b, double *nic_s) {
-  const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
-  *nic_s = 0;
-  if (!(c->serial_group_s > 0) || !(c->hbm_efficiency > 0) || !t || t->nic_Gbps <= 0 ||
-      t->hbm_GBps <= 0)
-    return 0;
-  const double rate = rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
-                      (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
+  const RfTopology *t = plan->problem->topo;
+  const double rate = nic_rate(t, c);
   const double copy = rf_topology_copy_Bps(t, c->hbm_efficiency), B = (double)b;
   double most = 0;
+  *nic_s = 0;
   for (int r = 0; r < rb->n; r++) {
     const double tx = rb->tn[r], rx = rb->rn[r], vt = rb->tv[r], vr = rb->rv[r];
     *nic_s = MAX(*nic_s, MAX(tx, rx) / rate);
@@ -71,7 +78,7 @@ static double serial_s(const RfPlan *plan, const RfStagingCosts *c, const RankBy
 double rf_staging_serial_s(const RfPlan *plan, const RfStagingCosts *c, gboolean pipelined,
                            uint64_t b, double *nic_s) {
   *nic_s = 0;
-  if (!plan->problem || !plan->problem->topo) return 0;
+  if (!serial_rule_on(plan, c)) return 0;
   RankBytes rb;
   rank_bytes(plan, &rb);
   const double s = serial_s(plan, c, &rb, pipelined ? rf_schedule_nvlink_share(plan) : 0, b, nic_s);
@@ -145,8 +152,7 @@ void rf_staging_choose(const RfPlan *plan, const RfStagingCosts *c, gboolean pip
   else
     g_strlcpy(out->why, "given", sizeof out->why);
   /* no smaller than the bound at which the busiest rank's serial work fits in its NIC time */
-  if (out->chose_staging && t && c->serial_group_s > 0 && c->hbm_efficiency > 0 &&
-      t->hbm_GBps > 0 && t->nic_Gbps > 0) {
+  if (out->chose_staging && serial_rule_on(plan, c)) {
     RankBytes rb;
     rank_bytes(plan, &rb);
     double nic = 0, s = serial_s(plan, c, &rb, share, out->staging_bytes, &nic);

@@ -63,7 +63,7 @@ static void nemo_call_copies(SwStage *st, const RfProblem *pb, const RfCalibrati
    * fused receive buffer */
   if (rf_variant_resolve(RF_SOFTWARE_NEMO_RL, cal->variant) == RF_VARIANT_GOLDEN)
     memset(post, 0, sizeof(double) * ngpus);
-  double a = 0, b = 0, r = rf_calibration_copy_Bps(cal, pb->topo);
+  double a = 0, b = 0, r = rf_topology_copy_Bps(pb->topo, cal->hbm_efficiency);
   for (int g = 0; g < ngpus; g++) {
     if (pre[g] / r > a) a = pre[g] / r;
     if (post[g] / r > b) b = post[g] / r;

@@ -4,7 +4,7 @@
  * Every rank runs its program (rf_schedule_rank_program), one SimGrid actor per rank on its GPU's
  * host, exactly as real/ issues it:
  * - PACK r: the rank's copy stream packs the bytes it sends in round r at the device copy rate
- *   (rf_calibration_copy_Bps: topology HBM x `efficiency.hbm` / 2) after a kernel launch
+ *   (rf_topology_copy_Bps: topology HBM x `efficiency.hbm` / 2) after a kernel launch
  *   (`executor.kernel_launch_s`): the actor sleeps, its groups in flight keep moving;
  * - POST r: the host posts the group (`executor.group_host_s`, NCCL's calls, plus the event
  *   records and stream wait of [executor], exec_post_s), then one asynchronous send per
@@ -481,7 +481,7 @@ gboolean sw_exec_build(SimProgram *p, const SimProtos *x, const RfCalibration *c
                 (guint64)plan->nmsgs);
     return FALSE;
   }
-  const double copy_Bps = rf_calibration_copy_Bps(cal, pb->topo);
+  const double copy_Bps = rf_topology_copy_Bps(pb->topo, cal->hbm_efficiency);
   g_autofree uint64_t *first = rf_schedule_round_offsets(s); /* segments by round */
   /* the actors: a rank each, or (group > 1) a simulated host each, its GPUs' ranks together */
   const gboolean units = p->group > 1;

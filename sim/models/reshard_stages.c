@@ -36,7 +36,7 @@ static gboolean fkey_equal(gconstpointer a, gconstpointer b) {
 /* Copy-engine strided copy rate for rows of `row` bytes: the device copy rate times
  * row / (row + ce_row_half_bytes). */
 static double ce_Bps(const RfProblem *pb, const RfCalibration *cal, double row) {
-  double r = rf_calibration_copy_Bps(cal, pb->topo);
+  double r = rf_topology_copy_Bps(pb->topo, cal->hbm_efficiency);
   if (cal->ce_row_half_bytes > 0 && row > 0) r *= row / (row + cal->ce_row_half_bytes);
   return r;
 }
@@ -89,7 +89,8 @@ static void stage_add_call(SwStage *st, const SwCall *c, const RfProblem *pb,
   /* copies are serial with the call's transfer; copy-engine copies at the row's rate, torch
    * copies at the device copy rate: summed per GPU, the stage waits for the slowest GPU */
   double pre = 0, post = 0;
-  double rate = ce ? ce_Bps(pb, cal, c->ce_row_bytes) : rf_calibration_copy_Bps(cal, pb->topo);
+  double rate =
+      ce ? ce_Bps(pb, cal, c->ce_row_bytes) : rf_topology_copy_Bps(pb->topo, cal->hbm_efficiency);
   for (int g = 0; g < ngpus; g++) {
     if (c->pre_bytes[g] / rate > pre) pre = c->pre_bytes[g] / rate;
     if (c->post_bytes[g] / rate > post) post = c->post_bytes[g] / rate;
