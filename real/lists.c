@@ -196,15 +196,16 @@ static void drop_one_chunk(RealState *st, RRound *rounds, int n) {
 void rf_real_index_plan(RealState *st, const RfPlan *plan) {
   const int n = st->pb->nranks;
   uint64_t *xf = g_new0(uint64_t, (size_t)n + 1), *mf = g_new0(uint64_t, (size_t)n + 1);
-  for (uint64_t t = 0; t < plan->nxfers; t++) {
-    const RfTransfer *x = &plan->xfers[t];
-    if (x->src >= 0 && x->src < n) xf[x->src + 1]++;
-    if (x->dst != x->src && x->dst >= 0 && x->dst < n) xf[x->dst + 1]++;
-  }
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+  for (uint64_t m = 0; m < plan->nmsgs; m++) { /* a transfer's ranks are its message's */
     const RfMessage *msg = &plan->msgs[m];
-    if (msg->src >= 0 && msg->src < n) mf[msg->src + 1]++;
-    if (msg->dst != msg->src && msg->dst >= 0 && msg->dst < n) mf[msg->dst + 1]++;
+    if (msg->src >= 0 && msg->src < n) {
+      mf[msg->src + 1]++;
+      xf[msg->src + 1] += msg->count;
+    }
+    if (msg->dst != msg->src && msg->dst >= 0 && msg->dst < n) {
+      mf[msg->dst + 1]++;
+      xf[msg->dst + 1] += msg->count;
+    }
   }
   for (int r = 0; r < n; r++) {
     xf[r + 1] += xf[r];
@@ -212,15 +213,19 @@ void rf_real_index_plan(RealState *st, const RfPlan *plan) {
   }
   uint64_t *xs = g_new(uint64_t, MAX(1, xf[n])), *ms = g_new(uint64_t, MAX(1, mf[n]));
   uint64_t *xw = g_memdup2(xf, sizeof(uint64_t) * n), *mw = g_memdup2(mf, sizeof(uint64_t) * n);
-  for (uint64_t t = 0; t < plan->nxfers; t++) {
-    const RfTransfer *x = &plan->xfers[t];
-    if (x->src >= 0 && x->src < n) xs[xw[x->src]++] = t;
-    if (x->dst != x->src && x->dst >= 0 && x->dst < n) xs[xw[x->dst]++] = t;
-  }
-  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+  for (uint64_t m = 0; m < plan->nmsgs; m++) { /* messages in order: ascending transfers */
     const RfMessage *msg = &plan->msgs[m];
-    if (msg->src >= 0 && msg->src < n) ms[mw[msg->src]++] = m;
-    if (msg->dst != msg->src && msg->dst >= 0 && msg->dst < n) ms[mw[msg->dst]++] = m;
+    const uint64_t t0 = msg->first, t1 = t0 + msg->count;
+    if (msg->src >= 0 && msg->src < n) {
+      ms[mw[msg->src]++] = m;
+      for (uint64_t t = t0; t < t1; t++)
+        xs[xw[msg->src]++] = t;
+    }
+    if (msg->dst != msg->src && msg->dst >= 0 && msg->dst < n) {
+      ms[mw[msg->dst]++] = m;
+      for (uint64_t t = t0; t < t1; t++)
+        xs[xw[msg->dst]++] = t;
+    }
   }
   g_free(xw);
   g_free(mw);
@@ -355,78 +360,88 @@ static gboolean rank_sources(Build *b, GError **error) {
   g_autoptr(GHashTable) recv_by_part =
       g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
   g_autoptr(GArray) srcs = g_array_new(FALSE, FALSE, sizeof(CoverSrc));
-  for (uint64_t i = 0; i < b->nx; i++) {
-    const uint64_t t = b->lx[i];
-    if (i + 2 * AHEAD < b->nx) PREFETCH(&plan->xfers[b->lx[i + 2 * AHEAD]]);
-    if (i + AHEAD < b->nx) prefetch_piece(plan, b->lx[i + AHEAD]);
-    const RfTransfer *x = &plan->xfers[t];
-    if (x->piece >= plan->npieces) {
-      rf_real_set_err(error, RF_ERROR_VERIFY,
-                      "plan transfer %" G_GUINT64_FORMAT " names piece %u of %u", t, x->piece,
-                      plan->npieces);
-      return FALSE;
-    }
-    const RfPiece *p = &plan->pieces[x->piece];
-    int ndim = pb->model->parts[p->part].ndim;
-    if (p->bytes != (uint64_t)rf_box_volume(&p->box, ndim) * rf_part_esize(pb, p->part)) {
-      rf_real_set_err(error, RF_ERROR_VERIFY,
-                      "plan piece %u: %" G_GUINT64_FORMAT " bytes for a box of %" G_GINT64_FORMAT
-                      " elements",
-                      x->piece, p->bytes, rf_box_volume(&p->box, ndim));
-      return FALSE;
-    }
-    if (x->src == b->me) {
-      g_array_set_size(srcs, 0);
-      CoverSrc c;
-      if (pb->src.place[p->part].mesh &&
-          rf_side_rank_shard(&pb->src, p->part, b->me, &c.box, NULL)) {
-        c.origin = -1;
-        g_array_append_val(srcs, c);
-      }
-      GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
-      for (guint k = 0; got && k < got->len; k++) {
-        const Got *g = &g_array_index(got, Got, k);
-        if (g->stage >= (int32_t)x->stage) break;
-        /* only what meets the piece: rf_cover skips the rest anyway */
-        if (ndim > 0 && (g->hi0 <= p->box.lo[0] || p->box.hi[0] <= g->lo0)) continue;
-        const RfBox *held = &plan->pieces[g->piece].box;
-        RfBox in;
-        if (!rf_box_intersect(&p->box, held, ndim, &in)) continue;
-        c.box = *held;
-        c.origin = (int64_t)g->i;
-        g_array_append_val(srcs, c);
-        /* rf_cover never gets past a source holding all of the piece: it covers whatever
-         * the ones before it left */
-        if (rf_box_contains(held, &p->box, ndim)) break;
-      }
-      guint d0 = b->decomp->len;
-      if (!rf_cover(&p->box, ndim, (const CoverSrc *)srcs->data, srcs->len, 0, i, b->decomp)) {
-        char buf[256];
+  /* the rank's transfers are its messages' (which hold their ranks and stage), in order: local
+   * transfer i is the i-th of them */
+  const uint64_t *ms = b->st->rank_msgs + b->st->rank_msg_first[b->me];
+  const uint64_t nm = b->st->rank_msg_first[b->me + 1] - b->st->rank_msg_first[b->me];
+  uint64_t i = 0;
+  for (uint64_t k = 0; k < nm; k++) {
+    const RfMessage *msg = &plan->msgs[ms[k]];
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++, i++) {
+      g_assert(i < b->nx && b->lx[i] == t);
+      if (i + 2 * AHEAD < b->nx) PREFETCH(&plan->xfers[b->lx[i + 2 * AHEAD]]);
+      if (i + AHEAD < b->nx) prefetch_piece(plan, b->lx[i + AHEAD]);
+      const RfTransfer *x = &plan->xfers[t];
+      if (x->piece >= plan->npieces) {
         rf_real_set_err(error, RF_ERROR_VERIFY,
-                        "plan: rank %d sends %s of part %u at stage %u but does not hold all of it",
-                        b->me, rf_box_format(&p->box, ndim, buf, sizeof buf), p->part, x->stage);
+                        "plan transfer %" G_GUINT64_FORMAT " names piece %u of %u", t, x->piece,
+                        plan->npieces);
         return FALSE;
       }
-      for (guint k = d0; k < b->decomp->len; k++) {
-        int64_t u = g_array_index(b->decomp, Decomp, k).origin;
-        if (u >= 0)
-          b->last_use[u] = MAX(b->last_use[u], b->xr_last ? b->xr_last[i] : (int32_t)x->stage);
+      const RfPiece *p = &plan->pieces[x->piece];
+      int ndim = pb->model->parts[p->part].ndim;
+      if (p->bytes != (uint64_t)rf_box_volume(&p->box, ndim) * rf_part_esize(pb, p->part)) {
+        rf_real_set_err(error, RF_ERROR_VERIFY,
+                        "plan piece %u: %" G_GUINT64_FORMAT " bytes for a box of %" G_GINT64_FORMAT
+                        " elements",
+                        x->piece, p->bytes, rf_box_volume(&p->box, ndim));
+        return FALSE;
       }
-      /* sizes only: no pack lists will be made from it */
-      if (b->st->opt.plan_only) g_array_set_size(b->decomp, d0);
-    }
-    if (x->dst == b->me) {
-      GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
-      if (!got) {
-        got = g_array_new(FALSE, FALSE, sizeof(Got));
-        g_hash_table_insert(recv_by_part, GUINT_TO_POINTER(p->part), got);
+      if (msg->src == b->me) {
+        g_array_set_size(srcs, 0);
+        CoverSrc c;
+        if (pb->src.place[p->part].mesh &&
+            rf_side_rank_shard(&pb->src, p->part, b->me, &c.box, NULL)) {
+          c.origin = -1;
+          g_array_append_val(srcs, c);
+        }
+        GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
+        for (guint k = 0; got && k < got->len; k++) {
+          const Got *g = &g_array_index(got, Got, k);
+          if (g->stage >= (int32_t)msg->stage) break;
+          /* only what meets the piece: rf_cover skips the rest anyway */
+          if (ndim > 0 && (g->hi0 <= p->box.lo[0] || p->box.hi[0] <= g->lo0)) continue;
+          const RfBox *held = &plan->pieces[g->piece].box;
+          RfBox in;
+          if (!rf_box_intersect(&p->box, held, ndim, &in)) continue;
+          c.box = *held;
+          c.origin = (int64_t)g->i;
+          g_array_append_val(srcs, c);
+          /* rf_cover never gets past a source holding all of the piece: it covers whatever
+           * the ones before it left */
+          if (rf_box_contains(held, &p->box, ndim)) break;
+        }
+        guint d0 = b->decomp->len;
+        if (!rf_cover(&p->box, ndim, (const CoverSrc *)srcs->data, srcs->len, 0, i, b->decomp)) {
+          char buf[256];
+          rf_real_set_err(
+              error, RF_ERROR_VERIFY,
+              "plan: rank %d sends %s of part %u at stage %u but does not hold all of it", b->me,
+              rf_box_format(&p->box, ndim, buf, sizeof buf), p->part, msg->stage);
+          return FALSE;
+        }
+        for (guint k = d0; k < b->decomp->len; k++) {
+          int64_t u = g_array_index(b->decomp, Decomp, k).origin;
+          if (u >= 0)
+            b->last_use[u] = MAX(b->last_use[u], b->xr_last ? b->xr_last[i] : (int32_t)msg->stage);
+        }
+        /* sizes only: no pack lists will be made from it */
+        if (b->st->opt.plan_only) g_array_set_size(b->decomp, d0);
       }
-      Got g = {i, x->piece, x->stage, ndim > 0 ? p->box.lo[0] : 0, ndim > 0 ? p->box.hi[0] : 0};
-      g_array_append_val(got, g);
-      Recvd r = {i, p->bytes, b->xr_first ? b->xr_first[i] : (int32_t)x->stage};
-      g_array_append_val(b->recvd, r);
+      if (msg->dst == b->me) {
+        GArray *got = g_hash_table_lookup(recv_by_part, GUINT_TO_POINTER(p->part));
+        if (!got) {
+          got = g_array_new(FALSE, FALSE, sizeof(Got));
+          g_hash_table_insert(recv_by_part, GUINT_TO_POINTER(p->part), got);
+        }
+        Got g = {i, x->piece, msg->stage, ndim > 0 ? p->box.lo[0] : 0, ndim > 0 ? p->box.hi[0] : 0};
+        g_array_append_val(got, g);
+        Recvd r = {i, p->bytes, b->xr_first ? b->xr_first[i] : (int32_t)msg->stage};
+        g_array_append_val(b->recvd, r);
+      }
     }
   }
+  g_assert(i == b->nx);
   return TRUE;
 }
 
@@ -589,7 +604,7 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
     if (t + AHEAD < end) PREFETCH(&b->plan->pieces[b->plan->xfers[t + AHEAD].piece].bytes);
     const RfTransfer *x = &b->plan->xfers[t];
     uint64_t i = (uint64_t)i0 + (t - msg->first);
-    if (i0 < 0 || i >= b->nx || b->lx[i] != t || x->src != msg->src || x->dst != msg->dst) {
+    if (i0 < 0 || i >= b->nx || b->lx[i] != t) {
       rf_real_set_err(error, RF_ERROR_VERIFY,
                       "plan message %" G_GUINT64_FORMAT ": transfer %" G_GUINT64_FORMAT
                       " goes between other ranks",

@@ -20,11 +20,11 @@ static void verify_all(const RfProblem *pb, const char *what) {
     RfPlan *plan = rf_plan_build(pb, (RfStrategy)s, NULL, &e);
     if (!plan) g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
     if (!rf_plan_verify(plan, &e)) g_error("%s %s: %s", what, rf_strategy_name(s), e->message);
-    for (uint64_t i = 0; pb->lost && i < plan->nxfers; i++) {
-      const RfTransfer *t = &plan->xfers[i];
-      if (pb->lost[t->src] || pb->lost[t->dst])
-        g_error("%s %s: transfer %d -> %d touches a lost rank", what, rf_strategy_name(s), t->src,
-                t->dst);
+    for (uint64_t i = 0; pb->lost && i < plan->nmsgs; i++) { /* the ranks of its transfers */
+      const RfMessage *g = &plan->msgs[i];
+      if (pb->lost[g->src] || pb->lost[g->dst])
+        g_error("%s %s: message %d -> %d touches a lost rank", what, rf_strategy_name(s), g->src,
+                g->dst);
     }
     rf_plan_free(plan);
   }

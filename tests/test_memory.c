@@ -11,6 +11,18 @@
 #include <glib.h>
 #include <string.h>
 
+/* Transfer t with its message's ranks and stage (rf_plan_message_of: a search each, as the
+ * brute-force counts below can afford). */
+typedef struct {
+  uint32_t piece;
+  int src, dst, stage, flags;
+} Xfer;
+
+static Xfer xfer_at(const RfPlan *plan, uint64_t t) {
+  const RfMessage *g = &plan->msgs[rf_plan_message_of(plan, t)];
+  return (Xfer){plan->xfers[t].piece, g->src, g->dst, g->stage, plan->xfers[t].flags};
+}
+
 static RfProblem *spec_problem(const char *json) {
   GError *e = NULL;
   RfProblem *pb = rf_problem_new_spec(json, -1, rf_topology_new_domains(1), &e);
@@ -119,7 +131,7 @@ static void check_counts(const RfPlan *plan, const RfMemory *m) {
   uint64_t *got = g_new0(uint64_t, pb->nranks), most = 0;
   gboolean forwards = FALSE;
   for (uint64_t t = 0; t < plan->nxfers; t++) {
-    const RfTransfer *x = &plan->xfers[t];
+    const Xfer xv = xfer_at(plan, t), *x = &xv;
     got[x->dst] += plan->pieces[x->piece].bytes;
     forwards |= rf_side_index(&pb->dst, x->src) >= 0 || (x->flags & RF_XFER_RELAY);
   }
@@ -323,7 +335,7 @@ static uint64_t hold_by_events(const RfPlan *plan) {
   GHashTable *last = g_hash_table_new(g_int64_hash, g_int64_equal);
   gint64 *keys = g_new(gint64, plan->nxfers + 1);
   for (uint64_t i = 0; i < plan->nxfers; i++) {
-    const RfTransfer *x = &plan->xfers[i];
+    const Xfer xv = xfer_at(plan, i), *x = &xv;
     keys[i] = (gint64)x->src * 1000000 + plan->pieces[x->piece].part;
     const int prev = GPOINTER_TO_INT(g_hash_table_lookup(last, &keys[i]));
     if (x->stage + 1 > prev) g_hash_table_insert(last, &keys[i], GINT_TO_POINTER(x->stage + 1));
@@ -335,7 +347,7 @@ static uint64_t hold_by_events(const RfPlan *plan) {
     memset(live, 0, sizeof(int64_t) * 65538);
     int top = 0;
     for (uint64_t t = 0; t < plan->nxfers; t++) {
-      const RfTransfer *x = &plan->xfers[t];
+      const Xfer xv = xfer_at(plan, t), *x = &xv;
       if (x->dst != r) continue;
       const gint64 k = (gint64)r * 1000000 + plan->pieces[x->piece].part;
       int l = GPOINTER_TO_INT(g_hash_table_lookup(last, &k)) - 1;

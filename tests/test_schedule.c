@@ -279,8 +279,9 @@ static void check_pipelined(const RfPlan *plan, int nranks, uint64_t B, int max_
       gboolean whole = FALSE, first = TRUE, same = FALSE;
       for (uint64_t t2 = 0; t2 < plan->nxfers && !whole; t2++) {
         const RfTransfer *x2 = &plan->xfers[t2];
+        const RfMessage *g2 = &plan->msgs[rf_plan_message_of(plan, t2)];
         const RfPiece *p2 = &plan->pieces[x2->piece];
-        if (x2->dst != msg->src || x2->stage >= msg->stage || !p2->bytes) continue;
+        if (g2->dst != msg->src || g2->stage >= msg->stage || !p2->bytes) continue;
         RfBox in;
         if (model ? p2->part != pc->part || !rf_box_intersect(&pc->box, &p2->box, ndim, &in)
                   : x2->piece != plan->xfers[t].piece)
@@ -415,10 +416,10 @@ static RfPlan hand_plan(RfStrategy strategy, RfPiece *pieces, uint64_t npieces, 
 static void test_schedule_out_of_order(void) {
   const uint64_t B = 4096;
   RfPiece pieces[2] = {{.part = 0, .bytes = B}, {.part = 0, .bytes = B}};
-  RfTransfer xfers[4] = {{1, 0, 1, 0, RF_PHASE_INJECT, RF_XFER_NET},
-                         {0, 3, 1, 0, RF_PHASE_INJECT, RF_XFER_NET},
-                         {0, 1, 2, 1, RF_PHASE_FANOUT, 0},
-                         {1, 1, 2, 1, RF_PHASE_FANOUT, 0}};
+  RfTransfer xfers[4] = {{1, RF_PHASE_INJECT, RF_XFER_NET},
+                         {0, RF_PHASE_INJECT, RF_XFER_NET},
+                         {0, RF_PHASE_FANOUT, 0},
+                         {1, RF_PHASE_FANOUT, 0}}; /* ranks and stages: the messages' */
   RfMessage msgs[3] = {{0, RF_PHASE_INJECT, RF_XFER_NET, 0, 1, B, 0, 1},
                        {0, RF_PHASE_INJECT, RF_XFER_NET, 3, 1, B, 1, 1},
                        {1, RF_PHASE_FANOUT, 0, 1, 2, 2 * B, 2, 2}};
@@ -452,7 +453,7 @@ static void test_schedule_out_of_order(void) {
 static void test_schedule_too_many_segments(void) {
   const uint64_t B = 4096, seg = B / RF_SCHEDULE_CUTS;
   RfPiece pieces[1] = {{.part = 0, .bytes = (RF_SCHEDULE_MAX_SEGMENTS + 1) * seg}};
-  RfTransfer xfers[1] = {{0, 0, 1, 0, RF_PHASE_INJECT, RF_XFER_NET}};
+  RfTransfer xfers[1] = {{0, RF_PHASE_INJECT, RF_XFER_NET}};
   RfMessage msgs[1] = {{0, RF_PHASE_INJECT, RF_XFER_NET, 0, 1, pieces[0].bytes, 0, 1}};
   RfPlan plan = hand_plan(RF_STRATEGY_P2P, pieces, 1, xfers, 1, msgs, 1, 1);
   for (int pipe = 0; pipe <= 1; pipe++) {

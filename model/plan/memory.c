@@ -254,8 +254,7 @@ static const uint64_t *plan_holding(const RfPlan *plan) {
     ppart[k] = plan->pieces[k].part;
     pbytes[k] = (int64_t)plan->pieces[k].bytes;
   }
-  /* Transfers are sorted by stage: the last one's is the largest (messages carry it too). */
-  int max_stage = plan->nxfers ? plan->xfers[plan->nxfers - 1].stage : 0;
+  int max_stage = 0;
   for (uint64_t m = 0; m < plan->nmsgs; m++)
     max_stage = MAX(max_stage, (int)plan->msgs[m].stage);
   /* Holding, per block of inference ranks, in one pass over the transfers from the last: a
@@ -407,6 +406,34 @@ static inline void slot_set(Slots *sl, int rank, uint32_t part, int32_t v) {
     rf_u64map_set(&sl->map, GPOINTER_TO_SIZE(rank_part(rank, part)), v);
 }
 
+/* Transfer t of message msg, sent by an inference rank: raise the last use (last_use, by
+ * transfer) of the pieces it is sent from to its own last round (xl) -- the first earlier one
+ * of its part holding all of it, or else every one meeting it. */
+static void hold_uses(const RfPlan *plan, const Slots *slot_of, const Got *list,
+                      const uint64_t *list_first, const RfMessage *msg, uint64_t t,
+                      const int32_t *xl, int32_t *last_use) {
+  const RfPiece *pc = &plan->pieces[plan->xfers[t].piece];
+  const int ndim = plan->problem->model->parts[pc->part].ndim;
+  const int32_t i = slot_get(slot_of, msg->src, pc->part);
+  if (!i) return;
+  const Got *g = list + list_first[i - 1];
+  const uint64_t len = list_first[i] - list_first[i - 1];
+  gboolean whole = FALSE;
+  for (uint64_t k = 0; k < len && !whole; k++) { /* one holding all of it */
+    if (g[k].stage >= msg->stage) break;
+    if (rf_box_contains(&plan->pieces[g[k].piece].box, &pc->box, ndim)) {
+      last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
+      whole = TRUE;
+    }
+  }
+  for (uint64_t k = 0; k < len && !whole; k++) { /* else every one meeting it */
+    RfBox in;
+    if (g[k].stage >= msg->stage) break;
+    if (rf_box_intersect(&plan->pieces[g[k].piece].box, &pc->box, ndim, &in))
+      last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
+  }
+}
+
 void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean lane_comms,
                            RfMemory *out) {
   const RfProblem *pb = plan->problem;
@@ -423,7 +450,7 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
     uint64_t w = 0;
     for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
       const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
-      int f = plan->xfers[t].stage, l = f; /* staged: real/ keeps pieces by stage */
+      int f = msg->stage, l = f; /* staged: real/ keeps pieces by stage */
       if (sg->pipelined) rf_schedule_byte_rounds(sg, m, w, bytes, &f, &l);
       xf[t] = f;
       xl[t] = l;
@@ -446,17 +473,19 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   else
     rf_u64map_init(&slot_of.map, 1024, FALSE);
   GArray *count = g_array_new(FALSE, TRUE, sizeof(uint64_t)); /* per list, then its offset */
-  for (uint64_t t = 0; t < plan->nxfers; t++) {
-    const RfTransfer *x = &plan->xfers[t];
-    if (didx[x->dst] < 0) continue;
-    const uint32_t part = plan->pieces[x->piece].part;
-    int32_t i = slot_get(&slot_of, x->dst, part);
-    if (!i) {
-      g_array_set_size(count, count->len + 1);
-      i = (int32_t)count->len;
-      slot_set(&slot_of, x->dst, part, i);
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    if (didx[msg->dst] < 0) continue;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const uint32_t part = plan->pieces[plan->xfers[t].piece].part;
+      int32_t i = slot_get(&slot_of, msg->dst, part);
+      if (!i) {
+        g_array_set_size(count, count->len + 1);
+        i = (int32_t)count->len;
+        slot_set(&slot_of, msg->dst, part, i);
+      }
+      g_array_index(count, uint64_t, i - 1)++;
     }
-    g_array_index(count, uint64_t, i - 1)++;
   }
   const guint nlists = count->len;
   uint64_t *list_first = g_new(uint64_t, (size_t)nlists + 1), *fill = g_new(uint64_t, nlists + 1);
@@ -467,38 +496,24 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   }
   g_array_free(count, TRUE);
   Got *list = rf_big_alloc(sizeof(Got) * (list_first[nlists] + 1));
-  for (uint64_t t = 0; t < plan->nxfers; t++) {
-    const RfTransfer *x = &plan->xfers[t];
-    if (didx[x->dst] < 0) continue;
-    list[fill[slot_get(&slot_of, x->dst, plan->pieces[x->piece].part) - 1]++] =
-        (Got){t, x->stage, x->piece};
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    if (didx[msg->dst] < 0) continue;
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+      const RfTransfer *x = &plan->xfers[t];
+      list[fill[slot_get(&slot_of, msg->dst, plan->pieces[x->piece].part) - 1]++] =
+          (Got){t, msg->stage, x->piece};
+    }
   }
   g_free(fill);
   int32_t *last_use = g_new(int32_t, plan->nxfers + 1);
-  for (uint64_t t = 0; t < plan->nxfers; t++) {
-    const RfTransfer *x = &plan->xfers[t];
-    const RfPiece *pc = &plan->pieces[x->piece];
-    const int ndim = pb->model->parts[pc->part].ndim;
+  for (uint64_t t = 0; t < plan->nxfers; t++)
     last_use[t] = -1;
-    if (didx[x->src] < 0) continue;
-    const int32_t i = slot_get(&slot_of, x->src, pc->part);
-    if (!i) continue;
-    const Got *g = list + list_first[i - 1];
-    const uint64_t len = list_first[i] - list_first[i - 1];
-    gboolean whole = FALSE;
-    for (uint64_t k = 0; k < len && !whole; k++) { /* one holding all of it */
-      if (g[k].stage >= x->stage) break;
-      if (rf_box_contains(&plan->pieces[g[k].piece].box, &pc->box, ndim)) {
-        last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
-        whole = TRUE;
-      }
-    }
-    for (uint64_t k = 0; k < len && !whole; k++) { /* else every one meeting it */
-      RfBox in;
-      if (g[k].stage >= x->stage) break;
-      if (rf_box_intersect(&plan->pieces[g[k].piece].box, &pc->box, ndim, &in))
-        last_use[g[k].t] = MAX(last_use[g[k].t], xl[t]);
-    }
+  for (uint64_t m = 0; m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    if (didx[msg->src] >= 0)
+      for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++)
+        hold_uses(plan, &slot_of, list, list_first, msg, t, xl, last_use);
   }
   if (slot_of.dense)
     g_free(slot_of.dense);
@@ -522,13 +537,17 @@ void rf_memory_of_schedule(const RfPlan *plan, const RfSchedule *sg, gboolean la
   for (uint64_t b0 = 0; b0 < (uint64_t)nd; b0 += block) {
     const uint64_t b1 = MIN((uint64_t)nd, b0 + block);
     memset(diff, 0, sizeof(int64_t) * (b1 - b0) * R);
-    for (uint64_t t = 0; t < plan->nxfers; t++) {
-      const int64_t bytes = (int64_t)plan->pieces[plan->xfers[t].piece].bytes;
-      const int i = didx[plan->xfers[t].dst];
-      if (last_use[t] < 0 || !bytes || i < (int)b0 || i >= (int)b1) continue;
+    for (uint64_t m = 0; m < plan->nmsgs; m++) {
+      const RfMessage *msg = &plan->msgs[m];
+      const int i = didx[msg->dst];
+      if (i < (int)b0 || i >= (int)b1) continue;
       int64_t *d = diff + (uint64_t)(i - (int)b0) * R;
-      d[xf[t]] += bytes;
-      d[MAX(last_use[t], xf[t]) + 1] -= bytes;
+      for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+        const int64_t bytes = (int64_t)plan->pieces[plan->xfers[t].piece].bytes;
+        if (last_use[t] < 0 || !bytes) continue;
+        d[xf[t]] += bytes;
+        d[MAX(last_use[t], xf[t]) + 1] -= bytes;
+      }
     }
     for (uint64_t i = b0; i < b1; i++) {
       const int64_t *d = diff + (i - b0) * R;

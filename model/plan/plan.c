@@ -6,10 +6,7 @@
 
 #define MAX_STAGE 65535
 
-/* RfTransfer's bit-fields hold every rank and stage */
-G_STATIC_ASSERT(sizeof(RfTransfer) == 12);
-G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 20) && MAX_STAGE < (1 << 16));
-G_STATIC_ASSERT(RF_PHASE_COUNT <= 8 && (RF_XFER_NET | RF_XFER_RELAY) < 4);
+G_STATIC_ASSERT(MAX_STAGE < (1 << 16)); /* RfMessage.stage */
 
 static const char *const strategy_names[RF_STRATEGY_COUNT] = {"gather-broadcast", "p2p", "m2n",
                                                               "hybrid"};
@@ -45,42 +42,69 @@ gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error) {
 
 /* Transfers as they are planned, in one array that never moves once large (RfBigVec: its
  * pages are written once, by the planner, and sorted in place), already distributed by cell
- * (stage, src >> cell_shift; cell_w cells a stage, at most CELL_BUDGET in all): each cell fills
- * blocks of XBLOCK transfers of its own, taken from the array's end as they are needed (IPS4o's
- * blocks, written while planning), so that the sort moves whole blocks, not transfers, and a
- * cell's transfers stay in the order they were planned in (the sort needs no tie-break on the
- * piece). Few cells keep the planner's writes in few streams (64 a stage: Kimi K3 4096 -> 4096,
- * 17 stages, writes into 1,088 blocks at a time); the sort cuts each cell into runs small
- * enough for the cache. A cell's last block is partly filled, and so are those open when cells
- * merge (xvec_stages): XVEC_MAX_ROOM bounds the room they leave unused. */
+ * (stage, src >> cell_shift; cell_w cells a stage, at most CELL_BUDGET in all where the record
+ * allows it): each cell fills blocks of XBLOCK transfers of its own, taken from the array's end
+ * as they are needed (IPS4o's blocks, written while planning), so that the sort moves whole
+ * blocks, not transfers, and a cell's transfers stay in the order they were planned in (the
+ * sort needs no tie-break on the piece). Few cells keep the planner's writes in few streams (64
+ * a stage: Kimi K3 4096 -> 4096, 17 stages, writes into 1,088 blocks at a time); the sort cuts
+ * each cell into runs small enough for the cache. A cell's last block is partly filled, and so
+ * are those open when cells merge (xvec_stages): XVEC_MAX_ROOM bounds the room they leave
+ * unused.
+ *
+ * A planned transfer is a Rec of 8 bytes, which its cell completes: dst in the low rb bits (rb:
+ * the bits of a global rank), the low cell_shift bits of src above it, then RF_XFER_* flags (2
+ * bits) at REC_TAG, the phase (3) and the piece (27) at REC_PIECE. The local key of the sort,
+ * (src's low bits, dst), is the record's low 32 bits: cell_shift <= 32 - rb, so that from 2^16
+ * ranks on a stage keeps 2^(2 rb - 32) cells at least (MIN_CELL_W), and past CELL_LIMIT cells
+ * the plan is refused. The sorted records become 4-byte RfTransfers in place, as their messages
+ * are gathered (group_run), and the array's second half is given back. */
+typedef uint64_t Rec;
+#define REC_TAG 32
+#define REC_PIECE 37
+#define REC_LOW ((UINT64_C(1) << REC_TAG) - 1)
 #define CELL_BUDGET (1u << 11)
-#define CELL_W_BITS 6   /* at most 64 cells a stage */
-#define XBLOCK 256      /* transfers a block: 3 KiB */
-#define MSD_MAX_BITS 12 /* runs a cell is cut into: at most 4096 */
+#define CELL_LIMIT (MAX_STAGE + 1u) /* cells a plan may take at most */
+#define CELL_W_BITS 6               /* at most 64 cells a stage, where the record allows */
+#define MAX_CELL_W_BITS 8           /* 2^20 ranks: 256 cells a stage at least */
+#define XBLOCK 256                  /* transfers a block: 2 KiB */
+#define MSD_MAX_BITS 12             /* runs a cell is cut into: at most 4096 */
 typedef struct {
   RfBigVec v;
-  RfTransfer *t;       /* v.p */
+  Rec *t;              /* v.p */
   uint64_t n;          /* transfers held */
   uint64_t used, room; /* transfers of room the blocks take, and room for */
   uint32_t *open;      /* per cell: its next free place (a multiple of XBLOCK: no open block) */
   uint32_t *bcell;     /* per block: its cell */
   uint16_t *bfill;     /* per block: the transfers it holds */
   uint64_t nblk, blk_cap;
-  int cell_shift, cell_w, cell_stages;
+  int rb, cell_shift, cell_w, cell_stages;
 } XferVec;
 
 G_STATIC_ASSERT(XBLOCK <= 65535 && (XBLOCK & (XBLOCK - 1)) == 0);
+/* a record holds every rank, piece, phase and flags; RfTransfer the piece, phase and flags */
+G_STATIC_ASSERT(RF_MAX_RANKS <= (1 << 20) && 2 * 20 - 32 <= MAX_CELL_W_BITS);
+G_STATIC_ASSERT(RF_PLAN_MAX_TRANSFERS <= (UINT64_C(1) << (64 - REC_PIECE)));
+G_STATIC_ASSERT(RF_PHASE_COUNT <= 8 && (RF_XFER_NET | RF_XFER_RELAY) < 4);
+G_STATIC_ASSERT(sizeof(RfTransfer) == 4 && sizeof(Rec) == 2 * sizeof(RfTransfer));
 
 /* Room the blocks may take: the transfers, a partly filled block per cell at the end (at most
- * MAX_STAGE + 1 cells, one a stage, past CELL_BUDGET stages), and those closed when cells merge
- * (xvec_stages: at most CELL_W_BITS times, CELL_BUDGET cells each). */
+ * CELL_LIMIT cells), and those closed when cells merge (xvec_stages: at most MAX_CELL_W_BITS
+ * times, each while the cells were at most CELL_BUDGET). */
 #define XVEC_MAX_ROOM                                                                              \
-  (RF_PLAN_MAX_TRANSFERS + (uint64_t)(MAX_STAGE + 1 + (CELL_W_BITS + 1) * CELL_BUDGET) * XBLOCK)
+  (RF_PLAN_MAX_TRANSFERS + (uint64_t)(CELL_LIMIT + (MAX_CELL_W_BITS + 1) * CELL_BUDGET) * XBLOCK)
+
+/* The largest cell_shift a record holds, with rb bits a rank. */
+static int max_shift(int rb) {
+  return REC_TAG - rb;
+}
 
 static void xvec_init(XferVec *x, int rank_bits) {
   memset(x, 0, sizeof *x);
-  x->v.max = sizeof(RfTransfer) * XVEC_MAX_ROOM;
-  x->cell_shift = MAX(0, rank_bits - CELL_W_BITS); /* fewer past CELL_BUDGET: xvec_stages */
+  x->v.max = sizeof(Rec) * XVEC_MAX_ROOM;
+  x->rb = rank_bits;
+  /* fewer cells a stage past CELL_BUDGET: xvec_stages */
+  x->cell_shift = MAX(0, MIN(rank_bits - CELL_W_BITS, max_shift(rank_bits)));
   x->cell_w = 1 << (rank_bits - x->cell_shift);
 }
 
@@ -108,32 +132,45 @@ static void xvec_close(XferVec *x) {
   }
 }
 
-/* Cells for stages up to stage. Many stages (gather-broadcast chains): coarser cells, each two
- * merged into one, so that the cells and the sort's arrays per cell stay small. */
-static void xvec_stages(XferVec *x, int stage) {
+/* Cells for stages up to stage; FALSE when they would pass CELL_LIMIT (the plan is refused).
+ * Many stages (gather-broadcast chains): coarser cells, each two merged into one, so that the
+ * cells and the sort's arrays per cell stay small; a merged cell's records take the bit of src
+ * that left the cell. */
+static gboolean xvec_stages(XferVec *x, int stage) {
   const int ns = MIN(MAX(stage + 1, 2 * x->cell_stages), MAX_STAGE + 1);
-  if ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1) {
+  if ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1 && x->cell_shift < max_shift(x->rb)) {
     if (x->open) xvec_close(x);
-    while ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1) {
+    while ((size_t)ns * x->cell_w > CELL_BUDGET && x->cell_w > 1 &&
+           x->cell_shift < max_shift(x->rb)) {
       const uint32_t w = (uint32_t)x->cell_w;
-      for (uint64_t j = 0; j < x->nblk; j++)
+      const Rec bit = (Rec)1 << (x->rb + x->cell_shift);
+      for (uint64_t j = 0; j < x->nblk; j++) {
+        if (x->bcell[j] % w % 2) {
+          Rec *r = x->t + j * XBLOCK;
+          for (uint32_t i = 0; i < x->bfill[j]; i++)
+            r[i] |= bit;
+        }
         x->bcell[j] = x->bcell[j] / w * (w / 2) + x->bcell[j] % w / 2;
+      }
       x->cell_w /= 2;
       x->cell_shift++;
     }
   }
+  if ((size_t)stage * x->cell_w + x->cell_w > CELL_LIMIT) return FALSE;
+  const int keep = (int)MIN((size_t)ns, CELL_LIMIT / x->cell_w);
   /* the cells of the stages before (all closed if they merged) keep their places */
-  const size_t from = (size_t)x->cell_stages * x->cell_w, to = (size_t)ns * x->cell_w;
+  const size_t from = (size_t)x->cell_stages * x->cell_w, to = (size_t)keep * x->cell_w;
   x->open = g_renew(uint32_t, x->open, to);
   memset(x->open + from, 0, sizeof(uint32_t) * (to - from));
-  x->cell_stages = ns;
+  x->cell_stages = keep;
+  return TRUE;
 }
 
 /* A new block for cell c at the array's end: its first place. */
 static uint32_t xvec_block(XferVec *x, size_t c) {
   if (x->used + XBLOCK > x->room) {
-    x->t = rf_bigvec_room(&x->v, sizeof(RfTransfer) * (x->used + XBLOCK));
-    x->room = x->v.room / sizeof(RfTransfer);
+    x->t = rf_bigvec_room(&x->v, sizeof(Rec) * (x->used + XBLOCK));
+    x->room = x->v.room / sizeof(Rec);
   }
   if (x->nblk == x->blk_cap) {
     x->blk_cap = MAX(1024, 2 * x->blk_cap);
@@ -147,13 +184,15 @@ static uint32_t xvec_block(XferVec *x, size_t c) {
   return at;
 }
 
+/* A transfer of a stage that has its cells (xvec_stages). */
 static inline void xpush(XferVec *x, uint32_t piece, int src, int dst, int stage, RfPhase phase,
                          uint8_t flags) {
-  if (G_UNLIKELY(stage >= x->cell_stages)) xvec_stages(x, stage);
   const size_t c = (size_t)stage * x->cell_w + ((uint32_t)src >> x->cell_shift);
   uint32_t at = x->open[c];
   if (G_UNLIKELY(at % XBLOCK == 0)) at = xvec_block(x, c);
-  x->t[at] = (RfTransfer){piece, src, dst, (uint32_t)stage, (uint32_t)phase, flags};
+  const uint32_t low = (uint32_t)src & ((UINT32_C(1) << x->cell_shift) - 1);
+  x->t[at] = (Rec)piece << REC_PIECE | (Rec)phase << (REC_TAG + 2) | (Rec)flags << REC_TAG |
+             (Rec)low << x->rb | (uint32_t)dst;
   x->open[c] = at + 1;
   x->n++;
 }
@@ -261,7 +300,17 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
     return;
   }
   if (b->x.n >= RF_PLAN_MAX_TRANSFERS) {
-    over_limit(b, "transfers", "the limit: 1.5 GiB of them");
+    over_limit(b, "transfers", "the limit: 1 GiB of them as planned");
+    return;
+  }
+  if (G_UNLIKELY(stage >= b->x.cell_stages) && !xvec_stages(&b->x, stage)) {
+    if (!b->failed)
+      g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
+                  "%s plan of %d ranks needs more than %d stages, the most its transfer records "
+                  "hold at that many ranks; use fewer ranks or another strategy",
+                  rf_strategy_name(b->strategy), b->pb->nranks,
+                  (int)(CELL_LIMIT / (uint32_t)b->x.cell_w));
+    b->failed = TRUE;
     return;
   }
   if (stage > b->max_stage) b->max_stage = stage;
@@ -864,19 +913,6 @@ static int bits_for(uint64_t n) {
   return b;
 }
 
-/* The key of a transfer inside cells from c0 on (sort_group: one cell): (cell - c0, the low bits
- * of src, dst), ordered as (stage, src, dst). */
-typedef struct {
-  int rb, shift, cw;
-  uint64_t c0;
-} LocalKey;
-
-static inline uint64_t lkey(const RfTransfer *t, const LocalKey *k) {
-  const uint64_t src = (uint32_t)t->src, cell = (uint64_t)t->stage * k->cw + (src >> k->shift);
-  const uint64_t low = src & ((UINT64_C(1) << k->shift) - 1);
-  return ((((cell - k->c0) << k->shift) | low) << k->rb) | (uint32_t)t->dst;
-}
-
 /* Counts of the digits 0..mask into their first output positions (exclusive prefix sums). */
 static void counts_to_starts(uint32_t *cnt, uint64_t mask) {
   uint32_t sum = 0;
@@ -887,62 +923,34 @@ static void counts_to_starts(uint32_t *cnt, uint64_t mask) {
   }
 }
 
-/* One stable counting pass of v[0..n) into out by the w-bit digit at bit s of the local key;
- * FALSE (and nothing written) when every transfer has the same digit. */
-#define LOCAL_DIGIT 12
-static gboolean lsd_pass(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k, int s,
-                         int w, uint32_t *cnt) {
-  const uint64_t mask = (UINT64_C(1) << w) - 1;
-#define DIGIT(t) ((lkey((t), k) >> s) & mask)
-  memset(cnt, 0, sizeof(uint32_t) << w);
-  for (uint64_t i = 0; i < n; i++)
-    cnt[DIGIT(&v[i])]++;
-  if (cnt[DIGIT(&v[0])] == n) return FALSE;
-  counts_to_starts(cnt, mask);
-  for (uint64_t i = 0; i < n; i++)
-    out[cnt[DIGIT(&v[i])]++] = v[i];
-#undef DIGIT
-  return TRUE;
-}
-
-/* Stable LSD radix sort of v[0..n) by the lbits of the local key, in passes of at most
- * LOCAL_DIGIT bits (4096 buckets: the written streams stay in cache), between v and out. Returns
- * v or out, whichever holds the sorted run. */
-static RfTransfer *sort_local(RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
-                              int lbits, uint32_t *cnt) {
-  for (int s = 0; s < lbits; s += LOCAL_DIGIT)
-    if (lsd_pass(v, out, n, k, s, MIN(LOCAL_DIGIT, lbits - s), cnt)) {
-      RfTransfer *t = v;
-      v = out;
-      out = t;
-    }
-  return v;
-}
-
-/* sort_local of v[0..n) into out, through packed keys where (local key, index in the run) fit
- * 64 bits: (local key << ibits | index) for every transfer, an LSD sort of those (8 bytes each,
- * the digit a shift away) over their upper lbits bits, and one gather of the transfers into out
- * by the index in the low bits. The keys are made and every digit counted in one pass, which
- * also finds a run already in order (its keys ascending). key and kout hold n each; cnt holds
+/* A stable sort of the records v[0..n) of one cell into out, by their local key's lbits bits
+ * (the record's low bits, (src's low bits, dst): at most 32) through packed keys: (local key <<
+ * ibits | index in the run) for every record (64 bits at most: ibits <= 27), an LSD sort of
+ * those (8 bytes each, the digit a shift away) in digits of at most LOCAL_DIGIT bits (4096
+ * buckets: the written streams stay in cache), and one gather of the records into out by the
+ * index in the low bits. The keys are made and every digit counted in one pass, which also
+ * finds a run already in order (its keys ascending). key and kout hold n each; cnt holds
  * LOCAL_PASSES << LOCAL_DIGIT counts. */
+#define LOCAL_DIGIT 12
 #define LOCAL_PASSES 6 /* 64 bits in digits of at most LOCAL_DIGIT */
-static void sort_packed(const RfTransfer *v, RfTransfer *out, uint64_t n, const LocalKey *k,
-                        int lbits, int ibits, uint64_t *key, uint64_t *kout, uint32_t *cnt) {
+static void sort_packed(const Rec *v, Rec *out, uint64_t n, int lbits, int ibits, uint64_t *key,
+                        uint64_t *kout, uint32_t *cnt) {
+  g_assert(lbits <= REC_TAG && lbits + ibits <= 64);
   const int bits = lbits, passes = (bits + LOCAL_DIGIT - 1) / LOCAL_DIGIT;
   const int dw = passes ? (bits + passes - 1) / passes : 1; /* even digits: 17 bits in 2 of 9 */
   const uint64_t mask = (UINT64_C(1) << dw) - 1;
   memset(cnt, 0, (sizeof(uint32_t) * passes) << dw);
   gboolean sorted = TRUE;
-  const uint64_t lmask = (UINT64_C(1) << lbits) - 1; /* lbits < 64 */
+  const uint64_t lmask = (UINT64_C(1) << lbits) - 1;
   for (uint64_t i = 0; i < n; i++) {
-    const uint64_t q = ((lkey(&v[i], k) & lmask) << ibits) | i;
+    const uint64_t q = ((v[i] & lmask) << ibits) | i;
     key[i] = q;
     sorted &= i == 0 || key[i - 1] < q;
     for (int p = 0; p < passes; p++)
       cnt[((size_t)p << dw) + ((q >> (ibits + p * dw)) & mask)]++;
   }
   if (sorted) {
-    memcpy(out, v, sizeof(RfTransfer) * n);
+    memcpy(out, v, sizeof(Rec) * n);
     return;
   }
   for (int p = 0; p < passes; p++) {
@@ -961,7 +969,7 @@ static void sort_packed(const RfTransfer *v, RfTransfer *out, uint64_t n, const 
     out[i] = v[key[i] & imask];
 }
 
-/* Messages and per-rank byte counts, gathered as the sorted transfers are walked in order. The
+/* Messages and per-rank byte counts, gathered as the sorted records are walked in order. The
  * byte counts are added once per stretch of a message's transfers of one phase and class (network
  * or not), not once per transfer: the same integer sums, at a tenth of the scattered updates. */
 typedef struct {
@@ -970,111 +978,99 @@ typedef struct {
   const uint64_t *pbytes; /* per piece */
   RfBigVec msgs;
   uint64_t nm;
-  uint64_t last;        /* the second word (xword) of the last transfer walked, masked */
-  uint64_t used_mask;   /* xword's bits that hold fields (not the padding bit) */
-  uint64_t tag_mask;    /* of those, the phase and flags: the rest is (stage, src, dst) */
-  uint64_t acc;         /* bytes of the open stretch */
-  const RfTransfer *at; /* a transfer of the open stretch (NULL: none open) */
-  uint64_t *tx, *rx;    /* network bytes per rank x slot: each phase, and all (RF_PHASE_COUNT) */
-  uint64_t *vtx, *vrx;  /* NVLink bytes per rank */
+  Rec last;      /* the last record walked, without its piece */
+  uint64_t acc;  /* bytes of the open stretch */
+  gboolean open; /* a stretch is open: its ranks and tag are these */
+  int src, dst, phase, flags;
+  uint64_t *tx, *rx;   /* network bytes per rank x slot: each phase, and all (RF_PHASE_COUNT) */
+  uint64_t *vtx, *vrx; /* NVLink bytes per rank */
 } Group;
-
-/* The 64 bits after a transfer's piece: its ranks, stage, phase and flags (bit-fields). */
-static inline uint64_t xword(const RfTransfer *t) {
-  uint64_t w;
-  memcpy(&w, (const char *)t + sizeof(uint32_t), sizeof w);
-  return w;
-}
-
-/* The bits of xword() that hold fields (tag FALSE) or the phase and the flags (tag TRUE): the
- * bit-fields' layout is the compiler's, and the word's padding bit is left undefined. */
-static uint64_t xword_mask(gboolean tag) {
-  RfTransfer t;
-  memset(&t, 0, sizeof t);
-  t.phase = 7;
-  t.flags = 3;
-  if (!tag) {
-    t.src = t.dst = -1;
-    t.stage = 65535;
-  }
-  return xword(&t);
-}
 
 /* Add the open stretch's bytes to the plan's statistics and the per-rank counts. */
 static void group_flush(Group *g) {
-  const RfTransfer *t = g->at;
-  if (!t) return;
+  if (!g->open) return;
   RfPlanStats *st = &g->plan->stats;
   const uint64_t by = g->acc;
-  const int nslot = g->nslot;
-  if (t->flags & RF_XFER_NET) {
+  const int nslot = g->nslot, src = g->src, dst = g->dst, ph = g->phase;
+  if (g->flags & RF_XFER_NET) {
     st->network_bytes += by;
-    st->phase_network_bytes[t->phase] += by;
-    g->tx[(size_t)t->src * nslot + RF_PHASE_COUNT] += by;
-    g->rx[(size_t)t->dst * nslot + RF_PHASE_COUNT] += by;
-    g->tx[(size_t)t->src * nslot + t->phase] += by;
-    g->rx[(size_t)t->dst * nslot + t->phase] += by;
-  } else if (t->src != t->dst) {
+    st->phase_network_bytes[ph] += by;
+    g->tx[(size_t)src * nslot + RF_PHASE_COUNT] += by;
+    g->rx[(size_t)dst * nslot + RF_PHASE_COUNT] += by;
+    g->tx[(size_t)src * nslot + ph] += by;
+    g->rx[(size_t)dst * nslot + ph] += by;
+  } else if (src != dst) {
     st->nvlink_bytes += by;
-    g->vtx[t->src] += by;
-    g->vrx[t->dst] += by;
+    g->vtx[src] += by;
+    g->vrx[dst] += by;
   }
-  g->at = NULL;
+  g->open = FALSE;
   g->acc = 0;
 }
 
-/* Walk the sorted transfers [b0, b0 + m) (following those walked before): their messages and
- * bytes. A message is a run of equal (stage, src, dst): xword() without the tag bits. */
-static void group_run(Group *g, uint64_t b0, uint64_t m) {
-  RfPlan *plan = g->plan;
-  RfMessage *msg = g->nm ? (RfMessage *)g->msgs.p + g->nm - 1 : NULL;
+/* Walk the sorted records r[0 .. m) of cell (stage, src_hi: src's bits above the record's),
+ * the transfers from b0 on: their messages and bytes, each written as its RfTransfer to out[b0
+ * + i] (out: the same array, read at 8 bytes a transfer and written at 4, so never ahead of the
+ * reads). A message is a run of equal (src, dst) in the cell: the records' low 32 bits. */
+static void group_run(Group *g, const Rec *r, RfTransfer *out, uint64_t b0, uint64_t m, int stage,
+                      uint32_t src_hi) {
+  RfMessage *msg = NULL; /* a new cell: a new message */
   uint64_t acc = g->acc;
-  for (uint64_t i = b0; i < b0 + m; i++) {
-    const RfTransfer *t = &plan->xfers[i];
-    const uint64_t by = g->pbytes[t->piece], w = xword(t) & g->used_mask;
-    if (G_UNLIKELY(w != g->last || !g->at)) {
+  const Rec rmask = (UINT64_C(1) << g->rb) - 1, nopiece = (UINT64_C(1) << REC_PIECE) - 1;
+  for (uint64_t i = 0; i < m; i++) {
+    const Rec rec = r[i], w = rec & nopiece;
+    const uint32_t piece = (uint32_t)(rec >> REC_PIECE);
+    const uint64_t by = g->pbytes[piece];
+    if (G_UNLIKELY(w != g->last || !msg)) {
       g->acc = acc;
       group_flush(g);
       acc = 0;
-      g->at = t;
-      if (!msg || ((w ^ g->last) & ~g->tag_mask)) {
+      g->open = TRUE;
+      g->src = (int)(src_hi | (uint32_t)((w & REC_LOW) >> g->rb));
+      g->dst = (int)(w & rmask);
+      g->flags = (int)(w >> REC_TAG) & 3;
+      g->phase = (int)(w >> (REC_TAG + 2)) & 7;
+      if (!msg || ((w ^ g->last) & REC_LOW)) {
         if (sizeof(RfMessage) * (g->nm + 1) > g->msgs.room)
           rf_bigvec_room(&g->msgs, sizeof(RfMessage) * (g->nm + 1));
         msg = (RfMessage *)g->msgs.p + g->nm;
         g->nm++;
         memset(msg, 0, sizeof *msg);
-        msg->stage = t->stage;
-        msg->phase = t->phase;
-        msg->flags = t->flags & RF_XFER_NET;
-        msg->src = t->src;
-        msg->dst = t->dst;
-        msg->first = (uint32_t)i;
+        msg->stage = (uint16_t)stage;
+        msg->phase = (uint8_t)g->phase;
+        msg->flags = (uint8_t)(g->flags & RF_XFER_NET);
+        msg->src = g->src;
+        msg->dst = g->dst;
+        msg->first = (uint32_t)(b0 + i);
       }
       g->last = w;
     }
     acc += by;
     msg->bytes += by;
     msg->count++;
+    out[b0 + i] = (RfTransfer){piece, (uint32_t)g->phase, (uint32_t)g->flags};
   }
   g->acc = acc;
 }
 
-/* Sort the planned transfers in place by (stage, src, dst) and stable, which is by (stage, src,
+/* Sort the planned records in place by (stage, src, dst) and stable, which is by (stage, src,
  * dst, piece): transfers are planned in order of their pieces, and the transfers of one message
- * keep the order they were planned in. MSD then LSD, stable throughout: the planner left them in
- * blocks of one cell each (XferVec); the blocks are permuted, whole, into cell order (in place,
- * along the permutation's cycles: a move is one copy of a block). Then cell by cell: its blocks
- * are gathered down to the cell's place, distributed by the upper bits of their local key into
- * runs of about n / 4096 transfers (small enough for the cache) in a scratch array, each run
- * sorted by the rest of its key back to its place, and the cell walked for its messages. A
- * cell's place ends before the next cell's blocks start (a cell's blocks hold at least its
- * transfers), so cells are written in order over blocks already read. */
+ * keep the order they were planned in; then make them RfTransfers, in the array's first half.
+ * MSD then LSD, stable throughout: the planner left them in blocks of one cell each (XferVec);
+ * the blocks are permuted, whole, into cell order (in place, along the permutation's cycles: a
+ * move is one copy of a block). Then cell by cell: its blocks are gathered down to the cell's
+ * place, distributed by the upper bits of their local key into runs of about n / 4096 records
+ * (small enough for the cache) in a scratch array, each run sorted by the rest of its key back
+ * to its place, and the cell walked for its messages. A cell's place ends before the next
+ * cell's blocks start (a cell's blocks hold at least its records), so cells are written in
+ * order over blocks already read, and its RfTransfers in the half of its place below. */
 static void sort_group(XferVec *x, Group *g, int nstages) {
   const uint64_t n = x->n, nblk = x->nblk;
-  RfTransfer *v = x->t;
+  Rec *v = x->t;
+  RfTransfer *out = (RfTransfer *)(void *)v;
   xvec_close(x);
   const uint64_t ncell = (uint64_t)nstages * x->cell_w, target = MAX(n >> 12, 1024);
-  /* per cell: its transfers, then its first block in cell order */
+  /* per cell: its records, then its first block in cell order */
   uint64_t *ccount = g_new0(uint64_t, ncell);
   uint32_t *cblk = g_new0(uint32_t, ncell + 1);
   for (uint64_t j = 0; j < nblk; j++) {
@@ -1091,13 +1087,13 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
   }
   /* The sort's arrays in one block: from RF_BIG_MIN_BYTES on its pages are huge, a fault each
    * where a thousand 4 KiB faults cost more on a virtual machine (issue 26). pkey: a run's packed
-   * keys, twice; A: a cell's transfers; src_of[s]: the block that goes to place s (a cell's
-   * blocks keep their order); fill: the transfers held at place s once there. */
-  const size_t o_A = 2 * sizeof(uint64_t) * maxc, o_src = o_A + sizeof(RfTransfer) * maxc;
+   * keys, twice; A: a cell's records; src_of[s]: the block that goes to place s (a cell's
+   * blocks keep their order); fill: the records held at place s once there. */
+  const size_t o_A = 2 * sizeof(uint64_t) * maxc, o_src = o_A + sizeof(Rec) * maxc;
   const size_t o_fill = o_src + sizeof(uint32_t) * (nblk + 1);
   char *arena = rf_big_alloc(o_fill + sizeof(uint16_t) * (nblk + 1));
   uint64_t *pkey = (uint64_t *)arena;
-  RfTransfer *A = (RfTransfer *)(arena + o_A);
+  Rec *A = (Rec *)(arena + o_A);
   uint32_t *src_of = (uint32_t *)(arena + o_src), *next = g_memdup2(cblk, sizeof(uint32_t) * ncell);
   uint16_t *fill = (uint16_t *)(arena + o_fill);
   for (uint64_t j = 0; j < nblk; j++) {
@@ -1108,22 +1104,22 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
   g_free(next);
   /* the permutation, cycle by cycle: a place is filled from its block's place, which is then
    * filled in turn, until the cycle closes on the first block (held aside) */
-  RfTransfer *held = g_new(RfTransfer, XBLOCK);
+  Rec *held = g_new(Rec, XBLOCK);
   for (uint64_t s0 = 0; s0 < nblk; s0++) {
     if (src_of[s0] == s0) continue; /* in place, or moved */
-    memcpy(held, v + s0 * XBLOCK, sizeof(RfTransfer) * XBLOCK);
+    memcpy(held, v + s0 * XBLOCK, sizeof(Rec) * XBLOCK);
     for (uint64_t s = s0;;) {
       const uint64_t f = src_of[s];
       src_of[s] = (uint32_t)s;
       if (f == s0) {
-        memcpy(v + s * XBLOCK, held, sizeof(RfTransfer) * XBLOCK);
+        memcpy(v + s * XBLOCK, held, sizeof(Rec) * XBLOCK);
         break;
       }
       /* the cycle's moves wait on each other: start on the next block's first lines now */
       const char *nx = (const char *)(v + (uint64_t)src_of[f] * XBLOCK);
       for (int l = 0; l < 8; l++)
         PREFETCH(nx + 64 * l);
-      memcpy(v + s * XBLOCK, v + f * XBLOCK, sizeof(RfTransfer) * XBLOCK);
+      memcpy(v + s * XBLOCK, v + f * XBLOCK, sizeof(Rec) * XBLOCK);
       s = f;
     }
   }
@@ -1135,19 +1131,19 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
   for (uint64_t c = 0; c < ncell; c++) {
     const uint64_t m = ccount[c];
     if (m == 0) continue;
-    const LocalKey key = {g->rb, shift, x->cell_w, c};
-    /* runs: the upper hb bits of the local key (src's upper bits first) */
+    /* runs: the upper hb bits of the local key (src's low bits first) */
     int hb = 0;
     while (hb < MIN(lbits, MSD_MAX_BITS) && (m >> hb) > target)
       hb++;
     const int sh = lbits - hb;
-    /* the cell's transfers, one after the other: into A (one run), else at the cell's place
-     * (moved down: a block's place is never below where its transfers go) to be distributed
+    const uint64_t lmask = (UINT64_C(1) << lbits) - 1;
+    /* the cell's records, one after the other: into A (one run), else at the cell's place
+     * (moved down: a block's place is never below where its records go) to be distributed
      * into A by run */
-    RfTransfer *in = hb > 0 ? v + b0 : A;
+    Rec *in = hb > 0 ? v + b0 : A;
     uint64_t w = 0;
     for (uint64_t s = cblk[c]; s < cblk[c + 1]; s++) {
-      memmove(in + w, v + s * XBLOCK, sizeof(RfTransfer) * fill[s]);
+      memmove(in + w, v + s * XBLOCK, sizeof(Rec) * fill[s]);
       w += fill[s];
     }
     g_assert(w == m);
@@ -1156,7 +1152,7 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
       nrun = (uint64_t)1 << hb;
       memset(dcnt, 0, sizeof(uint64_t) * nrun);
       for (uint64_t i = 0; i < m; i++)
-        dcnt[lkey(&in[i], &key) >> sh]++;
+        dcnt[(in[i] & lmask) >> sh]++;
       uint64_t at = 0;
       for (uint64_t d = 0; d < nrun; d++) {
         const uint64_t k = dcnt[d];
@@ -1164,22 +1160,16 @@ static void sort_group(XferVec *x, Group *g, int nstages) {
         at += k;
       }
       for (uint64_t i = 0; i < m; i++)
-        A[dcnt[lkey(&in[i], &key) >> sh]++] = in[i]; /* dcnt[d]: the end of run d */
+        A[dcnt[(in[i] & lmask) >> sh]++] = in[i]; /* dcnt[d]: the end of run d */
     }
     for (uint64_t d = 0, r0 = 0; d < nrun; d++) { /* each run from A to its place */
       const uint64_t r1 = hb > 0 ? dcnt[d] : m, len = r1 - r0;
       if (len == 0) continue;
-      RfTransfer *to = v + b0 + r0;
-      const int ibits = bits_for(len);
-      if (sh + ibits <= 64) {
-        sort_packed(A + r0, to, len, &key, sh, ibits, pkey, pkey + maxc, cnt);
-      } else {
-        RfTransfer *r = sort_local(A + r0, to, len, &key, sh, cnt);
-        if (r != to) memcpy(to, r, sizeof(RfTransfer) * len);
-      }
+      sort_packed(A + r0, v + b0 + r0, len, sh, bits_for(len), pkey, pkey + maxc, cnt);
       r0 = r1;
     }
-    group_run(g, b0, m);
+    group_run(g, v + b0, out, b0, m, (int)(c / (uint64_t)x->cell_w),
+              (uint32_t)(c % (uint64_t)x->cell_w) << shift);
     b0 += m;
   }
   g_assert(b0 == n);
@@ -1299,8 +1289,6 @@ static void finish(RfPlan *plan, XferVec *x) {
   g.plan = plan;
   g.rb = bits_for((uint64_t)pb->nranks);
   g.nslot = RF_PHASE_COUNT + 1;
-  g.used_mask = xword_mask(FALSE);
-  g.tag_mask = xword_mask(TRUE);
   /* piece sizes in a compact array: the sorted transfers visit pieces in no useful order */
   uint64_t *pbytes = rf_big_alloc(sizeof(uint64_t) * (plan->npieces ? plan->npieces : 1));
   for (uint32_t k = 0; k < plan->npieces; k++)
@@ -1313,7 +1301,6 @@ static void finish(RfPlan *plan, XferVec *x) {
   uint64_t *tx = g.tx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
   uint64_t *rx = g.rx = g_new0(uint64_t, (size_t)pb->nranks * nslot);
   uint64_t *vtx = g.vtx = g_new0(uint64_t, pb->nranks), *vrx = g.vrx = g_new0(uint64_t, pb->nranks);
-  plan->xfers = x->t;
   if (x->n) sort_group(x, &g, plan->nstages);
   group_flush(&g);
   plan->xfers = x->n ? rf_bigvec_take(&x->v, sizeof(RfTransfer) * x->n) : NULL;
@@ -1471,4 +1458,17 @@ void rf_plan_free(RfPlan *plan) {
   rf_bigvec_free(plan->msgs);
   g_free(plan->derived);
   g_free(plan);
+}
+
+uint64_t rf_plan_message_of(const RfPlan *plan, uint64_t t) {
+  g_assert(t < plan->nxfers && plan->nmsgs > 0);
+  uint64_t lo = 0, hi = plan->nmsgs - 1; /* the last message whose first <= t */
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (plan->msgs[mid].first <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
 }

@@ -45,16 +45,14 @@ typedef struct {
   uint64_t bytes;
 } RfPiece;
 
-/* 12 bytes: a plan of tens of millions of transfers is written once on fresh pages and sorted in
- * place, so its time goes with its bytes (issue 26). The fields are bit-fields of one 64-bit
- * word after piece (a GCC and Clang extension; they read as int, like the int32_t / uint16_t /
- * uint8_t fields they replaced): global ranks < RF_MAX_RANKS (2^20), stages <= 65535. */
-typedef struct __attribute__((packed, aligned(4))) {
-  uint32_t piece;
-  int64_t src : 21, dst : 21; /* global ranks (signed, as the int32_t they were) */
-  uint64_t stage : 16;
-  uint64_t phase : 3; /* RfPhase */
-  uint64_t flags : 2; /* RF_XFER_* */
+/* 4 bytes: a plan of tens of millions of transfers is written once on fresh pages, and on a
+ * virtual machine its time goes with its bytes (issue 26). A transfer's stage and ranks are its
+ * message's (RfMessage: the transfers plan->xfers[first .. first + count) share them): walk the
+ * messages, or find a transfer's with rf_plan_message_of. */
+typedef struct {
+  uint32_t piece : 27; /* < RF_PLAN_MAX_TRANSFERS (2^27) */
+  uint32_t phase : 3;  /* RfPhase */
+  uint32_t flags : 2;  /* RF_XFER_* */
 } RfTransfer;
 
 typedef struct {
@@ -114,8 +112,8 @@ const char *rf_phase_name(RfPhase p);
 /* "gather-broadcast", "p2p", "m2n", "hybrid"; FALSE + error for anything else. */
 gboolean rf_strategy_parse(const char *s, RfStrategy *out, GError **error);
 
-/* Most transfers one plan may hold: 2^27 transfers are 1.5 GiB (sorted in place), and take
- * several seconds to plan. */
+/* Most transfers one plan may hold: 2^27 transfers are 1 GiB while planned (8 bytes each,
+ * sorted in place), 0.5 GiB once planned, and take several seconds to plan. */
 #define RF_PLAN_MAX_TRANSFERS (UINT64_C(1) << 27)
 
 /* Build the plan of one strategy. NULL + error if the problem cannot be planned, or
@@ -125,6 +123,10 @@ RfPlan *rf_plan_build(const RfProblem *pb, RfStrategy strategy, const RfPlanOpti
                       GError **error);
 void rf_plan_free(RfPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfPlan, rf_plan_free)
+
+/* The message that holds transfer t (< plan->nxfers): a binary search over the messages, for
+ * the odd transfer; a pass over many walks the messages instead. */
+uint64_t rf_plan_message_of(const RfPlan *plan, uint64_t t);
 
 /* Check the plan's invariants: every destination element of every part received exactly once
  * by its destination rank, no box outside its part or outside the sender's holding, every

@@ -36,8 +36,58 @@ static GArray *index_get(GHashTable *by, uint32_t part, int rank) {
   return g_hash_table_lookup(by, &key);
 }
 
-/* 1. Every box inside its part, bytes matching the box, transfers sorted; fills by. */
-static gboolean check_transfers(const RfPlan *plan, GHashTable *by, GError **error) {
+/* 1. Messages cover the transfers in order, none empty, sorted by (stage, source, destination)
+ * with no two alike, their bytes their transfers'; mof[t]: transfer t's message. */
+static gboolean check_messages(const RfPlan *plan, uint64_t *mof, GError **error) {
+  const int nranks = plan->problem->nranks;
+  uint64_t next = 0;
+  for (uint64_t i = 0; i < plan->nmsgs; i++) {
+    const RfMessage *mg = &plan->msgs[i];
+    if (mg->first != next || mg->count == 0 || mg->first + (uint64_t)mg->count > plan->nxfers ||
+        mg->src < 0 || mg->src >= nranks || mg->dst < 0 || mg->dst >= nranks) {
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "message %llu does not match its transfers",
+                  (unsigned long long)i);
+      return FALSE;
+    }
+    if (i > 0) {
+      const RfMessage *p = &plan->msgs[i - 1];
+      if (p->stage > mg->stage ||
+          (p->stage == mg->stage &&
+           (p->src > mg->src || (p->src == mg->src && p->dst >= mg->dst)))) {
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
+                    "messages not sorted by (stage, src, dst) at %llu", (unsigned long long)i);
+        return FALSE;
+      }
+    }
+    uint64_t by = 0;
+    for (uint64_t j = mg->first; j < (uint64_t)mg->first + mg->count; j++) {
+      const RfTransfer *t = &plan->xfers[j];
+      if (t->piece >= plan->npieces) {
+        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu names piece %u of %u",
+                    (unsigned long long)j, t->piece, plan->npieces);
+        return FALSE;
+      }
+      by += plan->pieces[t->piece].bytes;
+      mof[j] = i;
+    }
+    if (by != mg->bytes || mg->phase != plan->xfers[mg->first].phase) {
+      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "message %llu does not match its transfers",
+                  (unsigned long long)i);
+      return FALSE;
+    }
+    next += mg->count;
+  }
+  if (next != plan->nxfers) {
+    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "messages cover %llu of %llu transfers",
+                (unsigned long long)next, (unsigned long long)plan->nxfers);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* 2. Every box inside its part, bytes matching the box; fills by. */
+static gboolean check_transfers(const RfPlan *plan, const uint64_t *mof, GHashTable *by,
+                                GError **error) {
   const RfModel *m = plan->problem->model;
   char b1[256];
   for (uint64_t i = 0; i < plan->nxfers; i++) {
@@ -58,18 +108,10 @@ static gboolean check_transfers(const RfPlan *plan, GHashTable *by, GError **err
                   t->piece);
       return FALSE;
     }
-    if (i > 0) {
-      const RfTransfer *p = &plan->xfers[i - 1];
-      if (p->stage > t->stage ||
-          (p->stage == t->stage && (p->src > t->src || (p->src == t->src && p->dst > t->dst)))) {
-        g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
-                    "transfers not sorted by (stage, src, dst) at %llu", (unsigned long long)i);
-        return FALSE;
-      }
-    }
-    GArray *a = index_get(by, pc->part, t->dst);
+    const int dst = plan->msgs[mof[i]].dst;
+    GArray *a = index_get(by, pc->part, dst);
     if (!a) {
-      gint64 key = index_key(pc->part, t->dst);
+      gint64 key = index_key(pc->part, dst);
       a = g_array_new(FALSE, FALSE, sizeof(uint64_t));
       g_hash_table_insert(by, g_memdup2(&key, sizeof key), a);
     }
@@ -78,48 +120,24 @@ static gboolean check_transfers(const RfPlan *plan, GHashTable *by, GError **err
   return TRUE;
 }
 
-/* 2. Messages cover the transfers in order, each of one (stage, source, destination). */
-static gboolean check_messages(const RfPlan *plan, GError **error) {
-  uint64_t next = 0;
-  for (uint64_t i = 0; i < plan->nmsgs; i++) {
-    const RfMessage *mg = &plan->msgs[i];
-    uint64_t by = 0;
-    gboolean same = mg->first == next && mg->count > 0;
-    for (uint64_t j = mg->first; same && j < (uint64_t)mg->first + mg->count; j++) {
-      const RfTransfer *t = &plan->xfers[j];
-      same = t->stage == mg->stage && t->src == mg->src && t->dst == mg->dst;
-      by += plan->pieces[t->piece].bytes;
-    }
-    if (!same || by != mg->bytes) {
-      g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "message %llu does not match its transfers",
-                  (unsigned long long)i);
-      return FALSE;
-    }
-    next += mg->count;
-  }
-  if (next != plan->nxfers) {
-    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "messages cover %llu of %llu transfers",
-                (unsigned long long)next, (unsigned long long)plan->nxfers);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* Whether the sender of t holds its piece: its source shard, or what it received earlier. */
-static gboolean sender_holds(const RfPlan *plan, GHashTable *by, const RfTransfer *t) {
+/* Whether the sender of transfer i holds its piece: its source shard, or what it received
+ * earlier. */
+static gboolean sender_holds(const RfPlan *plan, const uint64_t *mof, GHashTable *by, uint64_t i) {
   const RfProblem *pb = plan->problem;
-  const RfPiece *pc = &plan->pieces[t->piece];
+  const RfMessage *mg = &plan->msgs[mof[i]];
+  const RfPiece *pc = &plan->pieces[plan->xfers[i].piece];
   int nd = pb->model->parts[pc->part].ndim;
   RfBox own;
-  gboolean has_own = rf_side_rank_shard(&pb->src, pc->part, t->src, &own, NULL);
+  gboolean has_own = rf_side_rank_shard(&pb->src, pc->part, mg->src, &own, NULL);
   if (has_own && rf_box_contains(&own, &pc->box, nd)) return TRUE;
   GArray *left = g_array_new(FALSE, FALSE, sizeof(RfBox));
   g_array_append_val(left, pc->box);
   if (has_own) box_subtract(left, &own, nd);
-  GArray *a = index_get(by, pc->part, t->src);
+  GArray *a = index_get(by, pc->part, mg->src);
   for (guint j = 0; a && j < a->len && left->len; j++) {
-    const RfTransfer *u = &plan->xfers[g_array_index(a, uint64_t, j)];
-    if (u->stage < t->stage) box_subtract(left, &plan->pieces[u->piece].box, nd);
+    const uint64_t u = g_array_index(a, uint64_t, j);
+    if (plan->msgs[mof[u]].stage < mg->stage)
+      box_subtract(left, &plan->pieces[plan->xfers[u].piece].box, nd);
   }
   gboolean held = left->len == 0;
   g_array_free(left, TRUE);
@@ -127,29 +145,31 @@ static gboolean sender_holds(const RfPlan *plan, GHashTable *by, const RfTransfe
 }
 
 /* 3. Every sender held what it sends; the network and relay flags say the truth. */
-static gboolean check_senders(const RfPlan *plan, GHashTable *by, GError **error) {
+static gboolean check_senders(const RfPlan *plan, const uint64_t *mof, GHashTable *by,
+                              GError **error) {
   const RfProblem *pb = plan->problem;
   char b1[256];
   for (uint64_t i = 0; i < plan->nxfers; i++) {
     const RfTransfer *t = &plan->xfers[i];
+    const RfMessage *mg = &plan->msgs[mof[i]];
     const RfPiece *pc = &plan->pieces[t->piece];
     int nd = pb->model->parts[pc->part].ndim;
-    if (!sender_holds(plan, by, t)) {
+    if (!sender_holds(plan, mof, by, i)) {
       g_set_error(error, RF_ERROR, RF_ERROR_VERIFY,
                   "transfer %llu (stage %d, %d -> %d, part %u %s): the sender does not hold it",
-                  (unsigned long long)i, t->stage, t->src, t->dst, pc->part,
+                  (unsigned long long)i, mg->stage, mg->src, mg->dst, pc->part,
                   rf_box_format(&pc->box, nd, b1, sizeof b1));
       return FALSE;
     }
-    if (!!(t->flags & RF_XFER_NET) !=
-        (rf_problem_domain(pb, t->src) != rf_problem_domain(pb, t->dst))) {
+    const gboolean net = rf_problem_domain(pb, mg->src) != rf_problem_domain(pb, mg->dst);
+    if (!!(t->flags & RF_XFER_NET) != net || !!(mg->flags & RF_XFER_NET) != net) {
       g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: network flag is wrong",
                   (unsigned long long)i);
       return FALSE;
     }
     RfBox mine, ov;
     gboolean keeps = t->phase != RF_PHASE_EXPORT &&
-                     rf_side_rank_shard(&pb->dst, pc->part, t->dst, &mine, NULL) &&
+                     rf_side_rank_shard(&pb->dst, pc->part, mg->dst, &mine, NULL) &&
                      rf_box_intersect(&mine, &pc->box, nd, &ov);
     if (keeps == !!(t->flags & RF_XFER_RELAY)) {
       g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "transfer %llu: relay flag is wrong",
@@ -228,8 +248,9 @@ static gboolean check_delivery(const RfPlan *plan, GHashTable *by, GError **erro
 
 gboolean rf_plan_verify(const RfPlan *plan, GError **error) {
   g_autoptr(GHashTable) by = index_new();
-  return check_transfers(plan, by, error) && check_messages(plan, error) &&
-         check_senders(plan, by, error) && check_delivery(plan, by, error);
+  g_autofree uint64_t *mof = g_new(uint64_t, plan->nxfers + 1);
+  return check_messages(plan, mof, error) && check_transfers(plan, mof, by, error) &&
+         check_senders(plan, mof, by, error) && check_delivery(plan, by, error);
 }
 
 /* ---- dump ----------------------------------------------------------------------------- */
@@ -273,7 +294,10 @@ gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
   const RfModel *m = plan->problem->model;
   fprintf(f, "{\"strategy\":\"%s\",\"transfers\":[", rf_strategy_name(plan->strategy));
   gboolean first = TRUE;
-  for (uint64_t i = 0; i < plan->nxfers; i++) {
+  for (uint64_t i = 0, mi = 0; i < plan->nxfers; i++) {
+    while (mi + 1 < plan->nmsgs && i >= (uint64_t)plan->msgs[mi].first + plan->msgs[mi].count)
+      mi++;
+    const RfMessage *mg = &plan->msgs[mi];
     const RfTransfer *t = &plan->xfers[i];
     const RfPiece *pc = &plan->pieces[t->piece];
     const RfPart *part = &m->parts[pc->part];
@@ -292,7 +316,7 @@ gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
       g_autoptr(GString) esc = g_string_new(NULL);
       json_escape(esc, name);
       fprintf(f, "%s\n{\"tensor\":\"%s\",\"src\":%d,\"dst\":%d,\"box\":[", first ? "" : ",",
-              esc->str, t->src, t->dst);
+              esc->str, mg->src, mg->dst);
       g_free(name);
       first = FALSE;
       for (int d = d0; d < part->ndim; d++) {
@@ -300,7 +324,7 @@ gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
         fprintf(f, "%s[%lld,%lld]", d > d0 ? "," : "", (long long)(pc->box.lo[d] + off),
                 (long long)(pc->box.hi[d] + off));
       }
-      fprintf(f, "],\"stage\":%d,\"phase\":\"%s\",\"relay\":%s}", t->stage,
+      fprintf(f, "],\"stage\":%d,\"phase\":\"%s\",\"relay\":%s}", mg->stage,
               rf_phase_name((RfPhase)t->phase), (t->flags & RF_XFER_RELAY) ? "true" : "false");
     }
   }

@@ -13,12 +13,15 @@ uint64_t rf_quant_pass_bytes(const RfProblem *pb, const RfPlan *plan, uint64_t *
    * hash set of a key per transfer cost a node per distinct key and a lookup per transfer) */
   const uint64_t nparts = pb->model->nparts;
   guint8 *sends = sender ? g_new0(guint8, ((uint64_t)pb->nranks * nparts + 7) / 8) : NULL;
-  for (uint64_t i = 0; sender && i < plan->nxfers; i++) {
-    uint32_t part = plan->pieces[plan->xfers[i].piece].part;
-    if (q->weight_part[part] >= 0) part = (uint32_t)q->weight_part[part];
-    if (!q->target[part]) continue;
-    const uint64_t k = (uint64_t)plan->xfers[i].src * nparts + part;
-    sends[k >> 3] |= (guint8)(1u << (k & 7));
+  for (uint64_t m = 0; sender && m < plan->nmsgs; m++) {
+    const RfMessage *msg = &plan->msgs[m];
+    for (uint64_t i = msg->first; i < (uint64_t)msg->first + msg->count; i++) {
+      uint32_t part = plan->pieces[plan->xfers[i].piece].part;
+      if (q->weight_part[part] >= 0) part = (uint32_t)q->weight_part[part];
+      if (!q->target[part]) continue;
+      const uint64_t k = (uint64_t)msg->src * nparts + part;
+      sends[k >> 3] |= (guint8)(1u << (k & 7));
+    }
   }
   const RfSide *side = sender ? &pb->src : &pb->dst;
   for (uint32_t pi = 0; q && pi < q->nparts; pi++) {

@@ -303,8 +303,8 @@ static gboolean dep_graph_build(DepGraph *d, const RfSchedule *s, const RfPlan *
   }
   g_autofree uint64_t *ainfo = RF_BIG_NEW(uint64_t, nx);
   for (guint i = 0; i < xs->len; i++) {
-    const RfTransfer *x = &plan->xfers[xv[aid[i]].t];
-    ainfo[i] = (uint64_t)x->stage << 32 | x->piece;
+    const Arrival *a = &xv[aid[i]];
+    ainfo[i] = (uint64_t)plan->msgs[a->m].stage << 32 | plan->xfers[a->t].piece;
   }
   g_autofree guint *rank_first = g_new0(guint, (size_t)s->nranks + 1);
   for (guint i = 0; i < xs->len; i++) /* the keys are (rank, part): by rank first */
