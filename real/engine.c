@@ -515,7 +515,8 @@ static gboolean build_schedule(RealState *st, const RfPlan *plan, GError **error
 
 /* 1. Rounds, per-rank lists and tables; the buffer sizes of the largest rank of the world. */
 static gboolean build_plan(RealState *st, const RfPlan *plan, GError **error) {
-  if (!build_schedule(st, plan, error)) return FALSE;
+  /* the schedule and the rank lists walk the plan by its messages */
+  if (!rf_plan_check_messages(plan, error) || !build_schedule(st, plan, error)) return FALSE;
   const RfSchedule *sg = st->sched;
   rf_real_index_plan(st, plan);
   /* A lost rank is out of the data communicator: it must neither send nor receive. */

@@ -426,6 +426,17 @@ static void test_verify_catches(void) {
   p->msgs[0] = keep_msg;
   g_assert_true(rf_plan_verify(p, &e));
   g_assert_no_error(e);
+  const uint64_t nm = p->nmsgs;
+  p->nmsgs = 0; /* transfers with no messages: no ranks to read them by */
+  g_assert_false(rf_plan_check_messages(p, &e));
+  g_assert_error(e, RF_ERROR, RF_ERROR_VERIFY);
+  g_clear_error(&e);
+  g_autofree char *dump = g_build_filename(g_get_tmp_dir(), "refit-test-dump.json", NULL);
+  g_assert_false(rf_plan_dump(p, dump, &e)); /* refused before anything is written */
+  g_assert_error(e, RF_ERROR, RF_ERROR_VERIFY);
+  g_clear_error(&e);
+  p->nmsgs = nm;
+  g_assert_true(rf_plan_check_messages(p, &e));
   rf_plan_free(p);
   rf_problem_free(pb);
 }
@@ -749,6 +760,47 @@ static int check_many_stages(int rank0) {
   return gb_stages;
 }
 
+/* The plans of many_stages_spec at rank ids from 0 and from off (a multiple of the domain, 8):
+ * the same plans, message ranks shifted by off, but where a wide id space refuses a plan of too
+ * many stages (gather-broadcast, hybrid). The records' cells merge up to the cap on src's low
+ * bits from 17-bit ids on, and are capped from the start at 20 bits. */
+static void check_shifted(int off) {
+  g_autoptr(GString) j0 = many_stages_spec(0), j1 = many_stages_spec(off);
+  GError *e = NULL;
+  g_autoptr(RfProblem) p0 = spec_problem(j0->str, 8, &e);
+  g_assert_no_error(e);
+  g_autoptr(RfProblem) p1 = spec_problem(j1->str, 8, &e);
+  g_assert_no_error(e);
+  for (int s = 0; s < RF_STRATEGY_COUNT; s++) {
+    g_autoptr(RfPlan) a = rf_plan_build(p0, (RfStrategy)s, NULL, &e);
+    g_assert_no_error(e);
+    g_autoptr(RfPlan) b = rf_plan_build(p1, (RfStrategy)s, NULL, &e);
+    if (!b) {
+      g_assert_error(e, RF_ERROR, RF_ERROR_LIMIT);
+      g_assert_true(s == RF_STRATEGY_GATHER_BROADCAST || s == RF_STRATEGY_HYBRID);
+      g_clear_error(&e);
+      continue;
+    }
+    g_assert_cmpuint(a->nxfers, ==, b->nxfers);
+    g_assert_cmpuint(a->nmsgs, ==, b->nmsgs);
+    g_assert_cmpint(a->nstages, ==, b->nstages);
+    g_assert_cmpuint(a->npieces, ==, b->npieces);
+    for (uint64_t i = 0; i < a->nxfers; i++) {
+      const RfTransfer *x = &a->xfers[i], *y = &b->xfers[i];
+      g_assert_true(x->piece == y->piece && x->phase == y->phase && x->flags == y->flags);
+    }
+    for (uint64_t i = 0; i < a->nmsgs; i++) {
+      const RfMessage *x = &a->msgs[i], *y = &b->msgs[i];
+      g_assert_true(x->stage == y->stage && x->phase == y->phase && x->flags == y->flags &&
+                    x->bytes == y->bytes && x->first == y->first && x->count == y->count);
+      g_assert_cmpint(y->src, ==, x->src + off);
+      g_assert_cmpint(y->dst, ==, x->dst + off);
+    }
+    g_assert_cmpuint(a->stats.max_nic_bytes, ==, b->stats.max_nic_bytes);
+    g_assert_cmpuint(a->stats.network_bytes, ==, b->stats.network_bytes);
+  }
+}
+
 /* A planned transfer's record holds (src's low bits, dst) in 32 bits (plan.c's Rec): from 2^16
  * ranks on a stage keeps more cells, and past 65,536 cells a plan is refused. The same spec at
  * ranks from 0, from 2^17 (18-bit ranks: 16 cells a stage at least, so 4,096 stages) and at the
@@ -758,6 +810,9 @@ static void test_sorted_many_stages(void) {
   g_assert_cmpint(n, >, 200);
   g_assert_cmpint(check_many_stages(1 << 17), ==, n);
   g_assert_cmpint(check_many_stages(RF_MAX_RANKS - 256), ==, n <= 256 ? n : -1);
+  check_shifted(1 << 16); /* 17-bit ids: the most merges before the cap */
+  check_shifted(1 << 18); /* 19 bits */
+  check_shifted(RF_MAX_RANKS - 256);
 }
 
 int main(int argc, char **argv) {

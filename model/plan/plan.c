@@ -89,8 +89,8 @@ G_STATIC_ASSERT(RF_PHASE_COUNT <= 8 && (RF_XFER_NET | RF_XFER_RELAY) < 4);
 G_STATIC_ASSERT(sizeof(RfTransfer) == 4 && sizeof(Rec) == 2 * sizeof(RfTransfer));
 
 /* Room the blocks may take: the transfers, a partly filled block per cell at the end (at most
- * CELL_LIMIT cells), and those closed when cells merge (xvec_stages: at most MAX_CELL_W_BITS
- * times, each while the cells were at most CELL_BUDGET). */
+ * CELL_LIMIT cells), and those closed when cells merge (xvec_stages: at most CELL_W_BITS times,
+ * each while the cells were at most CELL_BUDGET; MAX_CELL_W_BITS + 1 bounds it). */
 #define XVEC_MAX_ROOM                                                                              \
   (RF_PLAN_MAX_TRANSFERS + (uint64_t)(CELL_LIMIT + (MAX_CELL_W_BITS + 1) * CELL_BUDGET) * XBLOCK)
 
@@ -306,9 +306,10 @@ static void emit(Builder *b, uint32_t piece, int src, int dst, int stage, RfPhas
   if (G_UNLIKELY(stage >= b->x.cell_stages) && !xvec_stages(&b->x, stage)) {
     if (!b->failed)
       g_set_error(b->error, RF_ERROR, RF_ERROR_LIMIT,
-                  "%s plan of %d ranks needs more than %d stages, the most its transfer records "
-                  "hold at that many ranks; use fewer ranks or another strategy",
-                  rf_strategy_name(b->strategy), b->pb->nranks,
+                  "%s plan over rank ids up to %d needs more than %d stages, the most its "
+                  "transfer records hold with ids that large; use lower rank ids, fewer ranks or "
+                  "another strategy",
+                  rf_strategy_name(b->strategy), b->pb->nranks - 1,
                   (int)(CELL_LIMIT / (uint32_t)b->x.cell_w));
     b->failed = TRUE;
     return;

@@ -91,7 +91,7 @@ typedef struct {
   RfPiece *pieces;          /* pieces, xfers and msgs are model/base/bigmem.h RfBigVec arrays:
                                rf_plan_free frees them, never g_free */
   uint32_t npieces;
-  RfTransfer *xfers; /* sorted by (stage, src, dst) */
+  RfTransfer *xfers; /* by their messages' (stage, src, dst), then by piece */
   uint64_t nxfers;
   RfMessage *msgs; /* in the same order */
   uint64_t nmsgs;
@@ -127,6 +127,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(RfPlan, rf_plan_free)
 /* The message that holds transfer t (< plan->nxfers): a binary search over the messages, for
  * the odd transfer; a pass over many walks the messages instead. */
 uint64_t rf_plan_message_of(const RfPlan *plan, uint64_t t);
+
+/* The messages tile the transfers in order (each first where the one before ended, none empty,
+ * all of them covered) and name ranks of the problem: what every reader that walks a plan by
+ * its messages relies on; one pass over the messages (rf_plan_verify checks it too). FALSE +
+ * RF_ERROR_VERIFY otherwise. */
+gboolean rf_plan_check_messages(const RfPlan *plan, GError **error);
 
 /* Check the plan's invariants: every destination element of every part received exactly once
  * by its destination rank, no box outside its part or outside the sender's holding, every

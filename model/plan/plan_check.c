@@ -4,6 +4,7 @@
 #include "plan.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,10 +37,8 @@ static GArray *index_get(GHashTable *by, uint32_t part, int rank) {
   return g_hash_table_lookup(by, &key);
 }
 
-/* 1. Messages cover the transfers in order, none empty, sorted by (stage, source, destination)
- * with no two alike, their bytes their transfers'; mof[t]: transfer t's message. */
-static gboolean check_messages(const RfPlan *plan, uint64_t *mof, GError **error) {
-  const int nranks = plan->problem->nranks;
+gboolean rf_plan_check_messages(const RfPlan *plan, GError **error) {
+  const int nranks = plan->problem ? plan->problem->nranks : INT_MAX;
   uint64_t next = 0;
   for (uint64_t i = 0; i < plan->nmsgs; i++) {
     const RfMessage *mg = &plan->msgs[i];
@@ -49,6 +48,22 @@ static gboolean check_messages(const RfPlan *plan, uint64_t *mof, GError **error
                   (unsigned long long)i);
       return FALSE;
     }
+    next += mg->count;
+  }
+  if (next != plan->nxfers) {
+    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "messages cover %llu of %llu transfers",
+                (unsigned long long)next, (unsigned long long)plan->nxfers);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* 1. Messages tile the transfers (rf_plan_check_messages), sorted by (stage, source,
+ * destination) with no two alike, their bytes their transfers'; mof[t]: transfer t's message. */
+static gboolean check_messages(const RfPlan *plan, uint64_t *mof, GError **error) {
+  if (!rf_plan_check_messages(plan, error)) return FALSE;
+  for (uint64_t i = 0; i < plan->nmsgs; i++) {
+    const RfMessage *mg = &plan->msgs[i];
     if (i > 0) {
       const RfMessage *p = &plan->msgs[i - 1];
       if (p->stage > mg->stage ||
@@ -75,12 +90,6 @@ static gboolean check_messages(const RfPlan *plan, uint64_t *mof, GError **error
                   (unsigned long long)i);
       return FALSE;
     }
-    next += mg->count;
-  }
-  if (next != plan->nxfers) {
-    g_set_error(error, RF_ERROR, RF_ERROR_VERIFY, "messages cover %llu of %llu transfers",
-                (unsigned long long)next, (unsigned long long)plan->nxfers);
-    return FALSE;
   }
   return TRUE;
 }
@@ -286,6 +295,7 @@ static void json_escape(GString *out, const char *s) {
 }
 
 gboolean rf_plan_dump(const RfPlan *plan, const char *path, GError **error) {
+  if (!rf_plan_check_messages(plan, error)) return FALSE; /* a transfer's ranks: its message's */
   FILE *f = fopen(path, "w");
   if (!f) {
     g_set_error(error, RF_ERROR, RF_ERROR_IO, "cannot write %s: %s", path, g_strerror(errno));
