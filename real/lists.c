@@ -293,19 +293,6 @@ static void build_clear(Build *b) {
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Build, build_clear)
 
-/* Local index of global transfer t (which touches this rank), or -1. */
-static int64_t local_xfer(const Build *b, uint64_t t) {
-  uint64_t lo = 0, hi = b->nx;
-  while (lo < hi) {
-    uint64_t mid = lo + (hi - lo) / 2;
-    if (b->lx[mid] < t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < b->nx && b->lx[lo] == t ? (int64_t)lo : -1;
-}
-
 /* The plan's transfers are read through the rank's index, far apart: fetch ahead (the loops
  * below are bound by memory latency on large plans, not by arithmetic). */
 #if defined(__GNUC__)
@@ -335,14 +322,16 @@ static void xfer_rounds(Build *b) {
     b->xr_first[i] = b->xr_last[i] = -1;
   const uint64_t *ms = st->rank_msgs + st->rank_msg_first[b->me];
   const uint64_t nm = st->rank_msg_first[b->me + 1] - st->rank_msg_first[b->me];
+  uint64_t li = 0; /* local transfer of t: the rank's messages' transfers, in order */
   for (uint64_t k = 0; k < nm; k++) {
     const uint64_t m = ms[k];
     const RfMessage *msg = &plan->msgs[m];
     uint64_t w = 0;
-    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++) {
+    for (uint64_t t = msg->first; t < (uint64_t)msg->first + msg->count; t++, li++) {
       const uint64_t bytes = plan->pieces[plan->xfers[t].piece].bytes;
-      const int64_t i = bytes ? local_xfer(b, t) : -1;
-      if (i >= 0) {
+      g_assert(li < b->nx && b->lx[li] == t);
+      if (bytes) {
+        const uint64_t i = li;
         int lo, hi;
         rf_schedule_byte_rounds(sg, m, w, bytes, &lo, &hi);
         b->xr_first[i] = lo;
@@ -588,8 +577,9 @@ static gboolean recv_items(Build *b, MsgScratch *w, uint64_t i, uint64_t wire, G
 }
 
 /* 3. Per message: items in wire order, cut at segment bounds into the rounds' operations and
- * lists (only the staging sizes with --memory). */
-static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **error) {
+ * lists (only the staging sizes with --memory). i0: the local number of its first transfer (the
+ * rank's transfers are its messages', in order: rf_real_index_plan). */
+static gboolean message_lists(Build *b, uint64_t m, uint64_t i0, MsgScratch *w, GError **error) {
   RealState *st = b->st;
   const RfMessage *msg = &b->plan->msgs[m];
   const gboolean lists = !st->opt.plan_only;
@@ -597,14 +587,13 @@ static gboolean message_lists(Build *b, uint64_t m, MsgScratch *w, GError **erro
   g_array_set_size(w->sitems, 0);
   g_array_set_size(w->ritems, 0);
   g_array_set_size(w->hitems, 0);
-  int64_t i0 = msg->count ? local_xfer(b, msg->first) : 0;
   uint64_t wire = 0;
   const uint64_t end = (uint64_t)msg->first + msg->count;
   for (uint64_t t = msg->first; t < end; t++) {
     if (t + AHEAD < end) PREFETCH(&b->plan->pieces[b->plan->xfers[t + AHEAD].piece].bytes);
     const RfTransfer *x = &b->plan->xfers[t];
-    uint64_t i = (uint64_t)i0 + (t - msg->first);
-    if (i0 < 0 || i >= b->nx || b->lx[i] != t) {
+    uint64_t i = i0 + (t - msg->first);
+    if (i >= b->nx || b->lx[i] != t) {
       rf_real_set_err(error, RF_ERROR_VERIFY,
                       "plan message %" G_GUINT64_FORMAT ": transfer %" G_GUINT64_FORMAT
                       " goes between other ranks",
@@ -665,8 +654,8 @@ static gboolean rank_messages(Build *b, GError **error) {
   g_autoptr(GArray) A = g_array_new(FALSE, FALSE, sizeof(Span));
   g_autoptr(GArray) B = g_array_new(FALSE, FALSE, sizeof(Span));
   MsgScratch w = {sitems, ritems, hitems, A, B, 0};
-  for (uint64_t k = 0; k < nm; k++)
-    if (!message_lists(b, ms[k], &w, error)) return FALSE;
+  for (uint64_t k = 0, i0 = 0; k < nm; i0 += b->plan->msgs[ms[k]].count, k++)
+    if (!message_lists(b, ms[k], i0, &w, error)) return FALSE;
   return TRUE;
 }
 
