@@ -92,8 +92,8 @@ typedef struct {
   int nrounds;
   int *stage_round0; /* nstages + 1: first global round of each stage (the schedule's) */
   int *round_ranks;  /* local mode: per global round, the local ranks taking part */
-  /* transfers (messages) touching rank r: rank_xfers[rank_xfer_first[r] .. [r + 1]), ascending */
-  uint64_t *rank_xfer_first, *rank_xfers;
+  /* messages touching rank r: rank_msgs[rank_msg_first[r] .. [r + 1]), ascending (its transfers
+   * are theirs, in order) */
   uint64_t *rank_msg_first, *rank_msgs;
   RfRealSpread spread;
   RfRealProgressFn progress;

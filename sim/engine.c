@@ -225,10 +225,9 @@ static void pay(double *owed) {
   *owed = 0;
 }
 
-/* When a group posted at `posted`, the actor's round i (R: its rounds), ends at the earliest: the
- * post plus the copy of its self-sends (SimExec.self_s). */
+/* sim_exec_self_end of the actor's round i (R: its rounds) posted at `posted`. */
 static double self_end(const SimExec *e, const SimExecRound *R, int i, double posted) {
-  return e->self_s ? posted + e->self_s[(uint64_t)(R - e->rounds) + (uint64_t)i] : posted;
+  return sim_exec_self_end(e, (uint64_t)(R - e->rounds) + (uint64_t)i, posted);
 }
 
 static void rank_actor(int argc, char **argv) {

@@ -597,11 +597,10 @@ static uint64_t unit_round(const Ev *v, int u, int round) {
   return lo;
 }
 
-/* When the group unit u has in flight on the lane ends at the earliest: its post plus the copy
- * of its self-sends (SimExec.self_s; its post without any). */
+/* sim_exec_self_end of the group unit u has in flight on the lane. */
 static double self_end(const Ev *v, int u, int lane) {
   const Unit *U = &v->u[u];
-  return v->e->self_s ? U->posted[lane] + v->e->self_s[U->r0 + U->cur[lane]] : U->posted[lane];
+  return sim_exec_self_end(v->e, U->r0 + U->cur[lane], U->posted[lane]);
 }
 
 static void post_round(Ev *v, int u, int lane) {

@@ -92,6 +92,13 @@ typedef struct {
                          * one communication stream, a rank's groups one after another */
 } SimExec;
 
+/* When the group of round i (an index into SimExec.rounds) posted at `posted` ends at the
+ * earliest: the post plus the copy of its self-sends (SimExec.self_s), or the post without any;
+ * both engines wait for it. */
+static inline double sim_exec_self_end(const SimExec *e, uint64_t i, double posted) {
+  return e->self_s ? posted + e->self_s[i] : posted;
+}
+
 typedef struct {
   int group; /* GPUs per simulated host */
   int nhosts;

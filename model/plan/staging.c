@@ -13,15 +13,15 @@ static uint64_t footprint(uint64_t b, int slots, uint64_t share) {
   return (uint64_t)slots * 2 * b * (1 + share);
 }
 
-/* The bandwidth-delay rule: group_s x the NIC rate x the ratio / the lanes that move at once (a
- * group sharing the NICs with lanes - 1 others takes lanes times as long on them), to a power of
- * two MiB. */
 /* A GPU's NICs at the calibrated rate, bytes/s. */
 static double nic_rate(const RfTopology *t, const RfStagingCosts *c) {
   return rf_topology_nic_Bps(t) * MAX(t->nics_per_gpu, 1) *
          (c->nic_efficiency > 0 ? c->nic_efficiency : 1.0);
 }
 
+/* The bandwidth-delay rule: group_s x the NIC rate x the ratio / the lanes that move at once (a
+ * group sharing the NICs with lanes - 1 others takes lanes times as long on them), to a power of
+ * two MiB. */
 static uint64_t bdp_bytes(const RfPlan *plan, const RfStagingCosts *c, int lanes) {
   const RfTopology *t = plan->problem ? plan->problem->topo : NULL;
   if (!t || t->nic_Gbps <= 0 || !(c->group_s > 0)) return RF_SCHEDULE_DEFAULT_STAGING_BYTES;
